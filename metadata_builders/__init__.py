@@ -1,0 +1,63 @@
+"""metadata-builders: a property-based correctness harness for SGLang's
+DeepSeek-V4 HIP target-verify metadata builders.
+
+The public surface is re-exported here; everything else lives in modules or
+underscore names.  torch is imported lazily: the batch model and the reference
+work without it.
+"""
+
+from __future__ import annotations
+
+from metadata_builders.batch import SCHEMA, Divergence, Geometry, GraphTier, VerifyBatch
+from metadata_builders.builders import AuditedBuilder, Builder, get_builder, resolve_device
+from metadata_builders.errors import (
+    BuilderNotFound,
+    InvalidBatch,
+    InvalidVariant,
+    MetadataBuildersError,
+    PropertyFailure,
+)
+from metadata_builders.metadata import (
+    FIELD_NAMES,
+    Audit,
+    Decision,
+    FaultRecord,
+    Mismatch,
+    SyncRecord,
+    VerifyMetadata,
+    first_difference,
+)
+from metadata_builders.reference import ReferenceBuilder
+from metadata_builders.variants import Variant, apply_gate, divergence_applies, variants_for
+
+__all__ = [
+    "FIELD_NAMES",
+    "SCHEMA",
+    "Audit",
+    "AuditedBuilder",
+    "Builder",
+    "BuilderNotFound",
+    "Decision",
+    "Divergence",
+    "FaultRecord",
+    "Geometry",
+    "GraphTier",
+    "InvalidBatch",
+    "InvalidVariant",
+    "MetadataBuildersError",
+    "Mismatch",
+    "PropertyFailure",
+    "ReferenceBuilder",
+    "SyncRecord",
+    "Variant",
+    "VerifyBatch",
+    "VerifyMetadata",
+    "apply_gate",
+    "divergence_applies",
+    "first_difference",
+    "get_builder",
+    "resolve_device",
+    "variants_for",
+]
+
+__version__ = "0.1.0"

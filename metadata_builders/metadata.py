@@ -1,0 +1,189 @@
+"""The canonical output of a build: metadata fields, the decision, the audit.
+
+Everything is plain Python (lists of ints, 2-D for ``page_table`` and
+``swa_page_indices``) so any builder, torch or not, can be compared with the
+reference, and a mismatch is reported as field, first differing index,
+expected and actual -- never a tensor dump.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal, Mapping
+
+__all__ = [
+    "FIELD_NAMES",
+    "Audit",
+    "Decision",
+    "FaultKind",
+    "FaultRecord",
+    "Mismatch",
+    "SyncRecord",
+    "VerifyMetadata",
+    "first_difference",
+]
+
+FIELD_NAMES: tuple[str, ...] = (
+    "seq_lens",
+    "extend_seq_lens",
+    "extend_start_loc",
+    "seq_lens_casual",
+    "positions_casual",
+    "req_pool_indices_repeated",
+    "swa_topk_lengths",
+    "page_table",
+    "swa_page_indices",
+    "raw_out_loc",
+    "pf_state_slot",
+    "pf_chunk_start",
+    "pf_cu_q",
+    "pf_final_pos",
+    "verify_store_state_slot",
+    "swa_loc",
+)
+"""Every metadata field, in pipeline order. Per-row fields have ``rows`` entries
+(``bs`` eager, ``padded_bs`` graph); per-token fields ``padded_num_tokens``."""
+
+FaultKind = Literal["oob_write", "uninitialized_tail"]
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """What the builder decided about the token count and the token map."""
+
+    num_tokens: int
+    """Tokens covered by requests (the host's belief); the rest up to the tier are pads."""
+    exact_num_tokens: bool
+    """``num_tokens`` equals the device-side sum, after the gate."""
+    used_output_size: bool
+    """The token map passed ``output_size=num_tokens`` (sync-free, trusted on HIP)."""
+    max_seq_len: int
+    """Max sequence length after the ``+= num_draft_tokens`` of verify extension."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "num_tokens": self.num_tokens,
+            "exact_num_tokens": self.exact_num_tokens,
+            "used_output_size": self.used_output_size,
+            "max_seq_len": self.max_seq_len,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class SyncRecord:
+    """One device-to-host synchronisation: what forced it and in which stage."""
+
+    op: str
+    """The operation, e.g. ``Tensor.item``, ``repeat_interleave(no output_size)``."""
+    stage: str
+    """Pipeline stage (the builder function) that performed it."""
+    reason: str = ""
+    """Why the contract expects it (reference) or where it came from (audit)."""
+
+    def to_dict(self) -> dict[str, str]:
+        return {"op": self.op, "stage": self.stage, "reason": self.reason}
+
+
+@dataclass(frozen=True, slots=True)
+class FaultRecord:
+    """One memory fault the HIP device model saw."""
+
+    kind: FaultKind
+    """``oob_write``: wrote past the buffer; ``uninitialized_tail``: left the tail unwritten."""
+    count: int
+    """How many elements were written out of bounds / left uninitialised."""
+    op: str = "repeat_interleave"
+    """The kernel that faulted."""
+    stage: str = "unified_prefill_meta"
+    """Pipeline stage that launched it."""
+    output_size: int | None = None
+    """The ``output_size`` the kernel trusted."""
+    device_sum: int | None = None
+    """What the device-resident repeats really summed to."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "count": self.count,
+            "op": self.op,
+            "stage": self.stage,
+            "output_size": self.output_size,
+            "device_sum": self.device_sum,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Audit:
+    """Host syncs performed and device faults seen during one build."""
+
+    host_syncs: list[SyncRecord] = field(default_factory=list)
+    """Each device-to-host sync, in order."""
+    faults: list[FaultRecord] = field(default_factory=list)
+    """Each fault of the device model, in order."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "host_syncs": [s.to_dict() for s in self.host_syncs],
+            "faults": [f.to_dict() for f in self.faults],
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Mismatch:
+    """The first place two builds disagree."""
+
+    field: str
+    index: tuple[int, ...] | None
+    """Index of the first differing element; None when the lengths differ."""
+    expected: Any
+    actual: Any
+
+    def __str__(self) -> str:
+        where = self.field if self.index is None else f"{self.field}{list(self.index)}"
+        return f"{where}: expected {self.expected!r}, got {self.actual!r}"
+
+
+@dataclass(frozen=True, slots=True)
+class VerifyMetadata:
+    """One build's result: ``fields`` (name -> list), ``decision``, ``audit``."""
+
+    fields: dict[str, list[Any]]
+    """Every name of ``FIELD_NAMES`` mapped to a plain (possibly 2-D) list of ints."""
+    decision: Decision
+    """The token-count decision."""
+    audit: Audit = field(default_factory=Audit)
+    """Syncs and faults observed during the build."""
+
+    def __post_init__(self) -> None:
+        missing = [n for n in FIELD_NAMES if n not in self.fields]
+        if missing:
+            raise ValueError(f"VerifyMetadata.fields is missing {missing}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"fields": self.fields, "decision": self.decision.to_dict(), "audit": self.audit.to_dict()}
+
+
+def _first_diff(expected: Any, actual: Any, prefix: tuple[int, ...]) -> tuple[tuple[int, ...] | None, Any, Any] | None:
+    if isinstance(expected, list) and isinstance(actual, list):
+        if len(expected) != len(actual):
+            return (None if not prefix else prefix), f"length {len(expected)}", f"length {len(actual)}"
+        for i, (e, a) in enumerate(zip(expected, actual)):
+            found = _first_diff(e, a, prefix + (i,))
+            if found is not None:
+                return found
+        return None
+    if expected != actual:
+        return prefix, expected, actual
+    return None
+
+
+def first_difference(
+    expected: Mapping[str, Any], actual: Mapping[str, Any], names: tuple[str, ...] = FIELD_NAMES
+) -> Mismatch | None:
+    """The first field (in pipeline order) and index where two field maps differ."""
+    for name in names:
+        found = _first_diff(expected[name], actual[name], ())
+        if found is not None:
+            index, e, a = found
+            return Mismatch(name, index, e, a)
+    return None

@@ -1,0 +1,316 @@
+"""The specification in code: target-verify metadata in pure Python.
+
+This module never imports torch (a test runs it where importing torch fails).
+Each pipeline stage of DESIGN.md section 2 is one function; the builder at the
+bottom chains them.  Where DESIGN.md is silent we follow upstream
+``deepseek_v4_backend_hip_radix.py`` and say so in the docstring.
+
+Running example used by the docstrings -- a ragged EAGLE batch on the graph path::
+
+    seq_lens         = [5, 3, 7]      # accepted prefixes of three requests
+    req_pool_indices = [2, 1, 3]
+    verify_lens      = [3, 1, 2]      # 6 real verify tokens, num_draft_tokens = 3
+    graph            = padded_bs 5, graph_num_tokens 10, no cap
+
+Tier padding appends two pad rows (seq_len 1, slot 0) and spreads the
+leftover ``10 - 6 = 4`` tokens over them: ``extend = [3, 1, 2, 2, 2]``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from metadata_builders.metadata import Audit, Decision, FaultRecord, SyncRecord, VerifyMetadata
+from metadata_builders.variants import apply_gate, check_variant, divergence_applies
+
+if TYPE_CHECKING:
+    from metadata_builders.batch import VerifyBatch
+    from metadata_builders.variants import Variant
+
+__all__ = [
+    "ReferenceBuilder",
+    "Rows",
+    "causal_expansion",
+    "core_metadata",
+    "decode_streams",
+    "device_extend_lens",
+    "device_token_map",
+    "exclusive_cumsum",
+    "expected_faults",
+    "expected_host_syncs",
+    "tier_verify_lens",
+    "unified_prefill_meta",
+    "verify_extension",
+]
+
+
+def exclusive_cumsum(xs: list[int]) -> list[int]:
+    """``[3, 1, 2] -> [0, 3, 4]``: where each row's tokens start."""
+    out, acc = [], 0
+    for x in xs:
+        out.append(acc)
+        acc += x
+    return out
+
+
+def tier_verify_lens(verify_lens: tuple[int, ...] | list[int], padded_bs: int, graph_num_tokens: int, cap: int | None) -> list[int]:
+    """Ragged verify lengths padded to a graph tier (upstream ``pad_verify_lens_to_bucket``).
+
+    ``leftover = graph_num_tokens - sum(real)``.  With pad rows it is spread over
+    them: ``base = leftover // npad``, the first ``leftover % npad`` pad rows get one
+    more, each clamped to ``cap`` when set.  With no pad rows and no cap the last
+    real row absorbs it; with a cap and no pad rows it stays uncovered.
+
+    Example: ``[3, 1, 2]``, padded_bs 5, tier 10 -> ``[3, 1, 2, 2, 2]``;
+    cap 1 -> ``[3, 1, 2, 1, 1]`` (2 tokens uncovered); padded_bs 3 -> ``[3, 1, 6]``.
+
+    Only pad rows are clamped (DESIGN.md); upstream's ``padded_to_bucket`` also
+    clamps real rows, which no caller with a cap below num_draft_tokens reaches.
+    """
+    real = list(verify_lens)
+    npad = padded_bs - len(real)
+    leftover = graph_num_tokens - sum(real)
+    if npad > 0:
+        base, rem = divmod(leftover, npad)
+        pad = [base + (1 if i < rem else 0) for i in range(npad)]
+        if cap is not None:
+            pad = [min(p, cap) for p in pad]
+        return real + pad
+    if cap is None:
+        real[-1] += leftover
+    return real
+
+
+@dataclass(frozen=True, slots=True)
+class Rows:
+    """The batch after verify extension, one entry per row of the built batch."""
+
+    seq_lens: list[int]
+    """(rows,): lengths *after* adding the verify tokens."""
+    slots: list[int]
+    """(rows,): request slot per row; pad rows use slot 0."""
+    extend_seq_lens: list[int]
+    """(rows,): verify tokens per row (after tier padding)."""
+    extend_start_loc: list[int]
+    """(rows,): exclusive cumsum of ``extend_seq_lens``."""
+    num_tokens: int
+    """Tokens covered by rows (the host's belief)."""
+    exact: bool
+    """Layout exactness before the gate."""
+    used_output_size: bool
+    """After the gate."""
+    max_seq_len: int
+    """After ``+= num_draft_tokens``."""
+    out_cache_loc: list[int]
+    """(padded_num_tokens,): zero-padded to the tier on the graph path."""
+    total_from_device: bool
+    """The ragged total was read back from the device (one sync)."""
+
+
+def verify_extension(batch: VerifyBatch, variant: Variant) -> Rows:
+    """Stage 1: add the verify tokens; decide ``num_tokens`` and exactness.
+
+    Running example, graph path: rows ``seq_lens = [8, 4, 9, 3, 3]`` (pads have
+    seq_len 1 plus their share of slack), ``extend_start_loc = [0, 3, 4, 6, 8]``,
+    ``num_tokens = 10`` (an uncapped tier carries its total: ``exact=False``),
+    ``max_seq_len = max_context + 3``.  Eager: three rows, ``num_tokens = 6``,
+    ``max_seq_len = 7 + 3 = 10``.
+    """
+    bs, draft = batch.bs, batch.num_draft_tokens
+    seq_lens = list(batch.seq_lens)
+    slots = list(batch.req_pool_indices)
+    out_cache_loc = list(batch.out_cache_loc)
+    total_from_device = False
+    if variant.path == "graph":
+        graph = batch.graph
+        assert graph is not None
+        npad = graph.padded_bs - bs
+        seq_lens += [1] * npad
+        slots += [0] * npad
+        out_cache_loc += [0] * (graph.graph_num_tokens - len(out_cache_loc))
+        max_seq_len = batch.max_context
+    else:
+        max_seq_len = max(seq_lens)
+    max_seq_len += draft
+
+    if batch.verify_lens is None:
+        extend = [draft] * len(seq_lens)
+        num_tokens, exact = draft * len(seq_lens), True
+    elif variant.path == "graph":
+        assert batch.graph is not None
+        g = batch.graph
+        extend = tier_verify_lens(batch.verify_lens, g.padded_bs, g.graph_num_tokens, g.cap)
+        if g.cap is None:
+            num_tokens, exact = g.graph_num_tokens, False
+        else:
+            num_tokens, exact, total_from_device = sum(extend), True, True
+    else:
+        extend = list(batch.verify_lens)
+        total_from_device = variant.layout_total == "device"
+        num_tokens, exact = sum(extend), total_from_device
+
+    return Rows(
+        seq_lens=[s + e for s, e in zip(seq_lens, extend)],
+        slots=slots,
+        extend_seq_lens=extend,
+        extend_start_loc=exclusive_cumsum(extend),
+        num_tokens=num_tokens,
+        exact=exact,
+        used_output_size=apply_gate(variant.gate, exact, batch.is_dspark),
+        max_seq_len=max_seq_len,
+        out_cache_loc=out_cache_loc,
+        total_from_device=total_from_device,
+    )
+
+
+def causal_expansion(rows: Rows) -> tuple[list[int], list[int]]:
+    """Stage 2: one ``seq_lens_casual`` and slot per token, pads included.
+
+    Token j of row b sees ``seq_lens[b] - extend[b] + 1 + j`` tokens.  Running
+    example (graph): row 0 gives ``[6, 7, 8]``, row 1 ``[4]``, row 2 ``[8, 9]``,
+    pad rows ``[2, 3]`` each.  Tokens past ``num_tokens`` (a capped tier's
+    uncovered tail) get ``seq_lens_casual = 1`` and the slot of the *last row* of
+    the built batch (upstream's triton ``ExpandPrefillCausally``).
+    """
+    casual: list[int] = []
+    slots: list[int] = []
+    for s, e, slot in zip(rows.seq_lens, rows.extend_seq_lens, rows.slots):
+        casual += [s - e + 1 + j for j in range(e)]
+        slots += [slot] * e
+    pad = len(rows.out_cache_loc) - rows.num_tokens
+    casual += [1] * pad
+    slots += [rows.slots[-1]] * pad
+    return casual, slots
+
+
+def core_metadata(batch: VerifyBatch, rows: Rows, casual: list[int], slots: list[int]) -> dict[str, list]:
+    """Stage 3: positions, SWA lengths, page table, SWA window indices.
+
+    ``page_table[t]`` lists the page of positions ``0, page_size, 2*page_size, ...``
+    below ``min(max_seq_len, max_context)`` of the token's slot.
+    ``swa_page_indices[t][w]`` is the SWA location of position ``pos - w``
+    (newest first), ``-1`` before position 0, right-padded with ``-1`` to a
+    multiple of ``page_index_align``.  A ``req_to_token`` entry of ``-1`` reads
+    ``full_to_swa[-1]``, the sentinel ``-1`` (torch indexing semantics).
+    """
+    geo = batch.geometry
+    positions = [c - 1 for c in casual]
+    width = min(rows.max_seq_len, batch.max_context)
+    columns = range(0, width, geo.page_size)
+    page_table = [[batch.req_to_token[slot][c] // geo.page_size for c in columns] for slot in slots]
+    padded = -(-geo.swa_window // geo.page_index_align) * geo.page_index_align
+    swa: list[list[int]] = []
+    for pos, slot in zip(positions, slots):
+        row = batch.req_to_token[slot]
+        swa.append(
+            [batch.full_to_swa[row[pos - w]] if pos - w >= 0 else -1 for w in range(geo.swa_window)]
+            + [-1] * (padded - geo.swa_window)
+        )
+    return {
+        "seq_lens_casual": casual,
+        "positions_casual": positions,
+        "req_pool_indices_repeated": slots,
+        "swa_topk_lengths": [min(c, geo.swa_window) for c in casual],
+        "page_table": page_table,
+        "swa_page_indices": swa,
+        "raw_out_loc": list(rows.out_cache_loc),
+    }
+
+
+def device_token_map(extend: list[int]) -> list[int]:
+    """``repeat_interleave(arange(rows), extend)``: ``[3, 1, 2] -> [0, 0, 0, 1, 2, 2]``."""
+    return [b for b, e in enumerate(extend) for _ in range(e)]
+
+
+def unified_prefill_meta(batch: VerifyBatch, rows: Rows, slots: list[int]) -> dict[str, list[int]]:
+    """Stage 4: per-token prefill mapping of the unified KV pool.
+
+    Through the token map ``bid``: ``pf_state_slot = slot[bid]``,
+    ``pf_chunk_start = (seq_lens - extend)[bid]``, ``pf_cu_q = extend_start_loc[bid]``,
+    ``pf_final_pos = (seq_lens - 1)[bid]``.  Tokens past ``num_tokens`` keep their
+    repeated slot, start and cu_q 0, and ``final_pos = unified_swa_window`` so the
+    SWA store's ``pos <= final_pos - win`` guard skips them.
+    """
+    bid = device_token_map(rows.extend_seq_lens)
+    pad = len(rows.out_cache_loc) - rows.num_tokens
+    return {
+        "pf_state_slot": [rows.slots[b] for b in bid] + slots[rows.num_tokens :],
+        "pf_chunk_start": [rows.seq_lens[b] - rows.extend_seq_lens[b] for b in bid] + [0] * pad,
+        "pf_cu_q": [rows.extend_start_loc[b] for b in bid] + [0] * pad,
+        "pf_final_pos": [rows.seq_lens[b] - 1 for b in bid] + [batch.geometry.unified_swa_window] * pad,
+    }
+
+
+def decode_streams(batch: VerifyBatch, slots: list[int], positions: list[int]) -> dict[str, list[int]]:
+    """Stage 5: SWA ring store targets, ``slot * ring_size + pos % ring_size`` (int64 math)."""
+    ring = batch.geometry.ring_size
+    return {
+        "verify_store_state_slot": list(slots),
+        "swa_loc": [slot * ring + pos % ring for slot, pos in zip(slots, positions)],
+    }
+
+
+def expected_host_syncs(batch: VerifyBatch, variant: Variant, rows: Rows | None = None) -> list[SyncRecord]:
+    """The sync contract: one D2H sync per ``tolist`` mirror, device total, synced token map."""
+    rows = rows or verify_extension(batch, variant)
+    out: list[SyncRecord] = []
+    if not batch.is_ragged and variant.mirror == "tolist":
+        out.append(SyncRecord("Tensor.tolist", "target_verify", "no host mirror: seq_lens.tolist() (pre-fix fallback)"))
+    if rows.total_from_device:
+        out.append(SyncRecord("Tensor.item", "verify_extension", "ragged total read from the device layout"))
+    if not rows.used_output_size:
+        out.append(SyncRecord("repeat_interleave(no output_size)", "unified_prefill_meta", "token map without output_size"))
+    return out
+
+
+def device_extend_lens(batch: VerifyBatch, variant: Variant, rows: Rows) -> list[int]:
+    """What the device-resident extend lengths hold when the token map runs."""
+    if not divergence_applies(batch, variant):
+        return list(rows.extend_seq_lens)
+    assert batch.divergence is not None
+    div = list(batch.divergence.extend_seq_lens)
+    n = len(rows.extend_seq_lens)
+    if len(div) >= n:
+        return div[:n]
+    return div + list(rows.extend_seq_lens[len(div) :])
+
+
+def expected_faults(batch: VerifyBatch, variant: Variant, rows: Rows | None = None) -> list[FaultRecord]:
+    """The HIP fault model: a token map that trusted ``output_size`` against other device lengths.
+
+    Device repeats summing to more than ``output_size`` write the excess out of
+    bounds; summing to less leave the tail uninitialised.  A synced map never faults.
+    """
+    rows = rows or verify_extension(batch, variant)
+    if not rows.used_output_size:
+        return []
+    total = sum(device_extend_lens(batch, variant, rows))
+    n = rows.num_tokens
+    if total > n:
+        return [FaultRecord("oob_write", total - n, output_size=n, device_sum=total)]
+    if total < n:
+        return [FaultRecord("uninitialized_tail", n - total, output_size=n, device_sum=total)]
+    return []
+
+
+class ReferenceBuilder:
+    """Builder ``"reference"``: the five stages above, chained; keeps no state."""
+
+    name = "reference"
+
+    def build(self, batch: VerifyBatch, variant: Variant) -> VerifyMetadata:
+        check_variant(batch, variant)
+        rows = verify_extension(batch, variant)
+        casual, slots = causal_expansion(rows)
+        fields: dict[str, list] = {
+            "seq_lens": rows.seq_lens,
+            "extend_seq_lens": rows.extend_seq_lens,
+            "extend_start_loc": rows.extend_start_loc,
+        }
+        fields.update(core_metadata(batch, rows, casual, slots))
+        fields.update(unified_prefill_meta(batch, rows, slots))
+        fields.update(decode_streams(batch, slots, fields["positions_casual"]))
+        decision = Decision(rows.num_tokens, rows.used_output_size, rows.used_output_size, rows.max_seq_len)
+        audit = Audit(expected_host_syncs(batch, variant, rows), expected_faults(batch, variant, rows))
+        return VerifyMetadata(fields, decision, audit)
