@@ -153,6 +153,9 @@ class DeviceAudit(TorchFunctionMode):
         # Signatures: (repeats), (input, repeats, dim=None), Tensor.repeat_interleave(self, repeats, dim)
         repeats = kw.get("repeats", positional[1] if len(positional) > 1 else positional[0])
         on_device = self.resident(repeats) or any(self.resident(t) for t in _tensors(positional))
+        if any(t.device.type == "meta" for t in _tensors(positional)):
+            # Shapes only: nothing to sync on and no values to check.
+            return func(*args, **kwargs)
         with _sync_debug_off():
             out = func(*positional, **kw)  # the full map: what the device lengths really produce
         if on_device and output_size is None and isinstance(repeats, torch.Tensor):

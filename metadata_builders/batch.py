@@ -128,7 +128,8 @@ def _reject_unknown(where: str, d: Any, known: set[str]) -> None:
         raise InvalidBatch(where, None, "an object", d)
     for key in d:
         if key not in known:
-            raise InvalidBatch(f"{where}.{key}" if where else key, None, f"one of {sorted(known)}", "unknown key")
+            field_name = key if where == "batch" else f"{where}.{key}"
+            raise InvalidBatch(field_name, None, f"one of {sorted(known)}", "unknown key")
 
 
 @dataclass(frozen=True, slots=True)
@@ -234,11 +235,12 @@ class VerifyBatch:
         width = len(self.req_to_token[0])
         for i, row in enumerate(self.req_to_token):
             if len(row) != width:
-                raise InvalidBatch("req_to_token", i, f"a row of width max_context={width}", f"a row of width {len(row)}")
+                raise InvalidBatch("req_to_token", i, f"a row of width max_context={width} (the width of row 0)", len(row))
         if not self.full_to_swa or self.full_to_swa[-1] != -1:
+            if not self.full_to_swa:
+                raise InvalidBatch("full_to_swa", None, "non-empty, ending in the -1 sentinel", [])
             raise InvalidBatch(
-                "full_to_swa", len(self.full_to_swa) - 1, "the -1 sentinel (index -1 must map to -1)",
-                self.full_to_swa[-1] if self.full_to_swa else None,
+                "full_to_swa", len(self.full_to_swa) - 1, "the -1 sentinel (index -1 must map to -1)", self.full_to_swa[-1]
             )
         for i, v in enumerate(self.full_to_swa):
             if v < -1:
@@ -341,7 +343,7 @@ class VerifyBatch:
         Keys ``why`` (a one-line note) and ``meta`` (free-form, e.g. the failing
         property) are accepted and ignored, so replay files can explain themselves.
         """
-        _reject_unknown("", d, {f.name for f in fields(cls)} | {"schema", "why", "meta"})
+        _reject_unknown("batch", d, {f.name for f in fields(cls)} | {"schema", "why", "meta"})
         if "schema" in d and d["schema"] != SCHEMA:
             raise InvalidBatch("schema", None, repr(SCHEMA), d["schema"])
         required = ("seq_lens", "req_pool_indices", "num_draft_tokens", "out_cache_loc", "req_to_token", "full_to_swa")
@@ -375,8 +377,8 @@ class VerifyBatch:
     def from_json(cls, text: str | bytes) -> VerifyBatch:
         try:
             d = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise InvalidBatch("json", None, "valid JSON", str(exc)) from exc
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise InvalidBatch("json", None, "valid UTF-8 JSON", str(exc)) from exc
         return cls.from_dict(d)
 
     def replace(self, **changes: Any) -> VerifyBatch:

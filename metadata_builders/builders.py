@@ -65,14 +65,27 @@ class AuditedBuilder:
         self.name = name or getattr(inner, "name", type(inner).__name__)
 
     def build(self, batch: VerifyBatch, variant: Variant) -> VerifyMetadata:
-        if isinstance(self.inner, ReferenceBuilder):
-            return self.inner.build(batch, variant)
+        return self._audited(self.inner.build, batch, variant, batch, variant)
+
+    def __getattr__(self, name: str) -> Any:
+        # Graph capture/replay (P5) are optional; proxy them, audited, when the inner builder has them.
+        if name == "capture":
+            inner = self.inner.capture
+            return lambda batch, variant: self._audited(inner, batch, variant, batch, variant, plain=False)
+        if name == "replay":
+            inner_replay = self.inner.replay
+            return lambda state, batch: self._audited(inner_replay, batch, state.variant, state, batch)
+        raise AttributeError(name)
+
+    def _audited(self, fn, batch: VerifyBatch, variant: Variant, *args: Any, plain: bool = True) -> Any:
         from metadata_builders.audit import DeviceAudit, sync_debug_errors
 
         strict = self.device.startswith("cuda") and not expected_host_syncs(batch, variant)
         audit = DeviceAudit()
         with sync_debug_errors(strict), audit:
-            result = self.inner.build(batch, variant)
+            result = fn(*args)
+        if not plain:
+            return result
         fields = {name: _to_plain(value) for name, value in result.fields.items()}
         return VerifyMetadata(fields, result.decision, Audit(list(audit.host_syncs), list(audit.faults)))
 

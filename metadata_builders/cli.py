@@ -1,5 +1,359 @@
-"""Command line (filled in by the properties issue)."""
+"""``metadata-builders``: check, replay, mutants, variants, bench.
+
+Exit codes: 0 all properties held / all mutants killed; 1 a property failed (or
+a mutant survived); 2 bad usage or input (an unreadable or invalid batch file,
+an unknown builder).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from typing import Sequence
+
+from metadata_builders.batch import Geometry, GraphTier, VerifyBatch
+from metadata_builders.builders import get_builder
+from metadata_builders.errors import MetadataBuildersError, PropertyFailure
+from metadata_builders.properties import PROPERTIES, PropertySpec
+from metadata_builders.reference import ReferenceBuilder, expected_faults, expected_host_syncs, verify_extension
+from metadata_builders.report import format_table, write_junit, write_replay_file
+from metadata_builders.variants import divergence_applies, variants_for
+
+__all__ = ["main"]
 
 
-def main(argv=None) -> int:
+def _out(text: str = "") -> None:
+    print(text, flush=True)
+
+
+def _progress_line(text: str) -> None:
+    if sys.stderr.isatty():
+        sys.stderr.write("\r\033[K" + text)
+    else:
+        sys.stderr.write(text + "\n")
+    sys.stderr.flush()
+
+
+def _select(names: str | None) -> list[PropertySpec]:
+    if not names:
+        return list(PROPERTIES)
+    wanted = [n.strip().upper() for n in names.split(",") if n.strip()]
+    known = {p.name: p for p in PROPERTIES}
+    bad = [n for n in wanted if n not in known]
+    if bad:
+        raise SystemExit(f"--properties: unknown {bad}; choose from {sorted(known)}")
+    return [known[n] for n in wanted]
+
+
+# -- check ---------------------------------------------------------------------------------
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    from metadata_builders.profiles import example_database, load_profile
+    from metadata_builders.runner import run_property
+
+    settings_ = load_profile(args.profile)
+    overrides = {}
+    if args.max_examples is not None:
+        overrides["max_examples"] = args.max_examples
+    if args.github_artifacts:
+        overrides["database"] = example_database(args.github_artifacts, local=args.profile != "ci")
+    if overrides:
+        from hypothesis import settings
+
+        settings_ = settings(settings_, **overrides)
+    builder = get_builder(args.builder, args.device)
+    props = _select(args.properties)
+    _out(f"metadata-builders check: builder={args.builder} device={getattr(builder, 'device', 'n/a')} "
+         f"profile={args.profile} max_examples={settings_.max_examples} properties={','.join(p.name for p in props)}")
+    runs = []
+    last_tick = [0.0]
+
+    def tick(run) -> None:
+        now = time.perf_counter()
+        if now - last_tick[0] < 2.0 and sys.stderr.isatty() is False:
+            return
+        last_tick[0] = now
+        state = "FAILING, shrinking" if run.failure is not None or run.examples_to_failure else "running"
+        _progress_line(f"  {run.spec.name} {run.spec.title}: {run.examples} examples ({state})")
+
+    for spec in props:
+        run = run_property(spec, builder, settings_, progress=tick)
+        runs.append(run)
+        status = "ok" if run.passed else "FAIL"
+        _progress_line(f"  {spec.name} {spec.title}: {status} after {run.examples} examples in {run.seconds:.1f}s")
+        if sys.stderr.isatty():
+            sys.stderr.write("\n")
+    rows = []
+    replay_files: list[tuple[str, str]] = []
+    for run in runs:
+        rows.append([run.spec.name, run.spec.title, run.examples, 0 if run.passed else 1, f"{run.seconds:.1f}s",
+                     "held" if run.passed else "FAILED"])
+        if not run.passed and run.batch is not None:
+            path = write_replay_file(args.failures_dir, run.spec.name, run.batch, run.failure, args.builder)
+            replay_files.append((run.spec.name, path))
+            _maybe_picture(path, run.batch, args.builder, args.device)
+    _out()
+    _out(format_table(["property", "what", "examples", "failures", "time", "result"], rows))
+    if args.show_coverage:
+        _out()
+        _out(_coverage_table(runs))
+    for run in runs:
+        if not run.passed:
+            _out()
+            _out(f"{run.spec.name} FAILED: {run.failure}")
+    for name, path in replay_files:
+        _out(f"  replay {name}: metadata-builders replay {path} --builder {args.builder}")
+    if args.junit_xml:
+        cases = []
+        for run in runs:
+            msg = None if run.passed else str(run.failure)
+            notes = "\n".join(run.notes)
+            cases.append((f"{run.spec.name} {run.spec.title}", run.seconds, msg, notes))
+        write_junit(args.junit_xml, f"metadata-builders[{args.builder}]", cases)
+        _out(f"JUnit XML: {args.junit_xml}")
+    return 0 if all(r.passed for r in runs) else 1
+
+
+def _coverage_table(runs) -> str:
+    from strategies import COVERAGE_EVENTS
+
+    rows = []
+    for event in COVERAGE_EVENTS:
+        cells = []
+        for run in runs:
+            n = max(run.generated, 1)
+            cells.append(f"{100.0 * run.events.get(event, 0) / n:.0f}")
+        rows.append([event, *cells])
+    return "coverage: boundary hits per 100 generated examples\n" + format_table(
+        ["boundary", *[r.spec.name for r in runs]], rows
+    )
+
+
+def _maybe_picture(path: str, batch: VerifyBatch, builder_name: str, device: str) -> None:
+    try:
+        from metadata_builders.render import render_files
+    except ImportError:
+        return
+    try:
+        for picture in render_files(batch, path, builder_name=builder_name, device=device):
+            _out(f"  picture: {picture}")
+    except Exception as exc:  # noqa: BLE001 - a picture is a convenience; never hide the failure itself
+        _out(f"  (no picture: {type(exc).__name__}: {exc})")
+
+
+# -- replay ------------------------------------------------------------------------------------
+
+
+def _load_batch(path: str) -> VerifyBatch:
+    try:
+        with open(path) as fh:
+            text = fh.read()
+    except OSError as exc:
+        raise SystemExit(f"replay: cannot read {path}: {exc.strerror}") from exc
+    return VerifyBatch.from_json(text)
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    from metadata_builders.properties import run_all
+
+    batch = _load_batch(args.file)
+    with open(args.file) as fh:
+        why = json.load(fh).get("why")
+    builder = get_builder(args.builder, args.device)
+    _out(f"replay {args.file} with builder={args.builder}")
+    if why:
+        _out(f"why: {why}")
+    _out(_describe(batch))
+    results = run_all(builder, batch, _select(args.properties))
+    rows, failures, notes = [], [], []
+    for name, result in results.items():
+        if isinstance(result, PropertyFailure):
+            rows.append([name, "FAILED"])
+            failures.append(result)
+        else:
+            rows.append([name, "held" if not result else "held (" + "; ".join(result)[:60] + ")"])
+            notes += [f"{name}: {n}" for n in result if "nothing to check" not in n]
+    _out(format_table(["property", "result"], rows))
+    for failure in failures:
+        _out()
+        _out(f"{failure.prop} FAILED [{failure.variant}]: {failure.message}")
+        if failure.field is not None:
+            _out(f"  field {failure.field}, index {failure.index}: expected {failure.expected!r}, actual {failure.actual!r}")
+    for note in notes:
+        _out(f"note: {note}")
+    _out()
+    _out(_sync_fault_table(builder, batch))
+    if args.png or args.html:
+        from metadata_builders.render import render_html, render_png
+
+        if args.png:
+            render_png(batch, args.png, builder_name=args.builder, device=args.device)
+            _out(f"picture: {args.png}")
+        if args.html:
+            render_html(batch, args.html, builder_name=args.builder, device=args.device)
+            _out(f"page: {args.html}")
+    return 1 if failures else 0
+
+
+def _describe(batch: VerifyBatch) -> str:
+    kind = "ragged" if batch.is_ragged else "uniform"
+    algo = "DSpark" if batch.is_dspark else "EAGLE"
+    tier = "no tier" if batch.graph is None else (
+        f"tier padded_bs={batch.graph.padded_bs} graph_num_tokens={batch.graph.graph_num_tokens} cap={batch.graph.cap}"
+    )
+    div = "" if batch.divergence is None else f", divergence device extend={list(batch.divergence.extend_seq_lens)}"
+    return (f"batch: {kind} {algo}, bs={batch.bs}, num_draft={batch.num_draft_tokens}, "
+            f"tokens={batch.num_real_tokens}, max_context={batch.max_context}, {tier}{div}")
+
+
+def _sync_fault_table(builder, batch: VerifyBatch) -> str:
+    rows = []
+    for variant in variants_for(batch):
+        try:
+            md = builder.build(batch, variant)
+        except Exception as exc:  # noqa: BLE001 - shown in the table, the property above already failed
+            rows.append([variant.label, "-", "-", f"raised {type(exc).__name__}", ""])
+            continue
+        want = len(expected_host_syncs(batch, variant))
+        syncs = ", ".join(f"{s.op}@{s.stage}" for s in md.audit.host_syncs) or "none"
+        faults = ", ".join(f"{f.kind} x{f.count}" for f in md.audit.faults) or "none"
+        rows.append([variant.label, "yes" if md.decision.used_output_size else "no",
+                     f"{len(md.audit.host_syncs)} (contract {want})", syncs, faults])
+    return "syncs and faults per variant\n" + format_table(
+        ["variant", "output_size", "host syncs", "ops", "faults"], rows
+    )
+
+
+# -- variants ----------------------------------------------------------------------------------
+
+
+def _representative_batches() -> list[tuple[str, VerifyBatch]]:
+    width, pool = 16, 64
+    table = [[(s * width + c) % (pool - 1) for c in range(width)] for s in range(4)]
+    base = dict(
+        seq_lens=[4, 6], req_pool_indices=[1, 2], num_draft_tokens=3, req_to_token=table,
+        full_to_swa=list(range(pool - 1)) + [-1], geometry=Geometry(4, 4, 6, 4, 4),
+    )
+    out = []
+    for dspark in (False, True):
+        algo = "DSpark" if dspark else "EAGLE"
+        uni = VerifyBatch(verify_lens=None, out_cache_loc=list(range(6)), is_dspark=dspark,
+                          graph=GraphTier(3, 9, None), **base)
+        rag = VerifyBatch(verify_lens=[2, 1], out_cache_loc=list(range(3)), is_dspark=dspark,
+                          graph=GraphTier(3, 6, None), **base)
+        capped = rag.replace(graph=GraphTier(3, 6, 1))
+        out += [(f"uniform {algo}", uni), (f"ragged {algo}", rag), (f"ragged {algo}, capped tier", capped)]
+    return out
+
+
+def cmd_variants(args: argparse.Namespace) -> int:
+    rows = []
+    for name, batch in _representative_batches():
+        for variant in variants_for(batch):
+            if "capped" in name and variant.path == "eager":
+                continue
+            rows_ = verify_extension(batch, variant)
+            syncs = expected_host_syncs(batch, variant, rows_)
+            diverged = batch.replace(divergence=_run_ahead(batch))
+            exposure = "none"
+            if divergence_applies(diverged, variant):
+                faults = expected_faults(diverged, variant)
+                exposure = "FAULTS if device lengths diverge" if faults else "no fault; wrong map if diverged"
+            rows.append([name, variant.path, variant.mirror if not batch.is_ragged else "-",
+                         variant.layout_total if batch.is_ragged and variant.path == "eager" else "-",
+                         variant.gate, "yes" if rows_.used_output_size else "no",
+                         len(syncs), ", ".join(s.op for s in syncs) or "-", exposure])
+    _out(format_table(
+        ["batch", "path", "mirror", "layout_total", "gate", "output_size", "syncs", "sync ops", "fault exposure"], rows
+    ))
+    _out()
+    _out("Sync contract: one D2H sync each for mirror=tolist, a ragged total read from the device, and a token map\n"
+         "without output_size; none otherwise. Fault exposure: a map that trusts output_size while the device-side\n"
+         "extend lengths diverge (async H2D copy of host lengths, or a device-resident ragged layout).")
     return 0
+
+
+def _run_ahead(batch: VerifyBatch):
+    from metadata_builders.batch import Divergence
+
+    lens = list(batch.extend_lens)
+    lens[-1] += 1
+    return Divergence(lens)
+
+
+# -- main ----------------------------------------------------------------------------------------
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="metadata-builders",
+        description="Property-based correctness harness for SGLang DeepSeek-V4 HIP target-verify metadata builders.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    def common(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--builder", default="hip",
+                       help='"hip" (bundled, default), "reference", "sglang" (installed SGLang) or "module:attr"')
+        p.add_argument("--device", default="auto",
+                       help="auto (GPU if torch.cuda.is_available(), ROCm included, else cpu) | cpu | cuda | cuda:N | meta")
+        p.add_argument("--properties", default=None, help="comma-separated subset, e.g. P1,P6 (default: all)")
+
+    check = sub.add_parser("check", help="run every property with Hypothesis; exit 0 only if all hold")
+    common(check)
+    check.add_argument("--profile", default="dev", choices=["dev", "ci", "nightly"],
+                       help="dev: quick, local example database; ci: derandomized, reproducible; nightly: large")
+    check.add_argument("--max-examples", type=int, default=None, help="override the profile's examples per property")
+    check.add_argument("--junit-xml", default=None, metavar="PATH", help="write one JUnit testcase per property")
+    check.add_argument("--failures-dir", default="failures", metavar="DIR",
+                       help="where each failing property's shrunk batch is written as a replay file")
+    check.add_argument("--github-artifacts", default=None, metavar="OWNER/REPO",
+                       help="also read CI's Hypothesis database (read-only GitHubArtifactDatabase) to replay what CI found")
+    check.add_argument("--show-coverage", action="store_true", help="print boundary hits per 100 examples")
+    check.set_defaults(func=cmd_check)
+
+    replay = sub.add_parser("replay", help="run every property on one batch file; exit 1 on any failure")
+    replay.add_argument("file", help="a replay file (schema metadata-builders/verify-batch@1)")
+    common(replay)
+    replay.add_argument("--png", default=None, metavar="OUT.png", help="draw the batch and its disagreements")
+    replay.add_argument("--html", default=None, metavar="OUT.html", help="self-contained HTML picture with hover details")
+    replay.set_defaults(func=cmd_replay)
+
+    variants = sub.add_parser("variants", help="list paths/variants with their expected syncs and fault exposure")
+    variants.set_defaults(func=cmd_variants)
+
+    try:
+        from metadata_builders.mutants import add_cli as add_mutants_cli
+    except ImportError:
+        add_mutants_cli = None
+    if add_mutants_cli is not None:
+        add_mutants_cli(sub)
+    try:
+        from metadata_builders.bench import add_cli as add_bench_cli
+    except ImportError:
+        add_bench_cli = None
+    if add_bench_cli is not None:
+        add_bench_cli(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args))
+    except MetadataBuildersError as exc:
+        print(f"metadata-builders: error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 2
+    except SystemExit as exc:
+        if isinstance(exc.code, str):
+            print(f"metadata-builders: error: {exc.code}", file=sys.stderr)
+            return 2
+        raise
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from metadata_builders.batch import VerifyBatch
     from metadata_builders.variants import Variant
 
-__all__ = ["HipBuilder", "Inputs", "Layout"]
+__all__ = ["GraphCapture", "HipBuilder", "Inputs", "Layout"]
 
 _I32 = torch.int32
 _I64 = torch.int64
@@ -81,7 +81,11 @@ class Layout:
 
 def target_verify(batch: VerifyBatch, variant: Variant, device: torch.device) -> VerifyMetadata:
     """Entry point (``init_forward_metadata_target_verify``): inputs, then the five stages."""
-    inputs = make_inputs(batch, variant, device)
+    return _build_with_mirror(batch, variant, make_inputs(batch, variant, device))
+
+
+def _build_with_mirror(batch: VerifyBatch, variant: Variant, inputs: Inputs) -> VerifyMetadata:
+    """Apply the mirror knob to uploaded inputs, then run the stages."""
     if not batch.is_ragged and variant.mirror == "tolist":
         # The pre-fix fallback: no host mirror was passed, so read it back (one D2H sync).
         inputs.seq_lens_cpu = inputs.seq_lens[: inputs.bs].tolist()
@@ -333,8 +337,37 @@ def decode_streams(batch: VerifyBatch, slots: torch.Tensor, positions: torch.Ten
     return {"verify_store_state_slot": slots.clone(), "swa_loc": swa_loc}
 
 
+@dataclass(slots=True)
+class GraphCapture:
+    """The buffers of one captured graph-path build: static inputs and outputs.
+
+    A replay copies a new batch into ``inputs`` and the rebuilt metadata into
+    ``outputs`` in place (upstream ``DSV4AttnMetadata.copy_``), so every captured
+    address stays valid; shapes must never change.
+    """
+
+    variant: Variant
+    tier: tuple[int, int, int | None]
+    inputs: Inputs
+    outputs: dict[str, torch.Tensor]
+    decision: Decision
+
+    def shapes(self) -> dict[str, tuple[int, ...]]:
+        """Shape of every captured output buffer."""
+        return {name: tuple(t.shape) for name, t in self.outputs.items()}
+
+
+def _refill(static: torch.Tensor, fresh: torch.Tensor, name: str) -> None:
+    if static.shape != fresh.shape:
+        raise ValueError(f"replay: {name} has shape {tuple(fresh.shape)}, captured buffer is {tuple(static.shape)}")
+    static.copy_(fresh)
+
+
 class HipBuilder:
-    """Builder ``"hip"`` on one torch device; keeps no state between builds."""
+    """Builder ``"hip"`` on one torch device; keeps no state between builds.
+
+    ``capture``/``replay`` model CUDA/HIP-graph replay of the graph path for P5.
+    """
 
     name = "hip"
 
@@ -344,3 +377,33 @@ class HipBuilder:
     def build(self, batch: VerifyBatch, variant: Variant) -> VerifyMetadata:
         check_variant(batch, variant)
         return target_verify(batch, variant, self.device)
+
+    def capture(self, batch: VerifyBatch, variant: Variant) -> GraphCapture:
+        """Build ``batch`` along a graph variant and keep its buffers."""
+        check_variant(batch, variant)
+        if variant.path != "graph":
+            raise ValueError(f"capture needs a graph-path variant, got {variant.label}")
+        inputs = make_inputs(batch, variant, self.device)
+        md = _build_with_mirror(batch, variant, inputs)
+        outputs = {name: t.clone() for name, t in md.fields.items()}
+        tier = (batch.graph.padded_bs, batch.graph.graph_num_tokens, batch.graph.cap)  # type: ignore[union-attr]
+        return GraphCapture(variant, tier, inputs, outputs, md.decision)
+
+    def replay(self, capture: GraphCapture, batch: VerifyBatch) -> VerifyMetadata:
+        """Copy ``batch`` into the captured buffers in place and rebuild into them."""
+        check_variant(batch, capture.variant)
+        g = batch.graph
+        tier = None if g is None else (g.padded_bs, g.graph_num_tokens, g.cap)
+        if tier != capture.tier:
+            raise ValueError(f"replay: batch tier {tier} is not the captured tier {capture.tier}")
+        fresh = make_inputs(batch, capture.variant, self.device)
+        for name in ("seq_lens", "req_pool_indices", "out_cache_loc", "req_to_token", "full_to_swa"):
+            _refill(getattr(capture.inputs, name), getattr(fresh, name), name)
+        capture.inputs.verify_lens = fresh.verify_lens
+        capture.inputs.seq_lens_cpu = fresh.seq_lens_cpu
+        capture.inputs.bs = fresh.bs
+        md = _build_with_mirror(batch, capture.variant, capture.inputs)
+        for name, t in md.fields.items():
+            _refill(capture.outputs[name], t, name)
+        capture.decision = md.decision
+        return VerifyMetadata(dict(capture.outputs), md.decision)

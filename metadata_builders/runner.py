@@ -1,0 +1,97 @@
+"""Drive the properties with Hypothesis: one run per property, counted and timed.
+
+Used by the CLI (``check``, ``mutants``, ``bench``) and by the pytest plugin.  A
+run records how many examples it took, the first failure (after shrinking:
+Hypothesis replays the minimal example last, so the last failing batch seen is
+the shrunk one), and how often each coverage boundary was hit.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from hypothesis import given, settings
+
+from metadata_builders.batch import VerifyBatch
+from metadata_builders.errors import PropertyFailure
+from metadata_builders.properties import PropertySpec
+
+__all__ = ["PropertyRun", "run_property"]
+
+
+@dataclass
+class PropertyRun:
+    """The outcome of one property's Hypothesis run."""
+
+    spec: PropertySpec
+    examples: int = 0
+    """Examples executed, shrinking included."""
+    examples_to_failure: int | None = None
+    """Examples executed when the first failure was seen (before shrinking)."""
+    seconds: float = 0.0
+    failure: PropertyFailure | None = None
+    """The failure on the shrunk batch; None when the property held."""
+    batch: VerifyBatch | None = None
+    """The shrunk failing batch."""
+    notes: list[str] = field(default_factory=list)
+    """Notes the check returned (first few)."""
+    events: Counter = field(default_factory=Counter)
+    """Coverage boundary -> examples that hit it (generation phase only)."""
+    generated: int = 0
+    """Examples of the generation phase (the denominator of ``events``)."""
+
+    @property
+    def passed(self) -> bool:
+        return self.failure is None
+
+
+def _as_failure(spec: PropertySpec, exc: BaseException) -> PropertyFailure:
+    if isinstance(exc, PropertyFailure):
+        return exc
+    return PropertyFailure(spec.name, f"builder raised {type(exc).__name__}: {exc}")
+
+
+def run_property(
+    spec: PropertySpec,
+    builder: Any,
+    settings_: settings,
+    *,
+    progress: Callable[[PropertyRun], None] | None = None,
+) -> PropertyRun:
+    """Run ``spec`` against ``builder`` under ``settings_``; never raises for a property failure."""
+    from strategies import boundary_hits, verify_batches
+
+    run = PropertyRun(spec)
+    strategy = verify_batches(**spec.batch_kwargs)
+
+    def body(batch: VerifyBatch) -> None:
+        run.examples += 1
+        if run.failure is None and run.examples_to_failure is None:
+            run.generated += 1
+            run.events.update(boundary_hits(batch))
+        if progress is not None and run.examples % 5 == 0:
+            progress(run)
+        try:
+            notes = spec.check(builder, batch)
+        except Exception as exc:  # noqa: BLE001 - a crashing builder is a failure to report, with its batch
+            if run.examples_to_failure is None:
+                run.examples_to_failure = run.examples
+            run.batch, run.failure = batch, _as_failure(spec, exc)
+            raise
+        if notes and len(run.notes) < 5:
+            run.notes += notes[: 5 - len(run.notes)]
+
+    test = settings_(given(batch=strategy)(body))
+    start = time.perf_counter()
+    try:
+        test()
+    except Exception as exc:  # noqa: BLE001 - Hypothesis re-raises the shrunk failure; we keep it as data
+        if run.failure is None:
+            run.failure = _as_failure(spec, exc)
+    run.seconds = time.perf_counter() - start
+    if progress is not None:
+        progress(run)
+    return run
