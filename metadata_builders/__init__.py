@@ -16,6 +16,7 @@ from metadata_builders.errors import (
     InvalidVariant,
     MetadataBuildersError,
     PropertyFailure,
+    StaleMirror,
 )
 from metadata_builders.metadata import (
     FIELD_NAMES,
@@ -48,6 +49,7 @@ __all__ = [
     "Mismatch",
     "PropertyFailure",
     "ReferenceBuilder",
+    "StaleMirror",
     "SyncRecord",
     "Variant",
     "VerifyBatch",

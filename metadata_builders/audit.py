@@ -123,6 +123,10 @@ class DeviceAudit(TorchFunctionMode):
             if kwargs.get("device") is not None:
                 self._mark(out)
         elif name == "to" and self._to_device(args, kwargs):
+            if out is args[0]:
+                # On CPU ``.to(device)`` returns the same object; the copy a real device
+                # makes is a new tensor, so keep the host original a host tensor.
+                out = out.view_as(out)
             self._mark(out)
         elif on_device:
             self._mark(out)

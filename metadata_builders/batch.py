@@ -95,32 +95,49 @@ class GraphTier:
 
 @dataclass(frozen=True, slots=True)
 class Divergence:
-    """What the device-resident extend lengths really hold when the token map runs.
+    """Fault injection: device memory or the host mirror disagreeing with the truth.
 
-    Fault injection for P6: a stale or still-in-flight host-to-device copy.  The
-    list has one entry per real request (``bs``), or per row of the graph tier
+    ``extend_seq_lens`` is what the device-resident extend lengths really hold when
+    the token map runs (a stale or still-in-flight host-to-device copy; P6).  It has
+    one entry per real request (``bs``), or per row of the graph tier
     (``padded_bs``) when the batch has one; on the graph path a ``bs``-long list
     leaves the pad rows at their true lengths, on the eager path a
     ``padded_bs``-long list contributes its first ``bs`` entries.
+
+    ``seq_lens_cpu`` is a stale host mirror of ``seq_lens`` (``bs`` entries) that
+    the caller passes where a mirror is passed (P2: mirror validation must catch it).
+    At least one of the two is set.
     """
 
-    extend_seq_lens: tuple[int, ...]
-    """(bs,) or (padded_bs,): device-side extend lengths, each >= 0."""
+    extend_seq_lens: tuple[int, ...] | None = None
+    """(bs,) or (padded_bs,): device-side extend lengths, each >= 0; None = no divergence."""
+    seq_lens_cpu: tuple[int, ...] | None = None
+    """(bs,): the stale host mirror, each >= 1; None = the mirror is right."""
 
     def __post_init__(self) -> None:
-        object.__setattr__(
-            self, "extend_seq_lens", _int_tuple("divergence.extend_seq_lens", self.extend_seq_lens, minimum=0)
-        )
+        if self.extend_seq_lens is None and self.seq_lens_cpu is None:
+            raise InvalidBatch("divergence", None, "to set extend_seq_lens or seq_lens_cpu", {})
+        if self.extend_seq_lens is not None:
+            object.__setattr__(
+                self, "extend_seq_lens", _int_tuple("divergence.extend_seq_lens", self.extend_seq_lens, minimum=0)
+            )
+        if self.seq_lens_cpu is not None:
+            object.__setattr__(
+                self, "seq_lens_cpu", _int_tuple("divergence.seq_lens_cpu", self.seq_lens_cpu, minimum=1)
+            )
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Divergence:
-        _reject_unknown("divergence", d, {"extend_seq_lens"})
-        if "extend_seq_lens" not in d:
-            raise InvalidBatch("divergence.extend_seq_lens", None, "present", None)
-        return cls(d["extend_seq_lens"])
+        _reject_unknown("divergence", d, {"extend_seq_lens", "seq_lens_cpu"})
+        return cls(d.get("extend_seq_lens"), d.get("seq_lens_cpu"))
 
     def to_dict(self) -> dict[str, list[int]]:
-        return {"extend_seq_lens": list(self.extend_seq_lens)}
+        out: dict[str, list[int]] = {}
+        if self.extend_seq_lens is not None:
+            out["extend_seq_lens"] = list(self.extend_seq_lens)
+        if self.seq_lens_cpu is not None:
+            out["seq_lens_cpu"] = list(self.seq_lens_cpu)
+        return out
 
 
 def _reject_unknown(where: str, d: Any, known: set[str]) -> None:
@@ -279,13 +296,16 @@ class VerifyBatch:
                 )
         if self.graph is not None:
             self._validate_graph(self.graph)
-        if self.divergence is not None:
-            n = len(self.divergence.extend_seq_lens)
+        div = self.divergence
+        if div is not None and div.extend_seq_lens is not None:
+            n = len(div.extend_seq_lens)
             allowed = {bs} | ({self.graph.padded_bs} if self.graph is not None else set())
             if n not in allowed:
                 raise InvalidBatch(
                     "divergence.extend_seq_lens", None, f"of length in {sorted(allowed)} (bs or graph.padded_bs)", n
                 )
+        if div is not None and div.seq_lens_cpu is not None and len(div.seq_lens_cpu) != bs:
+            raise InvalidBatch("divergence.seq_lens_cpu", None, f"of length bs={bs}", len(div.seq_lens_cpu))
 
     def _validate_graph(self, graph: GraphTier) -> None:
         bs = self.bs

@@ -75,6 +75,9 @@ class AuditedBuilder:
         if name == "replay":
             inner_replay = self.inner.replay
             return lambda state, batch: self._audited(inner_replay, batch, state.variant, state, batch)
+        if name == "with_mirror_validation":
+            make = self.inner.with_mirror_validation
+            return lambda: AuditedBuilder(make(), self.device, self.name)
         raise AttributeError(name)
 
     def _audited(self, fn, batch: VerifyBatch, variant: Variant, *args: Any, plain: bool = True) -> Any:

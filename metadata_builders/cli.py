@@ -175,8 +175,11 @@ def cmd_replay(args: argparse.Namespace) -> int:
             rows.append([name, "FAILED"])
             failures.append(result)
         else:
-            rows.append([name, "held" if not result else "held (" + "; ".join(result)[:60] + ")"])
-            notes += [f"{name}: {n}" for n in result if "nothing to check" not in n]
+            real_notes = [n for n in result if "nothing to check" not in n and n not in ("ragged batch", "no graph tier")]
+            rows.append([name, "held" if not real_notes else f"held, {len(real_notes)} note(s) below"])
+            if len(real_notes) < len(result):
+                rows[-1][1] = "not applicable (" + "; ".join(result)[:50] + ")"
+            notes += [f"{name}: {n}" for n in real_notes]
     _out(format_table(["property", "result"], rows))
     for failure in failures:
         _out()
@@ -205,7 +208,7 @@ def _describe(batch: VerifyBatch) -> str:
     tier = "no tier" if batch.graph is None else (
         f"tier padded_bs={batch.graph.padded_bs} graph_num_tokens={batch.graph.graph_num_tokens} cap={batch.graph.cap}"
     )
-    div = "" if batch.divergence is None else f", divergence device extend={list(batch.divergence.extend_seq_lens)}"
+    div = "" if batch.divergence is None else f", divergence {batch.divergence.to_dict()}"
     return (f"batch: {kind} {algo}, bs={batch.bs}, num_draft={batch.num_draft_tokens}, "
             f"tokens={batch.num_real_tokens}, max_context={batch.max_context}, {tier}{div}")
 

@@ -15,6 +15,7 @@ __all__ = [
     "InvalidVariant",
     "MetadataBuildersError",
     "PropertyFailure",
+    "StaleMirror",
 ]
 
 
@@ -99,3 +100,18 @@ class PropertyFailure(MetadataBuildersError, AssertionError):
         if field is not None:
             detail = f" field={field} index={index} expected={expected!r} actual={actual!r}"
         super().__init__(f"{head}: {message}{detail}")
+
+
+class StaleMirror(MetadataBuildersError, AssertionError):
+    """Opt-in mirror validation: the host mirror ``seq_lens_cpu`` disagrees with the device.
+
+    A stale mirror is never used silently when validation is on; validation costs
+    one D2H sync (it reads ``seq_lens`` back), so it is a debugging aid, off by default.
+    """
+
+    def __init__(self, index: int, expected: int, actual: int) -> None:
+        self.field = "seq_lens_cpu"
+        self.index = index
+        self.expected = expected
+        self.actual = actual
+        super().__init__(f"seq_lens_cpu[{index}]={actual} is stale: the device holds seq_lens[{index}]={expected}")

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING
 import torch
 import torch.nn.functional as F
 
+from metadata_builders.errors import StaleMirror
 from metadata_builders.metadata import Decision, VerifyMetadata
 from metadata_builders.variants import apply_gate, check_variant, divergence_applies
 
@@ -79,13 +80,19 @@ class Layout:
     max_seq_len: int
 
 
-def target_verify(batch: VerifyBatch, variant: Variant, device: torch.device) -> VerifyMetadata:
+def target_verify(
+    batch: VerifyBatch, variant: Variant, device: torch.device, *, check_mirror: bool = False
+) -> VerifyMetadata:
     """Entry point (``init_forward_metadata_target_verify``): inputs, then the five stages."""
-    return _build_with_mirror(batch, variant, make_inputs(batch, variant, device))
+    return _build_with_mirror(batch, variant, make_inputs(batch, variant, device), check_mirror=check_mirror)
 
 
-def _build_with_mirror(batch: VerifyBatch, variant: Variant, inputs: Inputs) -> VerifyMetadata:
-    """Apply the mirror knob to uploaded inputs, then run the stages."""
+def _build_with_mirror(
+    batch: VerifyBatch, variant: Variant, inputs: Inputs, *, check_mirror: bool = False
+) -> VerifyMetadata:
+    """Apply the mirror knob to uploaded inputs (optionally validating it), then run the stages."""
+    if check_mirror and (batch.is_ragged or variant.mirror == "host"):
+        validate_mirror(inputs)
     if not batch.is_ragged and variant.mirror == "tolist":
         # The pre-fix fallback: no host mirror was passed, so read it back (one D2H sync).
         inputs.seq_lens_cpu = inputs.seq_lens[: inputs.bs].tolist()
@@ -118,9 +125,30 @@ def make_inputs(batch: VerifyBatch, variant: Variant, device: torch.device) -> I
         out_cache_loc=out_cache_loc,
         req_to_token=torch.tensor(batch.req_to_token, dtype=_I64, device=device),
         full_to_swa=torch.tensor(batch.full_to_swa, dtype=_I64, device=device),
-        seq_lens_cpu=list(batch.seq_lens),
+        seq_lens_cpu=_host_mirror(batch),
         bs=batch.bs,
     )
+
+
+def _host_mirror(batch: VerifyBatch) -> list[int]:
+    """The caller's ``seq_lens_cpu``: the batch's, unless the batch injects a stale one."""
+    div = batch.divergence
+    if div is not None and div.seq_lens_cpu is not None:
+        return list(div.seq_lens_cpu)
+    return list(batch.seq_lens)
+
+
+def validate_mirror(inputs: Inputs) -> None:
+    """Opt-in: raise :class:`StaleMirror` if the host mirror disagrees with device ``seq_lens``.
+
+    Reads ``seq_lens`` back, so it costs one D2H sync: a debugging aid, off by default.
+    """
+    if inputs.seq_lens_cpu is None:
+        return
+    device_values = inputs.seq_lens[: inputs.bs].tolist()
+    for i, (want, got) in enumerate(zip(device_values, inputs.seq_lens_cpu)):
+        if want != got:
+            raise StaleMirror(i, want, got)
 
 
 def _host(values, dtype: torch.dtype) -> torch.Tensor:
@@ -371,12 +399,18 @@ class HipBuilder:
 
     name = "hip"
 
-    def __init__(self, device: str | torch.device = "cpu") -> None:
+    def __init__(self, device: str | torch.device = "cpu", *, validate_mirror: bool = False) -> None:
         self.device = torch.device(device)
+        self.validate_mirror = validate_mirror
+        """Opt-in: check the host mirror against device ``seq_lens`` (one extra sync)."""
+
+    def with_mirror_validation(self) -> HipBuilder:
+        """The same builder with opt-in mirror validation on."""
+        return HipBuilder(self.device, validate_mirror=True)
 
     def build(self, batch: VerifyBatch, variant: Variant) -> VerifyMetadata:
         check_variant(batch, variant)
-        return target_verify(batch, variant, self.device)
+        return target_verify(batch, variant, self.device, check_mirror=self.validate_mirror)
 
     def capture(self, batch: VerifyBatch, variant: Variant) -> GraphCapture:
         """Build ``batch`` along a graph variant and keep its buffers."""
@@ -384,7 +418,7 @@ class HipBuilder:
         if variant.path != "graph":
             raise ValueError(f"capture needs a graph-path variant, got {variant.label}")
         inputs = make_inputs(batch, variant, self.device)
-        md = _build_with_mirror(batch, variant, inputs)
+        md = _build_with_mirror(batch, variant, inputs, check_mirror=self.validate_mirror)
         outputs = {name: t.clone() for name, t in md.fields.items()}
         tier = (batch.graph.padded_bs, batch.graph.graph_num_tokens, batch.graph.cap)  # type: ignore[union-attr]
         return GraphCapture(variant, tier, inputs, outputs, md.decision)
@@ -402,7 +436,7 @@ class HipBuilder:
         capture.inputs.verify_lens = fresh.verify_lens
         capture.inputs.seq_lens_cpu = fresh.seq_lens_cpu
         capture.inputs.bs = fresh.bs
-        md = _build_with_mirror(batch, capture.variant, capture.inputs)
+        md = _build_with_mirror(batch, capture.variant, capture.inputs, check_mirror=self.validate_mirror)
         for name, t in md.fields.items():
             _refill(capture.outputs[name], t, name)
         capture.decision = md.decision

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
 from metadata_builders.batch import VerifyBatch
-from metadata_builders.errors import PropertyFailure
+from metadata_builders.errors import PropertyFailure, StaleMirror
 from metadata_builders.metadata import FIELD_NAMES, VerifyMetadata, first_difference
 from metadata_builders.reference import (
     ReferenceBuilder,
@@ -94,9 +94,10 @@ def check_p2_mirror(builder, batch: VerifyBatch) -> list[str]:
     ``host`` and ``device`` perform no sync beyond the token map's; ``tolist``
     exactly one more (the pre-fix ``seq_lens.tolist()``).
     """
+    notes = _check_stale_mirror(builder, batch)
     batch = _clean(batch)
     if batch.is_ragged:
-        return ["P2 applies to uniform batches only; nothing to check"]
+        return notes + ["P2 mirror comparison applies to uniform batches only; nothing to check"]
     for variant in variants_for(batch):
         if variant.mirror != "host":
             continue
@@ -119,7 +120,38 @@ def check_p2_mirror(builder, batch: VerifyBatch) -> list[str]:
                 "P2", variant, "mirror=host must not sync on seq_lens",
                 field="audit.host_syncs", expected=token_map_syncs, actual=[s.op for s in base.audit.host_syncs],
             )
-    return []
+    return notes
+
+
+def _check_stale_mirror(builder, batch: VerifyBatch) -> list[str]:
+    """P2, second half: with opt-in mirror validation a stale ``seq_lens_cpu`` raises ``StaleMirror``."""
+    div = batch.divergence
+    if div is None or div.seq_lens_cpu is None or list(div.seq_lens_cpu) == list(batch.seq_lens):
+        return []
+    make_validating = getattr(builder, "with_mirror_validation", None)
+    if make_validating is None:
+        return [f"stale mirror not checked: builder {getattr(builder, 'name', builder)!r} has no mirror validation"]
+    validating = make_validating()
+    first = next(i for i, (a, b) in enumerate(zip(batch.seq_lens, div.seq_lens_cpu)) if a != b)
+    notes: list[str] = []
+    for variant in variants_for(batch):
+        if not batch.is_ragged and variant.mirror != "host":
+            continue
+        try:
+            validating.build(batch, variant)
+        except StaleMirror as exc:
+            if exc.index != first:
+                raise _fail("P2", variant, "mirror validation named the wrong request", field="seq_lens_cpu",
+                            index=(exc.index,), expected=first, actual=exc.index) from exc
+        else:
+            raise _fail("P2", variant, "a stale host mirror was used silently under mirror validation",
+                        field="seq_lens_cpu", index=(first,), expected=batch.seq_lens[first],
+                        actual=div.seq_lens_cpu[first])
+        silent = builder.build(batch, variant)
+        mismatch = first_difference(_REFERENCE.build(_clean(batch), variant).fields, silent.fields)
+        if mismatch is not None and len(notes) < 3:
+            notes.append(f"{variant.label}: without validation the stale mirror corrupts metadata: {mismatch}")
+    return notes
 
 
 # -- P3 ------------------------------------------------------------------------------------
@@ -348,7 +380,7 @@ def check_p6_fault_model(builder, batch: VerifyBatch) -> list[str]:
             expected_md = _REFERENCE.build(clean, variant)
             mismatch = first_difference(expected_md.fields, actual.fields)
             if mismatch is not None:
-                notes.append(f"{variant.label}: no fault, but silently wrong metadata: {mismatch}")
+                notes.append(f"{variant.label}: no fault, but wrong metadata (silent on HIP): {mismatch}")
     return notes
 
 

@@ -268,7 +268,7 @@ def device_extend_lens(batch: VerifyBatch, variant: Variant, rows: Rows) -> list
     """What the device-resident extend lengths hold when the token map runs."""
     if not divergence_applies(batch, variant):
         return list(rows.extend_seq_lens)
-    assert batch.divergence is not None
+    assert batch.divergence is not None and batch.divergence.extend_seq_lens is not None
     div = list(batch.divergence.extend_seq_lens)
     n = len(rows.extend_seq_lens)
     if len(div) >= n:

@@ -131,7 +131,7 @@ def divergence_applies(batch: VerifyBatch, variant: Variant) -> bool:
     lengths built with ``full_like`` on the device (``mirror="device"``) or from a
     synchronous ``tolist`` read, and layouts that carry a host total, cannot diverge.
     """
-    if batch.divergence is None:
+    if batch.divergence is None or batch.divergence.extend_seq_lens is None:
         return False
     if not batch.is_ragged:
         return variant.mirror == "host"
