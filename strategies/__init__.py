@@ -1,1 +1,39 @@
-"""Hypothesis strategies."""
+"""Hypothesis strategies for target-verify batches.
+
+``verify_batches()`` draws whole batches aimed at every boundary of DESIGN.md;
+``geometries()``, ``verify_lens()``, ``graph_tiers()``, ``variants()`` and
+``divergences()`` draw their parts.  ``boundary_hits(batch)`` names the
+boundaries a batch reaches (the vocabulary is ``COVERAGE_EVENTS``).
+"""
+
+from __future__ import annotations
+
+from strategies._batches import (
+    DIVERGENCE_KINDS,
+    MAX_CONTEXT,
+    divergences,
+    graph_tiers,
+    variants,
+    verify_batches,
+    verify_lens,
+)
+from strategies._coverage import COVERAGE_EVENTS, boundary_hits, coverage_events, divergence_kind, host_extend_lens
+from strategies._geometry import HUGE_RING_SIZES, UPSTREAM, geometries
+
+__all__ = [
+    "COVERAGE_EVENTS",
+    "DIVERGENCE_KINDS",
+    "HUGE_RING_SIZES",
+    "MAX_CONTEXT",
+    "UPSTREAM",
+    "boundary_hits",
+    "coverage_events",
+    "divergence_kind",
+    "divergences",
+    "geometries",
+    "graph_tiers",
+    "host_extend_lens",
+    "variants",
+    "verify_batches",
+    "verify_lens",
+]

@@ -1,0 +1,122 @@
+"""Geometries: the backend constants, at small values and at upstream values.
+
+Small values (``page_size`` 1..8, ``swa_window`` 1..8, ``ring_size`` 1..8) make
+every boundary cheap to reach: a handful of tokens already crosses a page,
+fills the window and wraps the ring several times.  Upstream values
+(``Geometry()``: page 256, window 128, ring ``window + num_draft - 1``, align 64)
+check the real constants.  Huge rings (``>= 2**28``) push ``slot * ring_size``
+past ``2**31`` so a builder that computes ``swa_loc`` in int32 overflows.
+"""
+
+from __future__ import annotations
+
+from hypothesis import strategies as st
+from hypothesis.errors import InvalidArgument
+
+from metadata_builders.batch import Geometry
+
+__all__ = ["HUGE_RING_SIZES", "UPSTREAM", "geometries"]
+
+UPSTREAM = Geometry()
+"""The upstream constants (page 256, window 128, ring 129, unified window 128, align 64)."""
+
+HUGE_RING_SIZES: tuple[int, ...] = (2**28 + 3, 2**31 - 1, 2**31 + 5, 2**33 + 1)
+"""Rings so large that ``slot * ring_size`` leaves int32 (already at slot 8, 2, 1, 1)."""
+
+_SMALL = st.integers(1, 8)
+_SCALES = st.sampled_from(("small", "mixed", "upstream"))
+_DIMENSION_KINDS = st.sampled_from(("small", "upstream", "middle"))
+_RING_KINDS = st.sampled_from(("small", "upstream", "huge"))
+_HUGE_RINGS = st.sampled_from(HUGE_RING_SIZES)
+
+
+# The shrinker prefers shorter choice sequences, so each helper makes the same
+# draws whichever value it returns (the small one drawn first): otherwise a
+# constant upstream value, costing no choice, would shrink "smaller" than 1.
+
+
+def _draw_dimension(draw: st.DrawFn, scale: str, upstream: int, middle: tuple[int, ...]) -> int:
+    small = draw(_SMALL)
+    kind = scale if scale != "mixed" else draw(_DIMENSION_KINDS)
+    if kind == "small":
+        return small
+    if kind == "upstream":
+        return upstream
+    return draw(st.sampled_from(middle))
+
+
+def _draw_ring(draw: st.DrawFn, scale: str, upstream_ring: int) -> int:
+    """Small rings wrap within a few tokens; upstream's rule; huge rings overflow int32."""
+    small = draw(_SMALL)
+    kind = draw(_RING_KINDS)
+    if kind == "small" and scale != "upstream":
+        return small
+    if kind == "huge":
+        return draw(_HUGE_RINGS)
+    return upstream_ring
+
+
+def _draw_unified_window(draw: st.DrawFn, swa_window: int) -> int:
+    small = draw(_SMALL)
+    kind = draw(_DIMENSION_KINDS)
+    if kind == "small":
+        return small
+    return UPSTREAM.unified_swa_window if kind == "upstream" else swa_window
+
+
+def _pinned(name: str, value: int | None) -> int | None:
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+        raise InvalidArgument(f"{name}={value!r} must be None (draw it) or an int >= 1")
+    return value
+
+
+@st.composite
+def geometries(
+    draw: st.DrawFn,
+    *,
+    page_size: int | None = None,
+    swa_window: int | None = None,
+    ring_size: int | None = None,
+    unified_swa_window: int | None = None,
+    page_index_align: int | None = None,
+    num_draft_tokens: int | None = None,
+) -> Geometry:
+    """A :class:`Geometry`; each ``None`` argument is drawn.
+
+    A *scale* is drawn first: ``small`` (every dimension in 1..8), ``upstream``
+    (``Geometry()``'s constants) or ``mixed`` (each dimension independently small,
+    upstream or in between).  The ring is then ``swa_window + num_draft_tokens - 1``
+    (upstream's rule, e.g. 128 + 2 - 1 = 129), small (wraps several times within a
+    few tokens) or huge (``HUGE_RING_SIZES``: int32 overflow of ``slot * ring``).
+    ``num_draft_tokens`` only feeds the upstream ring rule (drawn in 1..8 if None).
+
+    Shrinks towards the small scale with every dimension 1.
+    """
+    for name, value in (
+        ("page_size", page_size),
+        ("swa_window", swa_window),
+        ("ring_size", ring_size),
+        ("unified_swa_window", unified_swa_window),
+        ("page_index_align", page_index_align),
+        ("num_draft_tokens", num_draft_tokens),
+    ):
+        _pinned(name, value)
+    scale = draw(_SCALES)
+    draft = num_draft_tokens if num_draft_tokens is not None else draw(_SMALL)
+    if page_size is None:
+        page_size = _draw_dimension(draw, scale, UPSTREAM.page_size, (16, 32, 64))
+    if swa_window is None:
+        swa_window = _draw_dimension(draw, scale, UPSTREAM.swa_window, (16, 32, 64))
+    if page_index_align is None:
+        page_index_align = _draw_dimension(draw, scale, UPSTREAM.page_index_align, (16, 32))
+    if unified_swa_window is None:
+        unified_swa_window = _draw_unified_window(draw, swa_window)
+    if ring_size is None:
+        ring_size = _draw_ring(draw, scale, swa_window + draft - 1)
+    return Geometry(
+        page_size=page_size,
+        swa_window=swa_window,
+        ring_size=ring_size,
+        unified_swa_window=unified_swa_window,
+        page_index_align=page_index_align,
+    )
