@@ -31,8 +31,10 @@ drawn, so the package works without it.
 
 from __future__ import annotations
 
+import dataclasses
 import html
 import os
+import textwrap
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -277,21 +279,29 @@ class Analysis:
             if i not in keep:
                 continue
             if i > previous + 1:
-                skipped = self.rows[previous + 1 : i]
-                out.append(DrawnRow(None, hidden_rows=len(skipped), hidden_flagged=self._any_flagged(skipped, cells_by_row)))
+                out.append(self._hidden(self.rows[previous + 1 : i], cells_by_row))
             previous = i
             out.append(_cap_row(row, cells_by_row.get(row.index, []), max_tokens, self.flagged_tokens))
         if previous < len(self.rows) - 1:
-            skipped = self.rows[previous + 1 :]
-            out.append(DrawnRow(None, hidden_rows=len(skipped), hidden_flagged=self._any_flagged(skipped, cells_by_row)))
+            out.append(self._hidden(self.rows[previous + 1 :], cells_by_row))
         return out
+
+    def _hidden(self, rows: tuple[Row, ...], cells_by_row: dict[int, list[Cell]]) -> DrawnRow:
+        flagged = any(
+            r.index in self.flagged_rows or any(c.token in self.flagged_tokens for c in cells_by_row.get(r.index, []))
+            for r in rows
+        )
+        return DrawnRow(None, hidden_rows=len(rows), hidden_flagged=flagged)
 
     def _rows_to_keep(self, max_rows: int) -> set[int]:
         n = len(self.rows)
         if n <= max_rows:
             return set(range(n))
         keep = {i for i, r in enumerate(self.rows) if r.index in self.flagged_rows}
-        keep |= {i for i, r in enumerate(self.rows) if any(t in self.flagged_tokens for t in range(r.first_token, r.first_token + r.num_tokens))}
+        keep |= {
+            i for i, r in enumerate(self.rows)
+            if any(t in self.flagged_tokens for t in range(r.first_token, r.first_token + r.num_tokens))
+        }
         kinds = [r.kind for r in self.rows]
         for i in range(1, n):
             if kinds[i] != kinds[i - 1]:
@@ -303,12 +313,6 @@ class Analysis:
                 break
             keep.add(i)
         return keep
-
-    def _any_flagged(self, rows: tuple[Row, ...], cells_by_row: dict[int, list[Cell]]) -> bool:
-        return any(
-            r.index in self.flagged_rows or any(c.token in self.flagged_tokens for c in cells_by_row.get(r.index, []))
-            for r in rows
-        )
 
 
 def _cap_row(row: Row, cells: list[Cell], max_tokens: int, flagged: frozenset[int]) -> DrawnRow:
@@ -345,7 +349,11 @@ def _summary(batch: VerifyBatch) -> str:
         g = batch.graph
         cap = "uncapped" if g.cap is None else f"cap {g.cap}"
         tier = f"tier padded_bs={g.padded_bs} graph_num_tokens={g.graph_num_tokens} ({cap})"
-    div = "" if batch.divergence is None else f", device extend diverges: {list(batch.divergence.extend_seq_lens)}"
+    div = ""
+    if batch.divergence is not None and batch.divergence.extend_seq_lens is not None:
+        div += f", device extend diverges: {list(batch.divergence.extend_seq_lens)}"
+    if batch.divergence is not None and getattr(batch.divergence, "seq_lens_cpu", None) is not None:
+        div += f", stale host mirror seq_lens_cpu={list(batch.divergence.seq_lens_cpu)}"
     return (f"{kind} {algo}, bs={batch.bs}, num_draft={batch.num_draft_tokens}, "
             f"{batch.num_real_tokens} real tokens, {tier}{div}")
 
@@ -399,7 +407,11 @@ def _metadata_diffs(
     expected: VerifyMetadata, actual: VerifyMetadata, *, decision: bool = True
 ) -> list[tuple[str, tuple[int, ...] | None, Any, Any]]:
     """Differing elements of every field, then of the decision (which legitimately varies across variants)."""
-    out = [(name, idx, e, a) for name in FIELD_NAMES for idx, e, a in _field_diffs(expected.fields[name], actual.fields[name])]
+    out = [
+        (name, idx, e, a)
+        for name in FIELD_NAMES
+        for idx, e, a in _field_diffs(expected.fields[name], actual.fields[name])
+    ]
     for name in _DECISION_FIELDS if decision else ():
         e, a = getattr(expected.decision, name), getattr(actual.decision, name)
         if e != a:
@@ -456,7 +468,9 @@ def _build(builder: Any, batch: VerifyBatch, variant: Variant, label: str, notes
         return None
 
 
-def analyse(batch: VerifyBatch, builder_name: str = "hip", device: str = "cpu", *, builder: Builder | None = None) -> Analysis:
+def analyse(
+    batch: VerifyBatch, builder_name: str = "hip", device: str = "cpu", *, builder: Builder | None = None
+) -> Analysis:
     """Build ``batch`` on every variant with the builder and the reference, and say where they differ.
 
     Metadata is compared on the batch *without* its divergence (P1: every variant
@@ -501,7 +515,10 @@ def analyse(batch: VerifyBatch, builder_name: str = "hip", device: str = "cpu", 
                      and (labels[base], d[0], None if d[1] is None else d[1][0]) not in collector.seen]
             collector.add(labels[v], labels[base], fresh)
 
-    faults = _faults(builder, batch, variants, labels, notes) if batch.divergence is not None else []
+    diverges = batch.divergence is not None and batch.divergence.extend_seq_lens is not None
+    faults = _faults(builder, batch, variants, labels, notes) if diverges else []
+    if batch.divergence is not None and getattr(batch.divergence, "seq_lens_cpu", None) is not None:
+        notes += _stale_mirror_notes(builder, batch, variants, labels, expected)
     records = collector.records()
     by_token: dict[int, list[Disagreement]] = {}
     for d in records:
@@ -529,7 +546,10 @@ def analyse(batch: VerifyBatch, builder_name: str = "hip", device: str = "cpu", 
     )
 
 
-def _faults(builder: Any, batch: VerifyBatch, variants: list[Variant], labels: dict[Variant, str], notes: list[str]) -> list[FaultMark]:
+def _faults(
+    builder: Any, batch: VerifyBatch, variants: list[Variant], labels: dict[Variant, str], notes: list[str],
+) -> list[FaultMark]:
+    """Faults of the builds *with* the divergence, grouped; notes where they leave the fault model."""
     reference = ReferenceBuilder()
     groups: dict[tuple, list[str]] = {}
     for v in variants:
@@ -545,7 +565,35 @@ def _faults(builder: Any, batch: VerifyBatch, variants: list[Variant], labels: d
     return [FaultMark(k, c, tuple(vs), o, s) for (k, c, o, s), vs in groups.items()]
 
 
-def _verdict(name: str, device: str, n: int, records: list[Disagreement], faults: list[FaultMark], notes: list[str]) -> str:
+def _stale_mirror_notes(
+    builder: Any, batch: VerifyBatch, variants: list[Variant], labels: dict[Variant, str],
+    expected: dict[Variant, VerifyMetadata],
+) -> list[str]:
+    """What the stale host mirror alone does to each build: the first corrupted element, or the error raised."""
+    assert batch.divergence is not None
+    stale = batch.replace(divergence=dataclasses.replace(batch.divergence, extend_seq_lens=None))
+    groups: dict[str, list[str]] = {}
+    for v in variants:
+        try:
+            md = builder.build(stale, v)
+        except Exception as exc:  # noqa: BLE001 - mirror validation raising is the wanted outcome, shown as a note
+            groups.setdefault(f"raised {type(exc).__name__}: {exc}", []).append(labels[v])
+            continue
+        diffs = _metadata_diffs(expected[v], md, decision=False)
+        if diffs:
+            name, idx, e, a = diffs[0]
+            where = name if idx is None else f"{name}[{', '.join(map(str, idx))}]"
+            groups.setdefault(f"silently corrupts {where}: expected {e!r}, actual {a!r}", []).append(labels[v])
+    out = []
+    for what, who in groups.items():
+        more = f" +{len(who) - 1} more" if len(who) > 1 else ""
+        out.append(f"stale host mirror {what} ({who[0]}{more})")
+    return out
+
+
+def _verdict(
+    name: str, device: str, n: int, records: list[Disagreement], faults: list[FaultMark], notes: list[str]
+) -> str:
     fields = sorted({d.field for d in records}, key=lambda f: _FIELD_ORDER.get(f, 99))
     if records:
         what = f"{len(records)} disagreement(s) in {', '.join(fields[:4])}{' ...' if len(fields) > 4 else ''}"
@@ -555,9 +603,11 @@ def _verdict(name: str, device: str, n: int, records: list[Disagreement], faults
     for f in faults:
         by_kind[f.kind] = by_kind.get(f.kind, 0) + len(f.variants)
     fault = "" if not faults else "; faults: " + ", ".join(f"{k} in {n} variant(s)" for k, n in by_kind.items())
-    errs = sum("raised" in n_ for n_ in notes)
+    errs = sum(": build raised" in n_ for n_ in notes)
     err = f"; {errs} build(s) raised" if errs else ""
-    return f"builder {name} on {device}, {n} variants: {what}{fault}{err}"
+    others = len(notes) - errs
+    note = f"; {others} note(s)" if others else ""
+    return f"builder {name} on {device}, {n} variants: {what}{fault}{err}{note}"
 
 
 def _tooltip(analysis: Analysis, cell: Cell, uninit: dict[int, tuple[str, ...]]) -> str:
@@ -588,7 +638,9 @@ def _boundaries(analysis: Analysis, drawn: list[DrawnRow]) -> list[tuple[int, st
         a, b = drawn[i].row, drawn[i + 1].row
         if a is None or b is None:
             continue
-        if a.kind == "real" and b.kind != "real":
+        if a.kind == "real" and b.kind == "uncovered":
+            out.append((i, f"rows end: num_tokens = {analysis.num_tokens} (= eager map end)", "num_tokens"))
+        elif a.kind == "real" and b.kind != "real":
             out.append((i, f"eager map end: {analysis.num_real_tokens} real tokens", "eager"))
         elif a.kind != "uncovered" and b.kind == "uncovered":
             out.append((i, f"num_tokens = {analysis.num_tokens} (host's belief; rows end here)", "num_tokens"))
@@ -626,17 +678,19 @@ def _png_figure(analysis: Analysis) -> Any:
     drawn = analysis.drawn_rows()
     oob = [f for f in analysis.faults if f.kind == "oob_write"]
     uninit = analysis.uninitialised
-    ncols = max([len(d.cells) for d in drawn] + [min(f.count, MAX_TOKENS_PER_ROW) for f in oob] + [4])
-    prefix_w = 5.0
+    ncols = max([len(d.cells) for d in drawn] + [min(f.count, MAX_TOKENS_PER_ROW) for f in oob] + [2])
+    prefix_w = 3.0 if ncols <= 8 else 5.0
     lines = len(drawn) + len(oob)
     cell_in = 0.34 if ncols <= 16 else (0.26 if ncols <= 32 else 0.19)
-    main_w = max((prefix_w + ncols + 1.5) * cell_in + 1.6, 6.0)
+    text_in = 4.2 if oob else 3.4
+    text_w = text_in / cell_in
+    main_w = (prefix_w + ncols + 0.6) * cell_in + text_in + 0.4
     side_w = 6.2
-    height = max(0.3 * lines + 2.2, 5.0)
+    height = max(0.3 * lines + 2.0, 4.5)
     figure = Figure(figsize=(main_w + side_w, height))
     FigureCanvasAgg(figure)
     grid = figure.add_gridspec(1, 2, width_ratios=[main_w, side_w], left=1.3 / (main_w + side_w), right=0.99,
-                               top=1 - 1.0 / height, bottom=0.7 / height, wspace=0.04)
+                               top=1 - 1.45 / height, bottom=0.3 / height, wspace=0.04)
     ax = figure.add_subplot(grid[0, 0])
     side = figure.add_subplot(grid[0, 1])
     side.set_axis_off()
@@ -667,8 +721,11 @@ def _png_figure(analysis: Analysis) -> Any:
                 hatched.append(Rectangle((x, y - 0.4), 0.9, 0.8))
             if show_numbers:
                 ax.text(x + 0.45, y, str(cell.position), ha="center", va="center", fontsize=6, color="white")
-        if line.hidden_cells:
-            ax.text(len(line.cells) + 0.2, y, f"+{line.hidden_cells}", va="center", fontsize=6)
+        notes = [f"({line.hidden_cells} hidden)"] if line.hidden_cells else []
+        if any(c is not None and c.token in uninit for c in line.cells):
+            notes.append("<- uninitialised")
+        if notes:
+            ax.text(len(line.cells) + 0.2, y, "  ".join(notes), va="center", fontsize=6.5)
     ax.add_collection(PatchCollection(fills, facecolors=colours, edgecolors="none"))
     if outlines:
         ax.add_collection(PatchCollection(outlines, facecolors="none", edgecolors=_COLOURS["bad"], linewidths=1.8))
@@ -678,7 +735,7 @@ def _png_figure(analysis: Analysis) -> Any:
         y = after + 0.5
         ax.axhline(y, color="black" if style == "tier" else "grey", linestyle="-" if style == "tier" else "--",
                    linewidth=1.4 if style == "tier" else 0.9)
-        ax.text(ncols + 1.2, y, label, va="center", ha="right", fontsize=7,
+        ax.text(ncols + 0.3, y, label, va="center", ha="left", fontsize=7,
                 bbox={"facecolor": "white", "edgecolor": "none", "pad": 0.5})
     for k, fault in enumerate(oob):
         y = len(drawn) + k
@@ -688,23 +745,32 @@ def _png_figure(analysis: Analysis) -> Any:
             facecolors=_COLOURS["oob"], edgecolors=_COLOURS["bad"], hatch="////", linewidths=0.8,
         ))
         extra = f" (+{fault.count - shown})" if fault.count > shown else ""
-        ax.text(shown + 0.3, y, f"out-of-bounds write x{fault.count}{extra} ({fault.variants[0]}"
+        ax.text(shown + 0.3, y, f"out-of-bounds write x{fault.count}{extra} past output_size={fault.output_size} "
+                f"({fault.variants[0]}"
                 f"{f' +{len(fault.variants) - 1}' if len(fault.variants) > 1 else ''})", va="center", fontsize=7,
                 color=_COLOURS["bad"])
         ylabels.append((y, "past map end", True))
-    ax.set_xlim(-prefix_w - 0.6, ncols + 1.3)
-    ax.set_ylim(lines - 0.5, -0.7)
+    ax.set_xlim(-prefix_w - 0.6, ncols + text_w)
+    # a few rows still get cells of the usual height: the short axis is padded below, not stretched
+    ax.set_ylim(max(lines, int((height - 2.0) / 0.3)) - 0.5, -0.7)
     ax.set_yticks([y for y, _, _ in ylabels])
     ax.set_yticklabels([t for _, t, _ in ylabels], fontsize=7)
     for tick, (_, _, bad) in zip(ax.get_yticklabels(), ylabels):
         if bad:
             tick.set_color(_COLOURS["bad"])
-    ax.set_xticks([x for x in range(ncols) if x % (4 if ncols <= 32 else 8) == 0])
+    step = 1 if ncols <= 16 else (4 if ncols <= 32 else 8)
+    # past an ellipsis the display column is no longer j, so ticks stop there
+    true_cols = min([d.cells.index(None) for d in drawn if None in d.cells] + [ncols])
+    ax.set_xticks([x + 0.45 for x in range(0, true_cols, step)])
+    ax.set_xticklabels([str(x) for x in range(0, true_cols, step)])
     ax.tick_params(axis="x", labelsize=7)
     ax.set_xlabel("verify token j within the row (cell = one token" + ("; number = position)" if show_numbers else ")"),
                   fontsize=8)
     ax.set_ylabel(f"request row ({analysis.path} path)", fontsize=8)
-    for spine in ("top", "right"):
+    # ticks on top, next to the first rows, so a short batch is not read across an empty axis
+    ax.xaxis.tick_top()
+    ax.xaxis.set_label_position("top")
+    for spine in ("bottom", "right"):
         ax.spines[spine].set_visible(False)
     figure.suptitle(analysis.summary, fontsize=10, x=0.01, ha="left", y=1 - 0.25 / height)
     figure.text(0.01, 1 - 0.6 / height, analysis.verdict, fontsize=8, ha="left",
@@ -712,7 +778,7 @@ def _png_figure(analysis: Analysis) -> Any:
 
     handles = [Patch(facecolor=_COLOURS["prefix"], label="accepted prefix (summarised)")]
     kinds = {c.kind for c in analysis.cells}
-    handles += [Patch(facecolor=_COLOURS[k], label=_KIND_LABELS[k]) for k in ("verify", "slack", "pad", "uncovered") if k in kinds]
+    handles += [Patch(facecolor=_COLOURS[k], label=_KIND_LABELS[k]) for k in _KIND_LABELS if k in kinds]
     if analysis.flagged_tokens:
         handles.append(Patch(facecolor="none", edgecolor=_COLOURS["bad"], linewidth=1.8, label="disagrees with reference"))
     if uninit:
@@ -720,8 +786,8 @@ def _png_figure(analysis: Analysis) -> Any:
     if oob:
         handles.append(Patch(facecolor="white", edgecolor=_COLOURS["bad"], hatch="////", label="out-of-bounds write"))
     side.legend(handles=handles, loc="upper left", fontsize=7, frameon=False, borderaxespad=0)
-    side.text(0.0, 1.0 - 0.045 * (len(handles) + 1), _side_text(analysis), va="top", ha="left", fontsize=7,
-              family="monospace", transform=side.transAxes)
+    side.annotate(_side_text(analysis), xy=(0.0, 1.0), xycoords="axes fraction", xytext=(0, -11 * (len(handles) + 1.5)),
+                  textcoords="offset points", va="top", ha="left", fontsize=7, family="monospace")
     return figure
 
 
@@ -734,7 +800,11 @@ def _side_text(analysis: Analysis) -> str:
     if analysis.disagreements:
         n = analysis.num_disagreements
         out.append(f"Disagreements ({min(n, MAX_LISTED)} of {n}):" if n > MAX_LISTED else f"Disagreements ({n}):")
-        out += [" " + _clip(d.describe()) for d in analysis.disagreements[:MAX_LISTED]]
+        for d in analysis.disagreements[:MAX_LISTED]:
+            vs = "" if d.against == "reference" else f" vs {d.against}"
+            more = f" +{len(d.variants) - 1} more" if len(d.variants) > 1 else ""
+            out.append(" " + _clip(f"{d.where}: expected {d.expected!r}, actual {d.actual!r}"))
+            out.append("   " + _clip(f"({d.variants[0]}{more}{vs})", 76))
     else:
         out.append(f"All {len(analysis.variants)} variants agree with the reference.")
     if analysis.faults:
@@ -751,7 +821,8 @@ def _side_text(analysis: Analysis) -> str:
     if analysis.notes:
         out.append("")
         out.append("Notes:")
-        out += [" " + _clip(n) for n in analysis.notes[:8]]
+        for n in analysis.notes[:8]:
+            out += textwrap.wrap(n, 78, initial_indent=" ", subsequent_indent="   ")
     return "\n".join(out)
 
 
@@ -771,8 +842,6 @@ h1{font-size:16px;margin:0 0 4px}.verdict{margin:0 0 12px}.verdict.bad{color:#d6
 .cell.bad{outline:2px solid #d62728;outline-offset:0}
 .cell.uninit{background-image:repeating-linear-gradient(45deg,rgba(0,0,0,.55) 0 2px,transparent 2px 5px)}
 .cell.hl{outline:3px solid #000}
-.cell:hover::after{content:attr(data-tip);white-space:pre;position:absolute;left:20px;top:18px;z-index:9;background:#222;
- color:#fff;font:11px/1.3 monospace;padding:4px 6px;border-radius:3px;text-align:left}
 .ellipsis{width:auto;padding:0 4px;font-size:11px}.ellipsis.bad{color:#d62728;font-weight:bold}
 .oob{width:18px;height:16px;margin-right:2px;flex:0 0 auto;box-sizing:border-box;border:1px solid #d62728;
  background:repeating-linear-gradient(135deg,#d62728 0 2px,#fff 2px 5px)}
@@ -798,8 +867,9 @@ def render_html(
 ) -> str:
     """Write one self-contained HTML page (inline CSS/JS, no network) of the batch; returns the path.
 
-    Each token is a ``<span class="cell ...">`` whose ``title`` (and hover box) gives
-    its token index, row, position, slot and any disagreeing field values.
+    Each token is a ``<span class="cell ...">`` whose ``title`` tooltip gives
+    its token index, row, position, slot and any disagreeing field values; hovering a
+    listed disagreement outlines its cell (inline script).
     """
     analysis = analysis or analyse(batch, builder_name, device)
     path = os.fspath(path)
@@ -843,7 +913,7 @@ def html_page(analysis: Analysis) -> str:
                 if cell.token in uninit:
                     classes += " uninit"
                 tip = esc(_tooltip(analysis, cell, uninit), quote=True)
-                parts.append(f'<span class="{classes}" id="t{cell.token}" title="{tip}" data-tip="{tip}">'
+                parts.append(f'<span class="{classes}" id="t{cell.token}" title="{tip}">'
                              f"{cell.position if cell.position < 1000 else ''}</span>")
             parts.append("</div>")
             body.append("".join(parts))
@@ -891,7 +961,7 @@ def html_page(analysis: Analysis) -> str:
 def _html_legend(analysis: Analysis, uninit: dict[int, tuple[str, ...]]) -> str:
     items = [("background:#d9d9d9", "accepted prefix (summarised)")]
     kinds = {c.kind for c in analysis.cells}
-    items += [(f"background:{_COLOURS[k]}", _KIND_LABELS[k]) for k in ("verify", "slack", "pad", "uncovered") if k in kinds]
+    items += [(f"background:{_COLOURS[k]}", _KIND_LABELS[k]) for k in _KIND_LABELS if k in kinds]
     if analysis.flagged_tokens:
         items.append(("outline:2px solid #d62728", "disagrees with reference (hover a cell)"))
     if uninit:

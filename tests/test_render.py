@@ -1,0 +1,316 @@
+"""Pictures of a batch: the analysis behind them, the PNG, and the self-contained HTML page."""
+
+from __future__ import annotations
+
+import dataclasses
+import glob
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from _examples import EXAMPLES, make_batch
+
+from metadata_builders import Divergence, GraphTier, ReferenceBuilder, VerifyBatch, VerifyMetadata, get_builder
+from metadata_builders import render
+from metadata_builders.render import (
+    MAX_ROWS,
+    MAX_TOKENS_PER_ROW,
+    Analysis,
+    analyse,
+    html_page,
+    render_files,
+    render_html,
+    render_png,
+)
+
+matplotlib = pytest.importorskip("matplotlib")
+np = pytest.importorskip("numpy")
+
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+RED = (0xD6 / 255, 0x27 / 255, 0x28 / 255)
+REGRESSIONS = sorted(glob.glob(os.path.join(os.path.dirname(__file__), "regressions", "*.json")))
+
+UNIFORM_EAGLE = make_batch([5, 3, 7], [2, 1, 3], 2, graph=GraphTier(4, 8))
+"""Three requests verifying 2 tokens each, one pad row in a tier of 8 tokens."""
+RUN_AHEAD = UNIFORM_EAGLE.replace(divergence=Divergence([2, 2, 3]))
+"""The device lengths sum to 7 where the host believes 6: an out-of-bounds write of 1 if trusted."""
+FALLEN_BEHIND = UNIFORM_EAGLE.replace(divergence=Divergence([2, 2, 1]))
+"""The device lengths sum to 5 where the host believes 6: one uninitialised tail element if trusted."""
+
+
+class OffByOneFinalPos:
+    """The hip builder with ``pf_final_pos[0]`` one too large: a disagreement on token 0."""
+
+    name = "off_by_one_final_pos"
+
+    def __init__(self) -> None:
+        self.inner = get_builder("hip", "cpu")
+
+    def build(self, batch: VerifyBatch, variant) -> VerifyMetadata:
+        md = self.inner.build(batch, variant)
+        fields = dict(md.fields)
+        fields["pf_final_pos"] = [fields["pf_final_pos"][0] + 1, *fields["pf_final_pos"][1:]]
+        return VerifyMetadata(fields, md.decision, md.audit)
+
+
+def _pixels(path: str):
+    from matplotlib.image import imread
+
+    return imread(path)
+
+
+def _red_pixels(image) -> int:
+    rgb = image[..., :3]
+    return int((np.abs(rgb - np.array(RED)).max(axis=-1) < 0.06).sum())
+
+
+def _drawn_cells(analysis: Analysis) -> list:
+    return [c for line in analysis.drawn_rows() for c in line.cells if c is not None]
+
+
+def _batches_to_draw() -> list:
+    named = ["uniform_eagle_batch_of_three", "ragged_tier_slack_spread_over_pad_rows",
+             "tier_slack_absorbed_by_last_real_row", "capped_tier_uncovered_tail", "single_request"]
+    params = [pytest.param(EXAMPLES[n], id=n) for n in named]
+    params.append(pytest.param(RUN_AHEAD, id="run_ahead_divergence"))
+    for path in REGRESSIONS:
+        params.append(pytest.param(path, id=f"regression:{os.path.basename(path)}"))
+    return params
+
+
+def _load(batch_or_path) -> VerifyBatch:
+    if isinstance(batch_or_path, VerifyBatch):
+        return batch_or_path
+    return VerifyBatch.from_json(Path(batch_or_path).read_text())
+
+
+# -- the analysis ----------------------------------------------------------------------------------
+
+
+def test_cell_kinds_show_tier_slack_spread_over_pad_rows() -> None:
+    """Real rows hold verify tokens; the tier slack spread over pad rows is drawn as pad-row tokens of slot 0."""
+    a = analyse(EXAMPLES["ragged_tier_slack_spread_over_pad_rows"], "reference")
+    kinds = [c.kind for c in a.cells]
+    assert kinds == ["verify"] * 6 + ["pad"] * 5
+    assert [r.kind for r in a.rows] == ["real"] * 3 + ["pad"] * 2
+    assert [r.prefix for r in a.rows] == [5, 3, 7, 1, 1]
+    assert all(c.slot == 0 for c in a.cells if c.kind == "pad")
+    assert [c.position for c in a.cells[:3]] == [5, 6, 7]
+    assert a.graph_num_tokens == 11 and a.num_tokens == 11 and a.num_real_tokens == 6
+
+
+def test_cell_kinds_show_slack_absorbed_by_the_last_real_row() -> None:
+    """With no pad rows and no cap the last real row's cells past its own verify tokens are slack."""
+    a = analyse(EXAMPLES["tier_slack_absorbed_by_last_real_row"], "reference")
+    assert [(c.row, c.kind) for c in a.cells] == [(0, "verify"), (0, "verify"), (1, "verify"), (1, "slack"),
+                                                   (1, "slack"), (1, "slack")]
+
+
+def test_cell_kinds_show_the_uncovered_tail_of_a_capped_tier() -> None:
+    """Tokens past num_tokens of a capped tier form an uncovered row with seq_lens_casual 1 (position 0)."""
+    a = analyse(EXAMPLES["capped_tier_uncovered_tail"], "reference")
+    tail = [c for c in a.cells if c.kind == "uncovered"]
+    assert a.num_tokens == 3 and len(tail) == 6 - 3
+    assert [c.token for c in tail] == [3, 4, 5]
+    assert all(c.position == 0 for c in tail)
+    assert a.rows[-1].kind == "uncovered" and a.rows[-1].prefix is None
+
+
+def test_a_correct_builder_has_no_disagreements() -> None:
+    """The bundled hip builder agrees with the reference on every variant: nothing flagged."""
+    a = analyse(EXAMPLES["ragged_tier_slack_spread_over_pad_rows"], "hip", "cpu")
+    assert a.disagreements == () and a.flagged_tokens == frozenset() and a.faults == () and a.notes == ()
+    assert "agrees with the reference" in a.verdict
+
+
+def test_a_corrupted_field_is_a_disagreement_on_its_token() -> None:
+    """pf_final_pos[0] off by one is reported at that field and index, with both values, in every variant."""
+    batch = EXAMPLES["ragged_tier_slack_spread_over_pad_rows"]
+    a = analyse(batch, builder=OffByOneFinalPos())
+    assert len(a.disagreements) == 1
+    d = a.disagreements[0]
+    assert (d.field, d.index, d.expected, d.actual, d.token) == ("pf_final_pos", (0,), 7, 8, 0)
+    assert len(d.variants) == len(a.variants) == 9 and d.against == "reference"
+    assert a.flagged_tokens == frozenset({0}) and a.by_token[0] == (d,)
+    assert "pf_final_pos[0]: expected 7, actual 8" in str(d)
+
+
+class UngatedSwaLocOffByOne(ReferenceBuilder):
+    """A reference that is inconsistent across variants: ``swa_loc[0]`` is off by one under gate=ungated."""
+
+    def build(self, batch: VerifyBatch, variant) -> VerifyMetadata:
+        md = super().build(batch, variant)
+        if variant.gate != "ungated":
+            return md
+        fields = dict(md.fields)
+        fields["swa_loc"] = [fields["swa_loc"][0] + 1, *fields["swa_loc"][1:]]
+        return VerifyMetadata(fields, md.decision, md.audit)
+
+
+def test_variants_are_also_compared_with_each_other(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where the reference itself varies by variant, a variant is flagged against the first variant of its path."""
+    batch = EXAMPLES["uniform_eagle_batch_of_three"]
+    assert analyse(batch, "reference").disagreements == ()
+    monkeypatch.setattr(render, "ReferenceBuilder", UngatedSwaLocOffByOne)
+    a = analyse(batch, builder=UngatedSwaLocOffByOne())
+    assert {(d.field, d.index, d.against) for d in a.disagreements} == {
+        ("swa_loc", (0,), "eager mirror=host gate=dspark"),
+        ("swa_loc", (0,), "graph mirror=host gate=dspark"),
+    }
+    assert all("gate=ungated" in v for d in a.disagreements for v in d.variants)
+    assert a.flagged_tokens == frozenset({0})
+
+
+def test_eagle_ungated_host_mirror_reports_an_oob_write() -> None:
+    """Device lengths running ahead: EAGLE mirror=host gate=ungated writes 1 element out of bounds; dspark never."""
+    a = analyse(RUN_AHEAD, "hip", "cpu")
+    oob = [f for f in a.faults if f.kind == "oob_write"]
+    faulting = {v for f in oob for v in f.variants}
+    assert faulting == {"eager mirror=host gate=ungated", "graph mirror=host gate=ungated"}
+    assert all(f.count == 1 and f.device_sum == f.output_size + 1 for f in oob)
+    assert not any("gate=dspark" in v for f in a.faults for v in f.variants)
+    assert a.disagreements == ()  # metadata is compared without the divergence
+    assert a.notes == ()  # the builder's faults match the fault model
+
+
+def test_device_lengths_falling_behind_leave_an_uninitialised_tail() -> None:
+    """A trusted output_size above the device sum leaves the map's last element uninitialised; that cell is marked."""
+    a = analyse(FALLEN_BEHIND, "hip", "cpu")
+    kinds = {(f.kind, f.count, f.output_size) for f in a.faults}
+    assert kinds == {("uninitialized_tail", 1, 6), ("uninitialized_tail", 1, 8)}
+    assert set(a.uninitialised) == {5, 7}
+
+
+def test_big_batches_are_capped_per_row_and_in_rows() -> None:
+    """At most MAX_ROWS rows and MAX_TOKENS_PER_ROW cells per row are drawn; flagged rows are always kept."""
+    bs, draft = 40, 70
+    batch = make_batch([1] * bs, list(range(1, bs + 1)), draft, num_slots=bs + 1, width=80)
+    a = analyse(batch, "reference")
+    flagged = dataclasses.replace(a, flagged_tokens=frozenset({draft * 37 + 69}))
+    lines = flagged.drawn_rows()
+    rows = [line for line in lines if line.row is not None]
+    assert len(rows) <= MAX_ROWS
+    assert all(len(line.cells) <= MAX_TOKENS_PER_ROW for line in lines)
+    assert 37 in {line.row.index for line in rows}
+    assert any(line.row is None and line.hidden_rows > 0 for line in lines)
+    assert all(line.hidden_cells == draft - (MAX_TOKENS_PER_ROW - 1) for line in rows)
+
+
+# -- the PNG ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("batch", _batches_to_draw())
+def test_png_is_a_real_picture(batch, tmp_path: Path) -> None:
+    """The PNG has the PNG signature, a readable size and more than one colour."""
+    batch = _load(batch)
+    out = render_png(batch, tmp_path / "b.png", builder_name="hip", device="cpu")
+    assert out == str(tmp_path / "b.png")
+    assert Path(out).read_bytes()[:8] == PNG_SIGNATURE
+    image = _pixels(out)
+    h, w = image.shape[:2]
+    assert 400 <= h <= 4000 and 800 <= w <= 4000
+    assert len(np.unique(image.reshape(-1, image.shape[-1]), axis=0)) > 8
+
+
+def test_png_outlines_the_disagreeing_cell_in_red(tmp_path: Path) -> None:
+    """The same analysis drawn with and without its flagged cell differs by a red outline."""
+    batch = EXAMPLES["ragged_tier_slack_spread_over_pad_rows"]
+    a = analyse(batch, builder=OffByOneFinalPos())
+    flagged = render_png(batch, tmp_path / "flagged.png", analysis=a)
+    plain = render_png(batch, tmp_path / "plain.png", analysis=dataclasses.replace(a, flagged_tokens=frozenset()))
+    assert _red_pixels(_pixels(flagged)) - _red_pixels(_pixels(plain)) > 100
+
+
+def test_png_draws_out_of_bounds_cells(tmp_path: Path) -> None:
+    """An oob_write fault adds hatched red cells past the map end."""
+    a = analyse(RUN_AHEAD, "hip", "cpu")
+    with_faults = render_png(RUN_AHEAD, tmp_path / "f.png", analysis=a)
+    without = render_png(RUN_AHEAD, tmp_path / "n.png", analysis=dataclasses.replace(a, faults=()))
+    assert _red_pixels(_pixels(with_faults)) > _red_pixels(_pixels(without)) + 100
+
+
+# -- the HTML --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("batch", _batches_to_draw())
+def test_html_is_self_contained_with_one_cell_per_drawn_token(batch, tmp_path: Path) -> None:
+    """No network asset, one cell element (with a tooltip) per drawn token."""
+    batch = _load(batch)
+    a = analyse(batch, "hip", "cpu")
+    out = render_html(batch, tmp_path / "b.html", analysis=a)
+    page = Path(out).read_text(encoding="utf-8")
+    assert page.startswith("<!doctype html>") and page.rstrip().endswith("</html>")
+    assert not re.search(r"""(src|href)\s*=\s*["']?\s*(https?:)?//""", page, re.I)
+    assert "<link" not in page and "@import" not in page and "url(" not in page
+    cells = re.findall(r'<span class="cell (k-\w+)[^"]*" id="t(\d+)" title="([^"]*)"', page)
+    drawn = _drawn_cells(a)
+    assert len(cells) == len(drawn) == page.count('class="cell ')
+    assert [int(t) for _, t, _ in cells] == [c.token for c in drawn]
+    assert all(f"position {c.position}, slot {c.slot}" in tip for (_, _, tip), c in zip(cells, drawn))
+
+
+def test_html_names_the_disagreeing_field_and_values() -> None:
+    """The disagreeing cell is marked bad and its tooltip and the side list give field, index and both values."""
+    a = analyse(EXAMPLES["ragged_tier_slack_spread_over_pad_rows"], builder=OffByOneFinalPos())
+    page = html_page(a)
+    cell = re.search(r'<span class="cell k-verify bad" id="t0" title="([^"]*)"', page)
+    assert cell is not None and "pf_final_pos[0]: expected 7, actual 8" in cell.group(1)
+    assert page.count(" bad\" id=") == 1
+    assert '<li data-tokens="t0"' in page and "pf_final_pos[0]: expected 7, actual 8" in page
+
+
+def test_html_shows_faults_and_uninitialised_cells() -> None:
+    """oob_write cells appear past the map end; uninitialised cells carry the uninit class and say so."""
+    run_ahead = html_page(analyse(RUN_AHEAD, "hip", "cpu"))
+    assert run_ahead.count('<span class="oob"></span>') == 2
+    assert "out-of-bounds write x1" in run_ahead and "gate=ungated" in run_ahead
+    behind = html_page(analyse(FALLEN_BEHIND, "hip", "cpu"))
+    uninit = re.findall(r'class="cell [^"]*uninit" id="t(\d+)" title="([^"]*)"', behind)
+    assert {int(t) for t, _ in uninit} == {5, 7}
+    assert all("uninitialised by the token map" in tip for _, tip in uninit)
+
+
+def _chromium() -> str | None:
+    for name in ("/usr/bin/chromium", "chromium", "chromium-browser"):
+        found = shutil.which(name)
+        if found:
+            return found
+    return None
+
+
+def test_html_renders_in_headless_chromium(tmp_path: Path) -> None:
+    """A headless browser draws the page: the screenshot exists and is not blank."""
+    browser = _chromium()
+    if browser is None:
+        pytest.skip("chromium not installed")
+    page = render_html(RUN_AHEAD, tmp_path / "page.html", device="cpu")
+    shot = tmp_path / "s.png"
+    cmd = [browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+           "--disable-component-update", "--disable-sync", "--no-first-run", f"--user-data-dir={tmp_path / 'profile'}",
+           f"--screenshot={shot}", "--window-size=1200,800", Path(page).resolve().as_uri()]
+    subprocess.run(cmd, check=False, timeout=120, capture_output=True)
+    assert shot.exists() and shot.read_bytes()[:8] == PNG_SIGNATURE
+    image = _pixels(str(shot))
+    assert len(np.unique(image.reshape(-1, image.shape[-1]), axis=0)) > 8
+
+
+# -- files -----------------------------------------------------------------------------------------
+
+
+def test_render_files_writes_png_and_html_next_to_the_replay_file(tmp_path: Path) -> None:
+    """``failures/P6.json`` gets ``failures/P6.png`` and ``failures/P6.html``, as cli check expects."""
+    replay = tmp_path / "P6.json"
+    replay.write_text(RUN_AHEAD.to_json(why="test"))
+    out = render_files(RUN_AHEAD, str(replay), builder_name="hip", device="cpu")
+    assert out == [str(tmp_path / "P6.png"), str(tmp_path / "P6.html")]
+    assert all(Path(p).stat().st_size > 1000 for p in out)
+
+
+def test_importing_render_does_not_import_matplotlib() -> None:
+    """matplotlib is imported only when a PNG is drawn, so the package works without it."""
+    code = "import sys, metadata_builders.render; sys.exit('matplotlib' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0
