@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 from typing import Sequence
@@ -18,7 +17,7 @@ from metadata_builders.batch import Geometry, GraphTier, VerifyBatch
 from metadata_builders.builders import get_builder
 from metadata_builders.errors import MetadataBuildersError, PropertyFailure
 from metadata_builders.properties import PROPERTIES, PropertySpec
-from metadata_builders.reference import ReferenceBuilder, expected_faults, expected_host_syncs, verify_extension
+from metadata_builders.reference import expected_faults, expected_host_syncs, verify_extension
 from metadata_builders.report import format_table, write_junit, write_replay_file
 from metadata_builders.variants import divergence_applies, variants_for
 

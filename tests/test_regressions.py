@@ -8,9 +8,9 @@ import os
 
 import pytest
 
-from metadata_builders import StaleMirror, VerifyBatch, get_builder, variants_for
+from metadata_builders import StaleMirror, VerifyBatch, variants_for
 from metadata_builders.cli import main as cli_main
-from metadata_builders.properties import check_p6_fault_model, run_all
+from metadata_builders.properties import run_all
 from metadata_builders.reference import ReferenceBuilder
 
 HERE = os.path.join(os.path.dirname(__file__), "regressions")

@@ -9,7 +9,6 @@ replay FILE`` prints the same faults.
 
 from __future__ import annotations
 
-import json
 import os
 
 from metadata_builders import Divergence, Geometry, GraphTier, VerifyBatch
