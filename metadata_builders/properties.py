@@ -455,4 +455,6 @@ def run_all(builder, batch: VerifyBatch, props: Iterable[PropertySpec] = PROPERT
             results[spec.name] = spec.check(builder, batch)
         except PropertyFailure as failure:
             results[spec.name] = failure
+        except Exception as exc:  # noqa: BLE001 - a crashing builder fails the property; report, don't crash
+            results[spec.name] = PropertyFailure(spec.name, f"builder raised {type(exc).__name__}: {exc}")
     return results

@@ -1,0 +1,94 @@
+"""The command line: check, replay, variants; exit codes mean what the README says."""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from metadata_builders.cli import main
+
+BUGGY = '''
+from metadata_builders.hip import HipBuilder
+
+
+class RingOffByOne(HipBuilder):
+    """Wrong only when a position wraps the SWA ring at least once."""
+
+    def build(self, batch, variant):
+        md = super().build(batch, variant)
+        ring = batch.geometry.ring_size
+        loc = md.fields["swa_loc"]
+        pos = md.fields["positions_casual"]
+        md.fields["swa_loc"] = loc + (pos >= ring).to(loc.dtype)
+        return md
+'''
+
+
+@pytest.fixture
+def buggy_module(tmp_path, monkeypatch):
+    (tmp_path / "cli_buggy_builders.py").write_text(BUGGY)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    return "cli_buggy_builders:RingOffByOne"
+
+
+def test_check_holds_on_the_bundled_builder_and_writes_junit(tmp_path, capsys):
+    """``check`` exits 0 on the hip builder and writes one JUnit testcase per property."""
+    junit = tmp_path / "junit.xml"
+    code = main(["check", "--profile", "ci", "--max-examples", "5", "--device", "cpu",
+                 "--junit-xml", str(junit), "--failures-dir", str(tmp_path / "failures")])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "P7" in out and "FAILED" not in out
+    suite = ET.parse(junit).getroot()
+    assert suite.get("tests") == "7" and suite.get("failures") == "0"
+
+
+def test_check_fails_on_a_narrow_bug_writes_a_replay_file_that_reproduces(tmp_path, buggy_module, capsys):
+    """A ring-wrap-only bug fails check; its replay file fails with that builder and passes with hip."""
+    failures = tmp_path / "failures"
+    code = main(["check", "--builder", buggy_module, "--profile", "ci", "--device", "cpu",
+                 "--properties", "P1", "--failures-dir", str(failures)])
+    out = capsys.readouterr().out
+    assert code == 1
+    files = glob.glob(str(failures / "P1-*.json"))
+    assert len(files) == 1
+    assert f"metadata-builders replay {files[0]} --builder {buggy_module}" in out
+    with open(files[0]) as fh:
+        meta = json.load(fh)["meta"]
+    assert meta["property"] == "P1" and meta["field"] == "swa_loc"
+    assert main(["replay", files[0], "--builder", buggy_module, "--device", "cpu"]) == 1
+    replay_out = capsys.readouterr().out
+    assert "field swa_loc" in replay_out
+    assert main(["replay", files[0], "--builder", "hip", "--device", "cpu"]) == 0
+
+
+def test_replay_of_a_missing_file_is_a_usage_error(tmp_path, capsys):
+    """A file that cannot be read exits 2 and says which file."""
+    assert main(["replay", str(tmp_path / "nope.json")]) == 2
+    assert "nope.json" in capsys.readouterr().err
+
+
+def test_replay_of_an_invalid_batch_names_the_field(tmp_path, capsys):
+    """A malformed batch file exits 2 with InvalidBatch naming field and value."""
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps({"seq_lens": [0], "req_pool_indices": [1], "num_draft_tokens": 1,
+                                "out_cache_loc": [0], "req_to_token": [[0, 1], [0, 1]], "full_to_swa": [0, -1]}))
+    assert main(["replay", str(path)]) == 2
+    assert "seq_lens[0]=0" in capsys.readouterr().err
+
+
+def test_unknown_builder_is_a_usage_error(capsys):
+    """An unknown builder name exits 2 and explains the accepted names."""
+    assert main(["check", "--builder", "nosuchbuilder", "--max-examples", "1"]) == 2
+    assert "module:attr" in capsys.readouterr().err
+
+
+def test_variants_lists_sync_contract_and_fault_exposure(capsys):
+    """``variants`` shows each variant's syncs and which ones fault under divergence."""
+    assert main(["variants"]) == 0
+    out = capsys.readouterr().out
+    assert "FAULTS if device lengths diverge" in out and "Tensor.tolist" in out and "Tensor.item" in out
