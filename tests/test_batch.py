@@ -111,9 +111,9 @@ MALFORMED = [
         ("graph.padded_bs", None, 2),
     ),
     (
-        "uniform_tier_not_padded_bs_times_num_draft",
-        _uniform_dict(graph={"padded_bs": 4, "graph_num_tokens": 9, "cap": None}),
-        ("graph.graph_num_tokens", None, 9),
+        "uniform_tier_below_padded_bs_times_num_draft",
+        _uniform_dict(graph={"padded_bs": 4, "graph_num_tokens": 7, "cap": None}),
+        ("graph.graph_num_tokens", None, 7),
     ),
     (
         "graph_padded_bs_zero",

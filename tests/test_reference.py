@@ -12,9 +12,9 @@ every variant of every example.
 from __future__ import annotations
 
 import pytest
-from _examples import EXAMPLES
+from _examples import EXAMPLES, GEOMETRY, make_batch
 
-from metadata_builders import FIELD_NAMES, Variant, first_difference, get_builder, variants_for
+from metadata_builders import FIELD_NAMES, GraphTier, Variant, first_difference, get_builder, variants_for
 
 PAD4 = [-1, -1, -1, -1]
 """swa_window 4 right-padded to page_index_align 8."""
@@ -511,3 +511,17 @@ def test_hip_equals_reference_on_every_variant(name: str) -> None:
             variant.label, got.audit.host_syncs, want.audit.host_syncs
         )
         assert got.audit.faults == want.audit.faults, variant.label
+
+
+def test_uniform_tier_wider_than_its_rows_leaves_an_inert_uncovered_tail():
+    """A uniform tier with more tokens than padded_bs*num_draft pads the rest as inert tail tokens."""
+    from metadata_builders.properties import run_all
+
+    batch = make_batch([5, 3, 7], [2, 1, 3], 3, graph=GraphTier(4, 14))
+    md = get_builder("reference").build(batch, Variant("graph"))
+    assert md.decision.num_tokens == 12
+    assert md.fields["seq_lens_casual"][12:] == [1, 1]
+    assert md.fields["pf_final_pos"][12:] == [GEOMETRY.unified_swa_window] * 2
+    assert md.fields["req_pool_indices_repeated"][12:] == [0, 0]
+    hip = get_builder("hip")
+    assert all(not isinstance(v, Exception) for v in run_all(hip, batch).values())
