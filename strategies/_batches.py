@@ -149,8 +149,9 @@ def graph_tiers(
 ) -> GraphTier:
     """A :class:`GraphTier` for a batch of ``verify_lens`` (ragged) or ``num_requests`` (uniform).
 
-    Uniform: ``graph_num_tokens = padded_bs * num_draft_tokens`` (the only valid
-    tier); the cap, which a uniform build ignores, is sometimes set anyway.
+    Uniform: ``graph_num_tokens = padded_bs * num_draft_tokens`` (the only uniform
+    tier upstream captures; a wider one, valid as an uncovered tail, is pinned by a
+    named test instead); the cap, which a uniform build ignores, is sometimes set anyway.
     Ragged: the slack ``graph_num_tokens - sum(verify_lens)`` is none, the
     upstream tier's (``padded_bs * num_draft_tokens``), drawn as
     ``base * npad + rem`` (even when ``rem`` is 0, uneven otherwise) or below the
