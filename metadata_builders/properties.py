@@ -426,18 +426,24 @@ class PropertySpec:
     name: str
     title: str
     check: Callable[..., list[str]]
-    batch_kwargs: dict[str, Any]
-    """Keyword arguments for ``strategies.verify_batches``."""
+    focuses: tuple[dict[str, Any], ...]
+    """Keyword arguments for ``strategies.verify_batches``, one Hypothesis run each.
+
+    Several focused runs reach rare shapes (a tier whose slack the last real row
+    absorbs, a capped tail) far more reliably than one run of the same total size,
+    because a run's examples are mutations of each other."""
 
 
 PROPERTIES: tuple[PropertySpec, ...] = (
-    PropertySpec("P1", "every variant = reference", check_p1_reference, {}),
-    PropertySpec("P2", "mirrors agree, only tolist syncs", check_p2_mirror, {"ragged": False}),
-    PropertySpec("P3", "output_size map = synced map", check_p3_sync_free, {}),
-    PropertySpec("P4", "gate decision table", check_p4_gate, {}),
-    PropertySpec("P5", "graph = eager, pads inert, replay", check_p5_graph_vs_eager, {"graph": True}),
-    PropertySpec("P6", "HIP fault model", check_p6_fault_model, {"divergence": True}),
-    PropertySpec("P7", "sync contract, capture safety", check_p7_capture_safety, {}),
+    PropertySpec("P1", "every variant = reference", check_p1_reference,
+                 ({}, {"graph": True, "ragged": True}, {"ragged": False})),
+    PropertySpec("P2", "mirrors agree, only tolist syncs", check_p2_mirror, ({"ragged": False},)),
+    PropertySpec("P3", "output_size map = synced map", check_p3_sync_free, ({},)),
+    PropertySpec("P4", "gate decision table", check_p4_gate, ({},)),
+    PropertySpec("P5", "graph = eager, pads inert, replay", check_p5_graph_vs_eager,
+                 ({"graph": True}, {"graph": True, "ragged": True})),
+    PropertySpec("P6", "HIP fault model", check_p6_fault_model, ({"divergence": True},)),
+    PropertySpec("P7", "sync contract, capture safety", check_p7_capture_safety, ({},)),
 )
 
 

@@ -9,11 +9,12 @@ the shrunk one), and how often each coverage boundary was hit.
 from __future__ import annotations
 
 import time
+import zlib
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from hypothesis import given, settings
+from hypothesis import given, seed, settings
 
 from metadata_builders.batch import VerifyBatch
 from metadata_builders.errors import PropertyFailure
@@ -61,11 +62,36 @@ def run_property(
     *,
     progress: Callable[[PropertyRun], None] | None = None,
 ) -> PropertyRun:
-    """Run ``spec`` against ``builder`` under ``settings_``; never raises for a property failure."""
+    """Run ``spec`` against ``builder`` under ``settings_``; never raises for a property failure.
+
+    Each of the spec's focuses is one Hypothesis run of ``max_examples``; the first
+    failing focus ends the property.  Under a derandomized profile each focus gets
+    its own fixed seed (``hypothesis.seed``), so focuses explore different batches
+    and a run is reproducible.
+    """
+    run = PropertyRun(spec)
+    start = time.perf_counter()
+    for index, focus in enumerate(spec.focuses):
+        _run_focus(run, focus, builder, settings_, index, progress)
+        if run.failure is not None:
+            break
+    run.seconds = time.perf_counter() - start
+    if progress is not None:
+        progress(run)
+    return run
+
+
+def _run_focus(
+    run: PropertyRun,
+    focus: dict,
+    builder: Any,
+    settings_: settings,
+    index: int,
+    progress: Callable[[PropertyRun], None] | None,
+) -> None:
     from strategies import boundary_hits, verify_batches
 
-    run = PropertyRun(spec)
-    strategy = verify_batches(**spec.batch_kwargs)
+    spec = run.spec
 
     def body(batch: VerifyBatch) -> None:
         run.examples += 1
@@ -84,14 +110,14 @@ def run_property(
         if notes and len(run.notes) < 5:
             run.notes += notes[: 5 - len(run.notes)]
 
-    test = settings_(given(batch=strategy)(body))
-    start = time.perf_counter()
+    test = given(batch=verify_batches(**focus))(body)
+    if settings_.derandomize:
+        test = seed(zlib.crc32(f"{spec.name}/{index}".encode()))(test)
+        test = settings(settings_, derandomize=False)(test)
+    else:
+        test = settings_(test)
     try:
         test()
     except Exception as exc:  # noqa: BLE001 - Hypothesis re-raises the shrunk failure; we keep it as data
         if run.failure is None:
             run.failure = _as_failure(spec, exc)
-    run.seconds = time.perf_counter() - start
-    if progress is not None:
-        progress(run)
-    return run
