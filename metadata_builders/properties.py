@@ -40,6 +40,7 @@ __all__ = [
     "check_p6_fault_model",
     "check_p7_capture_safety",
     "check_sync_contract",
+    "fewer_requests_batch",
     "run_all",
     "same_tier_batch",
 ]
@@ -328,23 +329,51 @@ def same_tier_batch(batch: VerifyBatch) -> VerifyBatch:
         return batch
 
 
+def fewer_requests_batch(batch: VerifyBatch) -> VerifyBatch | None:
+    """The same tier with the last real request gone: its row becomes a pad row on replay.
+
+    A replay that does not refill the rows a smaller batch leaves to padding keeps
+    the first batch's values there; this second batch exposes it.  None when the
+    batch has one request or the smaller one would be invalid.
+    """
+    from metadata_builders.errors import InvalidBatch
+
+    if batch.bs < 2:
+        return None
+    keep = batch.num_real_tokens - batch.extend_lens[-1]
+    try:
+        return batch.replace(
+            seq_lens=batch.seq_lens[:-1],
+            req_pool_indices=batch.req_pool_indices[:-1],
+            verify_lens=None if batch.verify_lens is None else batch.verify_lens[:-1],
+            out_cache_loc=batch.out_cache_loc[:keep],
+        )
+    except InvalidBatch:
+        return None
+
+
 def _check_replay(builder, batch: VerifyBatch, second: VerifyBatch | None) -> list[str]:
     capture = getattr(builder, "capture", None)
     replay = getattr(builder, "replay", None)
     if capture is None or replay is None:
         return [f"P5 replay skipped: builder {getattr(builder, 'name', builder)!r} has no capture()/replay()"]
-    second = _clean(second) if second is not None else same_tier_batch(batch)
+    if second is not None:
+        seconds = [_clean(second)]
+    else:
+        seconds = [same_tier_batch(batch)] + [b for b in [fewer_requests_batch(batch)] if b is not None]
     for variant in variants_for(batch):
         if variant.path != "graph":
             continue
         state = capture(batch, variant)
         shapes = state.shapes()
-        replayed = replay(state, second)
-        if state.shapes() != shapes:
-            raise _fail("P5", variant, "replay changed a captured buffer's shape", field="shapes",
-                        expected=shapes, actual=state.shapes())
-        fresh = builder.build(second, variant)
-        _compare("P5", variant, fresh, replayed, "in-place replay of a second batch vs a fresh build")
+        for other in seconds:
+            replayed = replay(state, other)
+            if state.shapes() != shapes:
+                raise _fail("P5", variant, "replay changed a captured buffer's shape", field="shapes",
+                            expected=shapes, actual=state.shapes())
+            fresh = builder.build(other, variant)
+            _compare("P5", variant, fresh, replayed,
+                     f"in-place replay of a second batch (bs={other.bs}) vs a fresh build")
     return []
 
 
