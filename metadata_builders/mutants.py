@@ -1,0 +1,656 @@
+"""The mutant catalogue: small, realistic faults in the ``hip`` builder, each one the harness must kill.
+
+A mutant is a one-place source edit of one stage of :mod:`metadata_builders.hip`
+(``find`` -> ``replace`` in that function's source text).  :class:`MutantBuilder`
+compiles the edited copy once and, for the duration of each ``build`` /
+``capture`` / ``replay``, puts it in place of the original in the ``hip`` module
+namespace, so the rest of the pipeline calls the mutated stage exactly as it
+would call a buggy upstream one.  Nothing edits outputs after the fact.
+
+Worked example (``causal_start_off_by_one``): stage ``causal_expansion``::
+
+    - casual = layout.seq_lens.to(_I64)[r] - extend[r] + 1 + (t - start[r])
+    + casual = layout.seq_lens.to(_I64)[r] - extend[r] + (t - start[r])
+
+A request with ``seq_lens=[5]`` verifying 2 tokens then reports
+``seq_lens_casual = [5, 6]`` instead of ``[6, 7]``; P1 names the field, the
+first token and both values.
+
+Because each mutant is a text edit of the real source, a change to ``hip.py``
+that removes the edited line makes the mutant fail loudly
+(:class:`MutantDoesNotApply`) instead of silently testing nothing.
+
+Every mutant is also a ``module:attr`` factory::
+
+    metadata-builders check --builder metadata_builders.mutants:dropped_dspark_gate
+
+and ``metadata-builders mutants`` runs the ``ci`` profile against each one.
+"""
+
+from __future__ import annotations
+import __future__
+
+import argparse
+import inspect
+import json
+import linecache
+import os
+import sys
+import textwrap
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable
+
+from metadata_builders.errors import MetadataBuildersError
+
+if TYPE_CHECKING:
+    from metadata_builders.batch import VerifyBatch
+    from metadata_builders.builders import AuditedBuilder
+    from metadata_builders.hip import GraphCapture
+    from metadata_builders.metadata import VerifyMetadata
+    from metadata_builders.variants import Variant
+
+__all__ = [
+    "MUTANTS",
+    "MutantBuilder",  # noqa: F822 - created on first access (module __getattr__), so import stays torch-free
+    "MutantDoesNotApply",
+    "MutantSpec",
+    "add_cli",
+    "batch_size",
+    "mutant_builder",
+    "mutated_source",
+    "run_mutant",
+]
+
+
+class MutantDoesNotApply(MetadataBuildersError, LookupError):
+    """A mutant's ``find`` text is not exactly once in its stage's source (``hip.py`` changed)."""
+
+    def __init__(self, name: str, stage: str, occurrences: int) -> None:
+        self.name = name
+        self.stage = stage
+        self.occurrences = occurrences
+        super().__init__(
+            f"mutant {name!r}: its find text occurs {occurrences} times in hip.{stage} (must be exactly once); "
+            "update MUTANTS in metadata_builders/mutants.py to the new source"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class MutantSpec:
+    """One mutant: where it edits ``hip.py``, what bug it models, and the edit itself."""
+
+    name: str
+    """Identifier, also the ``metadata_builders.mutants:<name>`` factory."""
+    stage: str
+    """A function of :mod:`metadata_builders.hip`, or ``HipBuilder.<method>``."""
+    bug_class: str
+    """The kind of bug, in a few words."""
+    summary: str
+    """What the edit does and what it breaks."""
+    find: str
+    """Source text of the stage, exactly as in ``hip.py``, that the mutant replaces (once)."""
+    replace: str
+    """The buggy text put in its place."""
+    incident: str | None = None
+    """The upstream incident or bug report it resembles, if one exists."""
+
+    @property
+    def docstring(self) -> str:
+        """The factory's docstring: bug class, summary, incident, the diff."""
+        text = f"Mutant of hip.{self.stage} -- {self.bug_class}.\n\n{self.summary}\n"
+        if self.incident:
+            text += f"\nResembles: {self.incident}\n"
+        return text + "\n" + self.diff + "\n"
+
+    @property
+    def diff(self) -> str:
+        """The edit as a two-sided diff (``-`` original, ``+`` mutant), indentation stripped."""
+        old = textwrap.dedent(self.find).strip("\n").splitlines() or [""]
+        new = textwrap.dedent(self.replace).strip("\n").splitlines() or ["(line removed)"]
+        return "\n".join([f"- {line}" for line in old] + [f"+ {line}" for line in new])
+
+
+_AMD_FAULT = "the AMD MTP/EAGLE 'GPU memory access fault' after output_size=num_tokens was passed to repeat_interleave"
+_TOLIST_STALL = "the seq_lens.tolist() D2H sync in init_forward_metadata_target_verify (2-xx ms decode bubbles)"
+
+_SPECS: tuple[MutantSpec, ...] = (
+    # -- stage 1: verify extension --------------------------------------------------------------
+    MutantSpec(
+        "dropped_dspark_gate", "verify_extension", "gate dropped (ungated rule under gate=dspark)",
+        "The fix `exact_num_tokens = exact_num_tokens and is_dspark` is lost: an exact EAGLE layout passes "
+        "output_size and trusts the host count on HIP.",
+        "exact_num_tokens=apply_gate(variant.gate, exact, batch.is_dspark),",
+        "exact_num_tokens=exact and variant.gate != \"always_sync\",",
+        _AMD_FAULT,
+    ),
+    MutantSpec(
+        "uncapped_tier_exact", "verify_extension", "padded total trusted as exact",
+        "An uncapped graph tier marks its host total (the tier) exact, so the token map passes "
+        "output_size=graph_num_tokens whatever the device lengths hold.",
+        "num_tokens, exact = graph.graph_num_tokens, False",
+        "num_tokens, exact = graph.graph_num_tokens, True",
+        _AMD_FAULT,
+    ),
+    MutantSpec(
+        "capped_tier_output_size_tier", "verify_extension", "capped tier passes output_size=tier",
+        "A capped tier skips the device-sum read and claims the tier as its exact total; the clamped pad "
+        "rows sum to less, so the map leaves an uninitialised tail on HIP.",
+        "            num_tokens, exact = int(extend.sum().item()), True\n    else:\n        extend = inputs.verify_lens",
+        "            num_tokens, exact = graph.graph_num_tokens, True\n    else:\n        extend = inputs.verify_lens",
+        _AMD_FAULT,
+    ),
+    MutantSpec(
+        "max_seq_len_without_draft", "verify_extension", "host mirror not advanced by the draft tokens",
+        "max_seq_len comes from the host mirror but misses `+= num_draft_tokens`: the page table ends one "
+        "verify step early and the decision reports the pre-verify length.",
+        "    max_seq_len += draft\n",
+        "",
+        "F3 in docs/FINDINGS.md: SGLang 0.5.23's DSpark raw-verify path reports max_seq_len without + num_draft_tokens",
+    ),
+    MutantSpec(
+        "inclusive_cumsum_start_loc", "verify_extension", "inclusive instead of exclusive cumsum",
+        "extend_start_loc = cumsum(extend) without subtracting extend: every row starts at its own end.",
+        "start = torch.cumsum(extend, 0, dtype=_I32) - extend",
+        "start = torch.cumsum(extend, 0, dtype=_I32)",
+    ),
+    MutantSpec(
+        "uniform_total_item_sync", "verify_extension", "hidden .item() in a sync-free path",
+        "The uniform total is re-read from the device 'to be safe' instead of draft * rows: a D2H sync on "
+        "the host-mirror path that claims to be sync-free (and breaks graph capture).",
+        "num_tokens, exact = draft * rows, True",
+        "num_tokens, exact = int(extend.sum().item()), True",
+        _TOLIST_STALL,
+    ),
+    # -- stage 1: tier padding (pad_verify_lens_to_bucket) ----------------------------------------
+    MutantSpec(
+        "tier_slack_first_real_row", "pad_verify_lens_to_bucket", "tier slack given to the wrong row",
+        "With no pad rows and no cap the *first* real row absorbs the leftover instead of the last.",
+        "out[-1] += leftover.to(_I32)",
+        "out[0] += leftover.to(_I32)",
+        "F2 in docs/FINDINGS.md: which row absorbs tier slack differs between ragged_verify.py and the model",
+    ),
+    MutantSpec(
+        "tier_remainder_to_last_pad_rows", "pad_verify_lens_to_bucket", "uneven slack spread the wrong way",
+        "The leftover % npad extra tokens go to the last pad rows instead of the first.",
+        "(torch.arange(npad, device=verify_lens.device) < rem)",
+        "(torch.arange(npad, device=verify_lens.device) >= npad - rem)",
+        "pad_verify_lens_to_bucket in sglang/srt/speculative/ragged_verify.py",
+    ),
+    MutantSpec(
+        "tier_cap_ignored", "pad_verify_lens_to_bucket", "cap not applied",
+        "Pad rows' shares are not clamped to the tier's cap, so a capped tier covers slack it must leave "
+        "uncovered (and its total changes).",
+        "            pad = pad.clamp(max=cap)\n",
+        "            pad = pad\n",
+        "F2/F2b in docs/FINDINGS.md: where padded_to_bucket applies the cap (ragged_verify.py)",
+    ),
+    # -- graph inputs and the mirror ---------------------------------------------------------------
+    MutantSpec(
+        "pad_rows_seq_len_fill_zero", "make_inputs", "wrong graph fill value",
+        "Graph replay fills pad rows' seq_lens with 0 instead of 1 (the backend's seq_len fill value).",
+        "seq_lens = torch.ones(rows, dtype=_I32, device=device)",
+        "seq_lens = torch.zeros(rows, dtype=_I32, device=device)",
+        "get_cuda_graph_seq_len_fill_value() mismatches between attention backends and the graph runner",
+    ),
+    MutantSpec(
+        "mirror_not_plumbed", "_build_with_mirror", "host mirror dropped, fallback syncs",
+        "The caller's seq_lens_cpu is ignored and the builder falls back to seq_lens.tolist() on the "
+        "host-mirror path too: the regression the CPU-mirror fix removed.",
+        "if not batch.is_ragged and variant.mirror == \"tolist\":",
+        "if not batch.is_ragged and variant.mirror in (\"tolist\", \"host\"):",
+        _TOLIST_STALL,
+    ),
+    # -- stage 2: causal expansion -----------------------------------------------------------------
+    MutantSpec(
+        "causal_start_off_by_one", "causal_expansion", "off-by-one causal start",
+        "seq_lens_casual drops the `+ 1`: every verify token sees one token too few.",
+        "casual = layout.seq_lens.to(_I64)[r] - extend[r] + 1 + (t - start[r])",
+        "casual = layout.seq_lens.to(_I64)[r] - extend[r] + (t - start[r])",
+        "ExpandPrefillCausally's seq_len rule",
+    ),
+    MutantSpec(
+        "pad_tokens_first_row_slot", "causal_expansion", "pad tokens given the wrong slot",
+        "Tokens of a capped tier's uncovered tail take row 0's slot instead of the last row's, so their "
+        "stores land in a real request's state.",
+        "r = torch.where(is_real, r, torch.full_like(r, rows - 1))",
+        "r = torch.where(is_real, r, torch.zeros_like(r))",
+    ),
+    MutantSpec(
+        "pad_tokens_casual_zero", "causal_expansion", "pad tokens given the wrong seq_lens_casual",
+        "Uncovered-tail tokens get seq_lens_casual 0 (position -1) instead of 1.",
+        "casual = torch.where(is_real, casual, torch.ones_like(casual))",
+        "casual = torch.where(is_real, casual, torch.zeros_like(casual))",
+    ),
+    # -- stage 3: core metadata --------------------------------------------------------------------
+    MutantSpec(
+        "swa_topk_clamp_window_minus_one", "core_metadata", "clamp at window - 1",
+        "swa_topk_lengths is clamped at swa_window - 1: a token past the window attends one SWA entry short.",
+        "torch.clamp(seq_lens_casual, max=geo.swa_window)",
+        "torch.clamp(seq_lens_casual, max=geo.swa_window - 1)",
+    ),
+    MutantSpec(
+        "page_table_floor_page_count", "core_metadata", "page_table one column short",
+        "The page count is max_seq_len // page_size (floor, not ceil): the last partial page is missing.",
+        "page_table = inputs.req_to_token[slots, : layout.max_seq_len : geo.page_size]",
+        "page_table = inputs.req_to_token[slots, : layout.max_seq_len // geo.page_size * geo.page_size : geo.page_size]",
+    ),
+    MutantSpec(
+        "sentinel_clamp_negative_positions", "core_metadata", "-1 sentinel mishandled (negative positions)",
+        "Positions before 0 are clamped to 0 and looked up, instead of reading the -1 sentinel: the SWA "
+        "window of an early token repeats position 0's location.",
+        "raw = inputs.req_to_token[slots.unsqueeze(1), offsets].masked_fill(invalid, -1)",
+        "raw = inputs.req_to_token[slots.unsqueeze(1), offsets]",
+    ),
+    MutantSpec(
+        "sentinel_minus1_reads_swa0", "core_metadata", "-1 sentinel mishandled (req_to_token holes)",
+        "Indices are clamped to >= 0 before the full_to_swa lookup (as a kernel port without negative "
+        "indexing would): a -1 hole in req_to_token maps to full_to_swa[0] instead of -1.",
+        "swa = inputs.full_to_swa[raw].to(_I32)",
+        "swa = inputs.full_to_swa[raw.clamp(min=0)].masked_fill(invalid, -1).to(_I32)",
+    ),
+    # -- stage 4: unified prefill meta (the token map) ---------------------------------------------
+    MutantSpec(
+        "inclusive_cumsum_pf_cu_q", "unified_prefill_meta", "inclusive instead of exclusive cumsum",
+        "pf_cu_q is recomputed as an inclusive cumsum (cu_seqlens without its leading 0).",
+        "cu_q = layout.extend_start_loc.to(_I64)[bid]",
+        "cu_q = torch.cumsum(true_ext, 0)[bid]",
+    ),
+    MutantSpec(
+        "pad_tokens_final_pos_zero", "unified_prefill_meta", "pad tokens given the wrong pf_final_pos",
+        "Uncovered-tail tokens get pf_final_pos 0 instead of unified_swa_window, so the SWA store's "
+        "`pos <= final_pos - win` guard no longer skips them: they write into a real ring.",
+        "final_pos = F.pad(final_pos, (0, pad), value=batch.geometry.unified_swa_window)",
+        "final_pos = F.pad(final_pos, (0, pad), value=0)",
+    ),
+    MutantSpec(
+        "token_map_reads_host_lengths", "unified_prefill_meta", "mirror read instead of the device value",
+        "The token map is built from the host's belief of the extend lengths, not what device memory "
+        "holds: it can never fault, so the audit hides the AMD fault the HIP model predicts (only P6 sees it).",
+        "ext = device_extend.to(_I64)",
+        "ext = layout.extend_seq_lens.to(_I64)",
+        _AMD_FAULT,
+    ),
+    MutantSpec(
+        "output_size_is_padded_tokens", "unified_prefill_meta", "output_size = buffer length",
+        "The token map is given the padded buffer length as output_size instead of num_tokens: a capped "
+        "tier's uncovered tail is left uninitialised and the pf_* fields come out too long.",
+        "output_size=layout.num_tokens if layout.exact_num_tokens",
+        "output_size=inputs.out_cache_loc.shape[0] if layout.exact_num_tokens",
+        _AMD_FAULT,
+    ),
+    # -- stage 5: decode streams -------------------------------------------------------------------
+    MutantSpec(
+        "swa_loc_int32_overflow", "decode_streams", "int32 overflow of slot * ring_size",
+        "swa_loc is computed in int32 (the dtype of the incoming indices): slot * ring_size wraps past 2**31.",
+        "swa_loc = slots.to(_I64) * ring + torch.remainder(positions.to(_I64), ring)",
+        "swa_loc = slots.to(_I32) * ring + torch.remainder(positions, ring)",
+        "F4 in docs/FINDINGS.md: SGLang 0.5.23 stores unified.swa_loc as int32 (huge rings wrap)",
+    ),
+    MutantSpec(
+        "ring_modulo_by_window", "decode_streams", "ring size confused with the window",
+        "Positions wrap modulo swa_window instead of ring_size (= window + num_draft - 1 upstream): draft "
+        "tokens overwrite window entries still in use.",
+        "torch.remainder(positions.to(_I64), ring)",
+        "torch.remainder(positions.to(_I64), batch.geometry.swa_window)",
+    ),
+    # -- graph replay --------------------------------------------------------------------------------
+    MutantSpec(
+        "replay_stale_pad_rows", "HipBuilder.replay", "graph replay leaves stale pad rows",
+        "Replay copies only the real rows of seq_lens and req_pool_indices into the captured buffers and "
+        "never re-fills the rest: when a smaller batch replays a tier, the rows that were real last time "
+        "keep their prefix and slot, so 'pad' tokens attend to and store into a live request.",
+        "        for name in (\"seq_lens\", \"req_pool_indices\", \"out_cache_loc\", \"req_to_token\", \"full_to_swa\"):\n",
+        "        capture.inputs.seq_lens[: fresh.bs].copy_(fresh.seq_lens[: fresh.bs])\n"
+        "        capture.inputs.req_pool_indices[: fresh.bs].copy_(fresh.req_pool_indices[: fresh.bs])\n"
+        "        for name in (\"out_cache_loc\", \"req_to_token\", \"full_to_swa\"):\n",
+        "SGLang's CudaGraphRunner.replay_prepare, which must seq_lens.fill_(seq_len_fill_value) before copying "
+        "raw_bs rows whenever bs != raw_bs",
+    ),
+    MutantSpec(
+        "replay_skips_pf_fields", "HipBuilder.replay", "in-place copy misses new fields",
+        "The replay's in-place copy (DSV4AttnMetadata.copy_) predates the unified-KV pf_* fields and "
+        "leaves them as captured: a replayed batch runs with the previous batch's prefill state.",
+        "        for name, t in md.fields.items():\n            _refill(capture.outputs[name], t, name)",
+        "        for name, t in md.fields.items():\n            if not name.startswith(\"pf_\"):\n"
+        "                _refill(capture.outputs[name], t, name)",
+        "DSV4AttnMetadata.copy_ (graph replay copies metadata into captured buffers field by field)",
+    ),
+)
+
+MUTANTS: dict[str, MutantSpec] = {spec.name: spec for spec in _SPECS}
+"""Every mutant by name, in pipeline order."""
+
+
+# -- compiling a mutant ----------------------------------------------------------------------------
+
+
+def _original_stage(stage: str) -> Callable[..., Any]:
+    """The pristine function of ``stage`` (never a mutant left in place)."""
+    from metadata_builders import hip
+
+    if stage.startswith("HipBuilder."):
+        return getattr(hip.HipBuilder, stage.partition(".")[2])
+    fn = getattr(hip, stage)
+    return getattr(fn, "__mutant_original__", fn)
+
+
+def mutated_source(spec: MutantSpec) -> str:
+    """The mutated stage's source text, dedented; raises :class:`MutantDoesNotApply` if the edit misses."""
+    source = inspect.getsource(_original_stage(spec.stage))
+    count = source.count(spec.find)
+    if count != 1:
+        raise MutantDoesNotApply(spec.name, spec.stage, count)
+    return textwrap.dedent(source.replace(spec.find, spec.replace))
+
+
+_COMPILED: dict[str, Callable[..., Any]] = {}
+
+
+def _compile(spec: MutantSpec) -> Callable[..., Any]:
+    """Compile the mutated stage in (a copy of) ``hip``'s namespace; cached per mutant.
+
+    The source is registered with ``linecache`` so tracebacks and ``inspect``
+    show the mutated line.
+    """
+    if spec.name in _COMPILED:
+        return _COMPILED[spec.name]
+    from metadata_builders import hip
+
+    source = mutated_source(spec)
+    filename = f"<mutant {spec.name}: hip.{spec.stage}>"
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    code = compile(source, filename, "exec", flags=__future__.annotations.compiler_flag, dont_inherit=True)
+    namespace = dict(vars(hip))
+    exec(code, namespace)  # noqa: S102 - compiling our own edited copy of hip.py is the point
+    fn = namespace[spec.stage.rpartition(".")[2]]
+    fn.__mutant_original__ = _original_stage(spec.stage)
+    _COMPILED[spec.name] = fn
+    return fn
+
+
+def _make_builder_class() -> type:
+    """``MutantBuilder``, defined on first use so importing this module does not import torch."""
+    from metadata_builders.hip import HipBuilder
+
+    class _MutantBuilder(HipBuilder):
+        """A :class:`~metadata_builders.hip.HipBuilder` with one stage replaced by a mutant.
+
+        During each ``build``/``capture``/``replay`` the mutated function stands in
+        for the original in the ``hip`` module namespace (restored afterwards, even
+        on error); a ``HipBuilder.<method>`` stage replaces that method instead.
+        Keeps no state between builds, like the builder it mutates.
+        """
+
+        def __init__(self, mutant: str | MutantSpec, device: Any = "cpu", *, validate_mirror: bool = False) -> None:
+            super().__init__(device, validate_mirror=validate_mirror)
+            self.spec = MUTANTS[mutant] if isinstance(mutant, str) else mutant
+            self.name = f"mutant:{self.spec.name}"
+            self._mutated = _compile(self.spec)
+
+        def with_mirror_validation(self) -> _MutantBuilder:
+            return type(self)(self.spec, self.device, validate_mirror=True)
+
+        def build(self, batch: VerifyBatch, variant: Variant) -> VerifyMetadata:
+            return self._run("build", batch, variant)
+
+        def capture(self, batch: VerifyBatch, variant: Variant) -> GraphCapture:
+            return self._run("capture", batch, variant)
+
+        def replay(self, capture: GraphCapture, batch: VerifyBatch) -> VerifyMetadata:
+            return self._run("replay", capture, batch)
+
+        def _run(self, method: str, *args: Any) -> Any:
+            from metadata_builders import hip
+
+            if self.spec.stage == f"HipBuilder.{method}":
+                return self._mutated(self, *args)
+            impl = getattr(HipBuilder, method)
+            if self.spec.stage.startswith("HipBuilder."):
+                return impl(self, *args)
+            stage = self.spec.stage
+            original = vars(hip)[stage]
+            setattr(hip, stage, self._mutated)
+            try:
+                return impl(self, *args)
+            finally:
+                setattr(hip, stage, original)
+
+    _MutantBuilder.__name__ = _MutantBuilder.__qualname__ = "MutantBuilder"
+    _MutantBuilder.__module__ = __name__
+    return _MutantBuilder
+
+
+def __getattr__(name: str) -> Any:
+    # PEP 562: ``MutantBuilder`` is created on first access (it subclasses the torch builder).
+    if name == "MutantBuilder":
+        cls = _make_builder_class()
+        globals()["MutantBuilder"] = cls
+        return cls
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def mutant_builder(name: str, device: str = "cpu") -> AuditedBuilder:
+    """The audited builder for mutant ``name`` (what ``get_builder("metadata_builders.mutants:<name>")`` returns)."""
+    from metadata_builders.builders import AuditedBuilder, resolve_device
+
+    if name not in MUTANTS:
+        raise KeyError(f"unknown mutant {name!r}; choose from {sorted(MUTANTS)}")
+    device = resolve_device(device)
+    builder_cls = globals().get("MutantBuilder") or __getattr__("MutantBuilder")
+    return AuditedBuilder(builder_cls(MUTANTS[name], device), device, f"mutants:{name}")
+
+
+def _factory(spec: MutantSpec) -> Callable[..., AuditedBuilder]:
+    def factory(device: str = "cpu") -> AuditedBuilder:
+        return mutant_builder(spec.name, device)
+
+    factory.__name__ = factory.__qualname__ = spec.name
+    factory.__module__ = __name__
+    factory.__doc__ = spec.docstring
+    return factory
+
+
+globals().update({_name: _factory(_spec) for _name, _spec in MUTANTS.items()})
+__all__ += sorted(MUTANTS)  # noqa: PLE0605 - one module:attr factory per mutant
+
+
+# -- running the catalogue -------------------------------------------------------------------------
+
+
+def batch_size(batch: VerifyBatch | None) -> dict[str, int] | None:
+    """How big a counterexample is: requests, real verify tokens, graph rows, table width."""
+    if batch is None:
+        return None
+    return {
+        "bs": batch.bs,
+        "tokens": batch.num_real_tokens,
+        "padded_bs": batch.graph.padded_bs if batch.graph is not None else batch.bs,
+        "max_context": batch.max_context,
+    }
+
+
+def run_mutant(
+    name: str, settings_: Any = None, *, device: str = "cpu", progress: Callable[[str], None] | None = None
+) -> dict[str, Any]:
+    """Run the properties in order against mutant ``name`` until one kills it; a JSON-ready row.
+
+    ``settings_`` defaults to the ``ci`` profile.  The row names the killing
+    property, ``examples_to_failure`` of that property's run, the shrunk batch's
+    size and the failure (variant, field, message).
+    """
+    from metadata_builders.profiles import load_profile
+    from metadata_builders.properties import PROPERTIES
+    from metadata_builders.runner import run_property
+
+    spec = MUTANTS[name]
+    settings_ = settings_ if settings_ is not None else load_profile("ci")
+    builder = mutant_builder(name, device)
+    start = time.perf_counter()
+    row: dict[str, Any] = {"mutant": name, "stage": spec.stage, "bug_class": spec.bug_class, "killed": False,
+                           "property": None, "examples_to_failure": None, "examples": 0, "counterexample": None,
+                           "failure": None}
+    for prop in PROPERTIES:
+        if progress is not None:
+            progress(f"{prop.name} ...")
+        run = run_property(prop, builder, settings_)
+        row["examples"] += run.examples
+        if not run.passed:
+            failure = run.failure
+            row.update(
+                killed=True, property=prop.name, examples_to_failure=run.examples_to_failure,
+                counterexample=batch_size(run.batch),
+                failure={"variant": failure.variant, "field": failure.field, "message": failure.message},
+            )
+            break
+    row["seconds"] = round(time.perf_counter() - start, 2)
+    return row
+
+
+def _single_threaded() -> None:
+    """Worker initialiser: one torch thread per process, so ``--jobs`` processes share the cores."""
+    import torch
+
+    torch.set_num_threads(1)
+
+
+def _run_mutant_job(name: str, max_examples: int | None, device: str, label: str) -> dict[str, Any]:
+    """One mutant in a worker process (settings rebuilt there: they do not pickle)."""
+    from hypothesis import settings
+
+    from metadata_builders.profiles import load_profile
+
+    settings_ = load_profile("ci")
+    if max_examples is not None:
+        settings_ = settings(settings_, max_examples=max_examples)
+
+    def progress(text: str) -> None:
+        sys.stderr.write(f"{label} {name}: {text}\n")
+        sys.stderr.flush()
+
+    row = run_mutant(name, settings_, device=device, progress=progress)
+    verdict = f"killed by {row['property']} after {row['examples_to_failure']} examples" if row["killed"] else "SURVIVED"
+    progress(f"{verdict} ({row['seconds']:.1f}s)")
+    return row
+
+
+def _size_cell(size: dict[str, int] | None) -> str:
+    if size is None:
+        return "-"
+    tier = f" pbs={size['padded_bs']}" if size["padded_bs"] != size["bs"] else ""
+    return f"bs={size['bs']} tok={size['tokens']}{tier}"
+
+
+def _what(failure: dict[str, Any]) -> str:
+    """The failing field, or for a crash the exception's name (``raised IndexError``)."""
+    if not failure:
+        return "-"
+    if failure.get("field"):
+        return failure["field"]
+    message = failure.get("message") or ""
+    return message.removeprefix("builder ").split(":")[0] if message.startswith("builder raised") else message[:30]
+
+
+def _table(rows: list[dict[str, Any]]) -> str:
+    from metadata_builders.report import format_table
+
+    cells = []
+    for r in rows:
+        failure = r["failure"] or {}
+        cells.append([
+            r["mutant"], r["stage"], "yes" if r["killed"] else "SURVIVED", r["property"] or "-",
+            r["examples_to_failure"] if r["examples_to_failure"] is not None else "-",
+            _size_cell(r["counterexample"]), _what(failure), f"{r['seconds']:.1f}s",
+        ])
+    return format_table(["mutant", "stage", "killed", "by", "examples", "shrunk batch", "field / error", "time"], cells)
+
+
+def _markdown(rows: list[dict[str, Any]], command: str) -> str:
+    """docs/MUTANTS.md: the results table, then each mutant's diff and docstring."""
+    killed = sum(r["killed"] for r in rows)
+    out = [
+        "# Mutant catalogue",
+        "",
+        f"Generated by `{command}`. {killed}/{len(rows)} mutants killed in the `ci` profile (derandomized).",
+        "Each mutant is a one-place source edit of one stage of `metadata_builders/hip.py`",
+        "(`metadata_builders/mutants.py`); the properties run in order P1..P7 and stop at the first that fails.",
+        "*examples* is `PropertyRun.examples_to_failure` (examples run by the killing property until its first",
+        "failure), *shrunk batch* the counterexample after Hypothesis shrank it (`pbs` = graph rows).",
+        "",
+        "| mutant | stage | killed | by | examples | shrunk batch | field / error | time |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        failure = r["failure"] or {}
+        out.append(
+            f"| `{r['mutant']}` | `{r['stage']}` | {'yes' if r['killed'] else '**SURVIVED**'} | {r['property'] or '-'} "
+            f"| {r['examples_to_failure'] if r['examples_to_failure'] is not None else '-'} "
+            f"| {_size_cell(r['counterexample'])} | {_what(failure)} | {r['seconds']:.1f}s |"
+        )
+    out += ["", "## The mutants", ""]
+    for spec in MUTANTS.values():
+        out += [f"### `{spec.name}` — {spec.bug_class}", "", f"Stage `hip.{spec.stage}`. {spec.summary}"]
+        if spec.incident:
+            out += ["", f"Resembles: {spec.incident}."]
+        out += ["", "```diff", spec.diff, "```", ""]
+    return "\n".join(out)
+
+
+def _cmd_mutants(args: argparse.Namespace) -> int:
+    from concurrent.futures import ProcessPoolExecutor
+
+    from metadata_builders.profiles import PROFILE_EXAMPLES
+
+    names = list(MUTANTS)
+    if args.only:
+        names = [n.strip() for n in args.only.split(",") if n.strip()]
+        unknown = [n for n in names if n not in MUTANTS]
+        if unknown:
+            raise SystemExit(f"--only: unknown mutant(s) {unknown}; choose from {sorted(MUTANTS)}")
+    max_examples = args.max_examples if args.max_examples is not None else PROFILE_EXAMPLES["ci"]
+    print(f"metadata-builders mutants: {len(names)} mutant(s), profile=ci max_examples={max_examples} "
+          f"device={args.device} jobs={args.jobs}", flush=True)
+    jobs = [(name, args.max_examples, args.device, f"[{i}/{len(names)}]") for i, name in enumerate(names, 1)]
+    if args.jobs <= 1:
+        rows = [_run_mutant_job(*job) for job in jobs]
+    else:
+        with ProcessPoolExecutor(max_workers=args.jobs, initializer=_single_threaded) as pool:
+            rows = list(pool.map(_run_mutant_job, *zip(*jobs)))
+    print()
+    print(_table(rows))
+    survivors = [r["mutant"] for r in rows if not r["killed"]]
+    print()
+    print(f"{len(rows) - len(survivors)}/{len(rows)} mutants killed" + (f"; SURVIVED: {', '.join(survivors)}" if survivors else ""))
+    if args.json:
+        os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
+        with open(args.json, "w") as fh:
+            json.dump({"profile": "ci", "max_examples": max_examples, "mutants": rows}, fh, indent=1)
+            fh.write("\n")
+        print(f"JSON: {args.json}")
+    if args.markdown:
+        command = "metadata-builders mutants" + (f" --max-examples {args.max_examples}" if args.max_examples else "")
+        command += (f" --json {args.json}" if args.json else "") + f" --markdown {args.markdown}"
+        with open(args.markdown, "w") as fh:
+            fh.write(_markdown(rows, command) + "\n")
+        print(f"markdown: {args.markdown}")
+    return 0 if not survivors else 1
+
+
+def add_cli(sub: Any) -> None:
+    """Register ``mutants`` (and ``power``, the harness-power benchmark) on the CLI's subparsers."""
+    p = sub.add_parser("mutants", help="run the ci profile against every mutant; exit 0 only if all are killed")
+    p.add_argument("--only", default=None, metavar="NAME[,NAME]", help="run only these mutants (default: all)")
+    p.add_argument("--max-examples", type=int, default=None, help="override the ci profile's examples per property")
+    p.add_argument("--device", default="cpu", help="cpu (default) | cuda | cuda:N")
+    p.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1),
+                   help="mutants run in parallel worker processes (default 2; 1 runs in this process)")
+    p.add_argument("--json", default=os.path.join("build", "mutants.json"), metavar="PATH",
+                   help="write the kill table as JSON (default build/mutants.json; '' to skip)")
+    p.add_argument("--markdown", default=None, metavar="PATH",
+                   help="also write the catalogue with its kill table as markdown (e.g. docs/MUTANTS.md)")
+    p.set_defaults(func=_cmd_mutants)
+    try:
+        from metadata_builders.power import add_cli as add_power_cli
+    except ImportError:
+        return
+    add_power_cli(sub)

@@ -1,0 +1,279 @@
+"""The mutant catalogue: every mutant is real, documented, different from ``hip``, and killed.
+
+Fast on purpose: each mutant meets one hand-sized witness batch (``run_all``,
+deterministic), and only a few run under Hypothesis.  The full ``ci``-profile
+kill table is ``metadata-builders mutants``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+from _examples import EXAMPLES, GEOMETRY
+from hypothesis import Phase, settings
+
+from metadata_builders import (
+    Divergence,
+    InvalidVariant,
+    PropertyFailure,
+    VerifyBatch,
+    get_builder,
+    variants_for,
+)
+from metadata_builders import hip as hip_module
+from metadata_builders.cli import main as cli_main
+from metadata_builders.mutants import (
+    MUTANTS,
+    MutantBuilder,
+    MutantDoesNotApply,
+    MutantSpec,
+    mutant_builder,
+    mutated_source,
+)
+from metadata_builders.properties import (
+    PROPERTIES,
+    check_p5_graph_vs_eager,
+    fewer_requests_batch,
+    run_all,
+    same_tier_batch,
+)
+from metadata_builders.runner import run_property
+
+HUGE_RING = dataclasses.replace(GEOMETRY, ring_size=2**31 - 1)
+"""The shared small geometry with a ring where ``slot * ring_size + pos`` leaves int32 already at slot 1."""
+
+EXTRA_BATCHES: dict[str, VerifyBatch] = {
+    "dspark_host_mirror_run_ahead": EXAMPLES["single_request"].replace(is_dspark=True, divergence=Divergence((3,))),
+    "swa_loc_past_int32": EXAMPLES["single_request"].replace(geometry=HUGE_RING),
+}
+"""Witnesses the shared examples do not cover: a diverging device length, a huge ring."""
+
+BATCHES = {**EXAMPLES, **EXTRA_BATCHES}
+
+WITNESSES: dict[str, str] = {
+    "dropped_dspark_gate": "single_request",
+    "uncapped_tier_exact": "ragged_tier_slack_spread_over_pad_rows",
+    "capped_tier_output_size_tier": "capped_tier_uncovered_tail",
+    "max_seq_len_without_draft": "single_request",
+    "inclusive_cumsum_start_loc": "uniform_eagle_batch_of_three",
+    "uniform_total_item_sync": "single_request",
+    "tier_slack_first_real_row": "tier_slack_absorbed_by_last_real_row",
+    "tier_remainder_to_last_pad_rows": "ragged_tier_slack_spread_over_pad_rows",
+    "tier_cap_ignored": "capped_tier_clamps_pad_row",
+    "pad_rows_seq_len_fill_zero": "uniform_eagle_batch_of_three",
+    "mirror_not_plumbed": "single_request",
+    "causal_start_off_by_one": "single_request",
+    "pad_tokens_first_row_slot": "capped_tier_uncovered_tail",
+    "pad_tokens_casual_zero": "capped_tier_uncovered_tail",
+    "swa_topk_clamp_window_minus_one": "single_request",
+    "page_table_floor_page_count": "page_boundary_one_past",
+    "sentinel_clamp_negative_positions": "position_exactly_at_swa_window",
+    "sentinel_minus1_reads_swa0": "req_to_token_minus_one_reads_sentinel",
+    "inclusive_cumsum_pf_cu_q": "uniform_eagle_batch_of_three",
+    "pad_tokens_final_pos_zero": "capped_tier_uncovered_tail",
+    "token_map_reads_host_lengths": "dspark_host_mirror_run_ahead",
+    "output_size_is_padded_tokens": "capped_tier_uncovered_tail",
+    "swa_loc_int32_overflow": "swa_loc_past_int32",
+    "ring_modulo_by_window": "ring_wrap",
+    "replay_skips_pf_fields": "uniform_eagle_batch_of_three",
+    "replay_stale_pad_rows": "uniform_eagle_batch_of_three",
+}
+"""Each mutant's witness: a named batch on which it must differ from ``hip`` and fail a property."""
+
+HIP = get_builder("hip")
+
+
+def _failures(builder, batch: VerifyBatch) -> dict[str, PropertyFailure]:
+    return {name: r for name, r in run_all(builder, batch).items() if isinstance(r, PropertyFailure)}
+
+
+def _outcome(call, *args) -> object:
+    """What a call shows from outside: its fields, decision, sync ops and faults, or the error it raised."""
+    try:
+        md = call(*args)
+    except Exception as exc:  # noqa: BLE001 - raising where hip does not is itself a difference
+        return ("raised", type(exc).__name__)
+    return (md.fields, md.decision, sorted(s.op for s in md.audit.host_syncs),
+            [(f.kind, f.count) for f in md.audit.faults])
+
+
+def _observable(builder, batch: VerifyBatch) -> list:
+    """Every variant's build and, on the graph path, replays of a same-size and a smaller batch."""
+    seen = []
+    for variant in variants_for(batch):
+        seen.append((variant.label, _outcome(builder.build, batch, variant)))
+        if variant.path == "graph":
+            for second in (same_tier_batch(batch), fewer_requests_batch(batch) or batch):
+                state = builder.capture(batch, variant)
+                seen.append((variant.label, "replay", _outcome(builder.replay, state, second)))
+    return seen
+
+
+# -- the catalogue ---------------------------------------------------------------------------------
+
+
+def test_catalogue_has_at_least_fifteen_documented_mutants() -> None:
+    """At least 15 mutants, each with a stage, a bug class and a docstring on its factory."""
+    from metadata_builders import mutants
+
+    assert len(MUTANTS) >= 15
+    for name, spec in MUTANTS.items():
+        factory = getattr(mutants, name)
+        assert spec.name == name and spec.bug_class and spec.summary
+        assert factory.__doc__ and spec.bug_class in factory.__doc__ and spec.stage in factory.__doc__
+
+
+def test_every_witness_names_a_mutant_and_a_batch() -> None:
+    """The witness table covers exactly the catalogue, and every witness batch exists."""
+    assert set(WITNESSES) == set(MUTANTS)
+    assert set(WITNESSES.values()) <= set(BATCHES)
+
+
+@pytest.mark.parametrize("name", list(MUTANTS))
+def test_each_mutant_is_one_edit_of_the_current_hip_source(name: str) -> None:
+    """Each mutant's find text occurs once in its stage, and the edit changes the source."""
+    import inspect
+    import textwrap
+
+    spec = MUTANTS[name]
+    original = getattr(hip_module.HipBuilder, spec.stage.partition(".")[2]) if spec.stage.startswith("HipBuilder.") \
+        else getattr(hip_module, spec.stage)
+    assert mutated_source(spec) != textwrap.dedent(inspect.getsource(original))
+
+
+def test_a_mutant_that_no_longer_applies_fails_loudly() -> None:
+    """A find text missing from hip.py raises MutantDoesNotApply naming the mutant and the stage."""
+    stale = MutantSpec("stale", "core_metadata", "test", "test", "this text is not in hip.py", "")
+    with pytest.raises(MutantDoesNotApply) as info:
+        mutated_source(stale)
+    assert (info.value.name, info.value.stage, info.value.occurrences) == ("stale", "core_metadata", 0)
+
+
+# -- each mutant on its witness ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", list(MUTANTS))
+def test_each_mutant_differs_from_hip_on_its_witness(name: str) -> None:
+    """No mutant is equivalent to hip: on its witness some field, decision, sync, fault or replay differs."""
+    batch = BATCHES[WITNESSES[name]]
+    assert _observable(mutant_builder(name), batch) != _observable(HIP, batch)
+
+
+@pytest.mark.parametrize("name", list(MUTANTS))
+def test_each_mutant_is_killed_on_its_witness(name: str) -> None:
+    """On its witness batch at least one property fails for the mutant and none fails for hip."""
+    batch = BATCHES[WITNESSES[name]]
+    assert _failures(HIP, batch) == {}
+    assert _failures(mutant_builder(name), batch), f"{name} survives every property on {WITNESSES[name]}"
+
+
+def test_stale_pad_rows_are_caught_only_by_a_smaller_replay() -> None:
+    """A replay that never re-fills pad rows passes a same-size replay; P5's one-request-fewer replay kills it."""
+    batch = EXAMPLES["uniform_eagle_batch_of_three"]
+    stale = mutant_builder("replay_stale_pad_rows")
+    check_p5_graph_vs_eager(stale, batch, same_tier_batch(batch))
+    with pytest.raises(PropertyFailure) as info:
+        check_p5_graph_vs_eager(stale, batch, fewer_requests_batch(batch))
+    assert info.value.field in ("seq_lens", "req_pool_indices_repeated")
+
+
+def test_the_host_length_token_map_is_killed_only_by_the_fault_model() -> None:
+    """A token map fed the host's lengths hides the AMD fault: metadata agree, P6 alone objects."""
+    failures = _failures(mutant_builder("token_map_reads_host_lengths"), EXTRA_BATCHES["dspark_host_mirror_run_ahead"])
+    assert set(failures) == {"P6"}
+    assert failures["P6"].field == "audit.faults"
+
+
+def test_the_dropped_gate_trusts_output_size_for_eagle() -> None:
+    """Without the dspark gate an exact EAGLE layout passes output_size under gate=dspark."""
+    batch = EXAMPLES["single_request"]
+    assert not batch.is_dspark
+    variant = next(v for v in variants_for(batch) if v.gate == "dspark" and v.mirror == "host")
+    assert HIP.build(batch, variant).decision.used_output_size is False
+    assert mutant_builder("dropped_dspark_gate").build(batch, variant).decision.used_output_size is True
+
+
+def test_the_hidden_item_is_seen_by_the_sync_contract() -> None:
+    """A .item() added to the uniform host-mirror path is a sync P2 and P7 both report."""
+    failures = _failures(mutant_builder("uniform_total_item_sync"), EXAMPLES["single_request"])
+    assert {"P2", "P7"} <= set(failures)
+    assert failures["P7"].field == "audit.host_syncs"
+
+
+# -- the patch point -------------------------------------------------------------------------------------
+
+
+def test_the_mutated_stage_is_restored_after_every_build() -> None:
+    """The hip module's stage is the original again after a mutant's build, even a build that raises."""
+    original = hip_module.core_metadata
+    builder = mutant_builder("swa_topk_clamp_window_minus_one")
+    builder.build(EXAMPLES["single_request"], variants_for(EXAMPLES["single_request"])[0])
+    assert hip_module.core_metadata is original
+    with pytest.raises(InvalidVariant):
+        builder.build(EXAMPLES["single_request"], variants_for(EXAMPLES["uniform_eagle_batch_of_three"])[-1])
+    assert hip_module.core_metadata is original
+
+
+def test_mutants_load_as_module_attr_builders() -> None:
+    """get_builder('metadata_builders.mutants:<name>') gives the audited mutant, device passed through."""
+    builder = get_builder("metadata_builders.mutants:causal_start_off_by_one", device="cpu")
+    assert isinstance(builder.inner, MutantBuilder)
+    assert builder.inner.spec is MUTANTS["causal_start_off_by_one"]
+    assert "P1" in _failures(builder, EXAMPLES["single_request"])
+
+
+# -- Hypothesis finds them -------------------------------------------------------------------------------
+
+_QUICK = settings(max_examples=40, derandomize=True, database=None, deadline=None, phases=[Phase.generate])
+
+
+@pytest.mark.parametrize(
+    ("name", "prop"),
+    [("sentinel_minus1_reads_swa0", "P1"), ("swa_loc_int32_overflow", "P1"), ("token_map_reads_host_lengths", "P6")],
+)
+def test_hypothesis_finds_boundary_mutants(name: str, prop: str) -> None:
+    """The strategies reach a -1 table hole, an int32-overflowing ring and a diverging device length unaided."""
+    spec = next(p for p in PROPERTIES if p.name == prop)
+    run = run_property(spec, mutant_builder(name), _QUICK)
+    assert not run.passed, f"{prop} missed {name} in {run.examples} examples"
+
+
+def test_hypothesis_shrinks_the_off_by_one_to_one_token() -> None:
+    """Shrinking reduces the causal off-by-one to a single request verifying a single token."""
+    shrinking = settings(_QUICK, phases=[Phase.generate, Phase.shrink])
+    run = run_property(PROPERTIES[0], mutant_builder("causal_start_off_by_one"), shrinking)
+    assert run.failure is not None and run.failure.field == "seq_lens_casual"
+    assert (run.batch.bs, run.batch.num_real_tokens) == (1, 1)
+
+
+def test_mutants_cli_prints_kills_and_writes_json(tmp_path, capsys) -> None:
+    """`metadata-builders mutants --only ...` prints the killer per mutant, writes JSON, exits 0 when all die."""
+    out = tmp_path / "mutants.json"
+    code = cli_main(["mutants", "--only", "causal_start_off_by_one,page_table_floor_page_count",
+                     "--max-examples", "10", "--jobs", "1", "--json", str(out)])
+    assert code == 0
+    rows = json.loads(out.read_text())["mutants"]
+    assert [(r["mutant"], r["killed"], r["property"]) for r in rows] == [
+        ("causal_start_off_by_one", True, "P1"), ("page_table_floor_page_count", True, "P1"),
+    ]
+    assert rows[0]["counterexample"]["bs"] == 1
+    assert "2/2 mutants killed" in capsys.readouterr().out
+
+
+
+# -- the power benchmark's baseline ------------------------------------------------------------------
+
+
+def test_the_random_baseline_never_kills_hip() -> None:
+    """Baseline batches are valid and hip passes every property on them (no false kills in the benchmark)."""
+    import random
+
+    from metadata_builders.power import first_failure, random_batches
+
+    batches = random_batches(random.Random(0), graph=True)
+    for _ in range(3):
+        batch = next(batches)
+        assert batch.graph is not None
+        assert first_failure(HIP, batch) is None
