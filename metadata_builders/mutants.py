@@ -60,6 +60,7 @@ __all__ = [
     "mutant_builder",
     "mutated_source",
     "run_mutant",
+    "select_mutants",
 ]
 
 
@@ -596,17 +597,23 @@ def _markdown(rows: list[dict[str, Any]], command: str) -> str:
     return "\n".join(out)
 
 
+def select_mutants(only: str | None) -> list[str]:
+    """Names from a comma-separated ``--only`` (all when empty); unknown names are a usage error."""
+    if not only:
+        return list(MUTANTS)
+    names = [n.strip() for n in only.split(",") if n.strip()]
+    unknown = [n for n in names if n not in MUTANTS]
+    if unknown:
+        raise SystemExit(f"--only: unknown mutant(s) {unknown}; choose from {sorted(MUTANTS)}")
+    return names
+
+
 def _cmd_mutants(args: argparse.Namespace) -> int:
     from concurrent.futures import ProcessPoolExecutor
 
     from metadata_builders.profiles import PROFILE_EXAMPLES
 
-    names = list(MUTANTS)
-    if args.only:
-        names = [n.strip() for n in args.only.split(",") if n.strip()]
-        unknown = [n for n in names if n not in MUTANTS]
-        if unknown:
-            raise SystemExit(f"--only: unknown mutant(s) {unknown}; choose from {sorted(MUTANTS)}")
+    names = select_mutants(args.only)
     max_examples = args.max_examples if args.max_examples is not None else PROFILE_EXAMPLES["ci"]
     print(f"metadata-builders mutants: {len(names)} mutant(s), profile=ci max_examples={max_examples} "
           f"device={args.device} jobs={args.jobs}", flush=True)

@@ -595,14 +595,9 @@ def run_power(
 
 
 def _cmd_power(args: argparse.Namespace) -> int:
-    from metadata_builders.mutants import MUTANTS
+    from metadata_builders.mutants import select_mutants
 
-    mutants = list(MUTANTS)
-    if args.only:
-        mutants = [n.strip() for n in args.only.split(",") if n.strip()]
-        unknown = [n for n in mutants if n not in MUTANTS]
-        if unknown:
-            raise SystemExit(f"--only: unknown mutant(s) {unknown}")
+    mutants = select_mutants(args.only)
     command = f"metadata-builders power --seeds {args.seeds} --budget {args.budget:g} --jobs {args.jobs}"
     if args.only:
         command += f" --only {args.only}"
