@@ -117,8 +117,8 @@ class DeviceAudit(TorchFunctionMode):
         if on_device and self._is_sync(name, args, kwargs):
             self._record(func, name)
         out = func(*args, **kwargs)
-        if name in ("cpu", "numpy", "tolist", "item", "pin_memory") or name.startswith("__") and name in _SCALAR_SYNCS:
-            return out
+        if name in _SCALAR_SYNCS or name == "pin_memory":
+            return out  # the result lives on the host
         if name in _FACTORIES:
             if kwargs.get("device") is not None:
                 self._mark(out)
