@@ -36,7 +36,7 @@ from torch.overrides import TorchFunctionMode
 
 from metadata_builders.metadata import FaultRecord, SyncRecord
 
-__all__ = ["DeviceAudit", "is_device_resident", "sync_debug_errors"]
+__all__ = ["DeviceAudit", "sync_debug_mode"]
 
 _THIS_FILE = __file__
 _TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__))
@@ -160,39 +160,25 @@ class DeviceAudit(TorchFunctionMode):
         if any(t.device.type == "meta" for t in _tensors(positional)):
             # Shapes only: nothing to sync on and no values to check.
             return func(*args, **kwargs)
-        with _sync_debug_off():
+        # The model's own bookkeeping may sync; keep it out of set_sync_debug_mode.
+        with sync_debug_mode(0):
             out = func(*positional, **kw)  # the full map: what the device lengths really produce
         if on_device and output_size is None and isinstance(repeats, torch.Tensor):
             self._record(func, "repeat_interleave", "repeat_interleave(no output_size)")
-        if on_device or any(self.resident(t) for t in _tensors(args)):
-            self._mark(out)
-        if output_size is None:
-            return out
-        n = int(output_size)
-        total = out.shape[0] if out.dim() else int(out)
-        if total > n:
-            self.faults.append(FaultRecord("oob_write", total - n, "repeat_interleave", _caller_stage(), n, total))
-            out = out[:n]
-        elif total < n:
-            self.faults.append(FaultRecord("uninitialized_tail", n - total, "repeat_interleave", _caller_stage(), n, total))
-            out = torch.cat([out, out.new_zeros(n - total)])
+        if output_size is not None:
+            n = int(output_size)
+            total = out.shape[0] if out.dim() else int(out)
+            if total > n:
+                self.faults.append(FaultRecord("oob_write", total - n, "repeat_interleave", _caller_stage(), n, total))
+                out = out[:n]
+            elif total < n:
+                self.faults.append(
+                    FaultRecord("uninitialized_tail", n - total, "repeat_interleave", _caller_stage(), n, total)
+                )
+                out = torch.cat([out, out.new_zeros(n - total)])
         if on_device:
             self._mark(out)
         return out
-
-
-@contextlib.contextmanager
-def _sync_debug_off() -> Iterator[None]:
-    """The model's own bookkeeping may sync; keep it out of ``set_sync_debug_mode``."""
-    if not torch.cuda.is_available():
-        yield
-        return
-    previous = torch.cuda.get_sync_debug_mode()
-    torch.cuda.set_sync_debug_mode(0)
-    try:
-        yield
-    finally:
-        torch.cuda.set_sync_debug_mode(previous)
 
 
 def _caller_stage() -> str:
@@ -206,19 +192,18 @@ def _caller_stage() -> str:
     return "<unknown>"
 
 
-def is_device_resident(audit: DeviceAudit, t: Any) -> bool:
-    """Whether ``t`` lives on the device under ``audit``'s residency model."""
-    return audit.resident(t)
-
-
 @contextlib.contextmanager
-def sync_debug_errors(enabled: bool) -> Iterator[None]:
-    """On a GPU, make any implicit sync raise (``set_sync_debug_mode("error")``)."""
-    if not enabled or not torch.cuda.is_available():
+def sync_debug_mode(mode: str | int | None) -> Iterator[None]:
+    """On a GPU, run the block under ``torch.cuda.set_sync_debug_mode(mode)``; ``None`` or no GPU: unchanged.
+
+    ``"error"`` makes any implicit sync raise (P7 on a GPU); ``0`` lets the
+    device model's own bookkeeping sync inside such a block.
+    """
+    if mode is None or not torch.cuda.is_available():
         yield
         return
     previous = torch.cuda.get_sync_debug_mode()
-    torch.cuda.set_sync_debug_mode("error")
+    torch.cuda.set_sync_debug_mode(mode)
     try:
         yield
     finally:

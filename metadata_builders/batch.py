@@ -238,6 +238,24 @@ class VerifyBatch:
         """Verify tokens of the real requests: the length of ``out_cache_loc``."""
         return sum(self.extend_lens)
 
+    def describe(self) -> str:
+        """One line for people: uniform/ragged, EAGLE/DSpark, sizes, tier, divergence."""
+        kind = "ragged" if self.is_ragged else "uniform"
+        algo = "DSpark" if self.is_dspark else "EAGLE"
+        if self.graph is None:
+            tier = "eager only (no graph tier)"
+        else:
+            g = self.graph
+            cap = "uncapped" if g.cap is None else f"cap {g.cap}"
+            tier = f"tier padded_bs={g.padded_bs} graph_num_tokens={g.graph_num_tokens} ({cap})"
+        div = ""
+        if self.divergence is not None and self.divergence.extend_seq_lens is not None:
+            div += f", device extend diverges: {list(self.divergence.extend_seq_lens)}"
+        if self.divergence is not None and self.divergence.seq_lens_cpu is not None:
+            div += f", stale host mirror seq_lens_cpu={list(self.divergence.seq_lens_cpu)}"
+        return (f"{kind} {algo}, bs={self.bs}, num_draft={self.num_draft_tokens}, "
+                f"{self.num_real_tokens} real tokens, {tier}{div}")
+
     # -- validation ------------------------------------------------------------------
 
     def _validate(self) -> None:

@@ -81,11 +81,11 @@ class AuditedBuilder:
         raise AttributeError(name)
 
     def _audited(self, fn, batch: VerifyBatch, variant: Variant, *args: Any, plain: bool = True) -> Any:
-        from metadata_builders.audit import DeviceAudit, sync_debug_errors
+        from metadata_builders.audit import DeviceAudit, sync_debug_mode
 
         strict = self.device.startswith("cuda") and not expected_host_syncs(batch, variant)
         audit = DeviceAudit()
-        with sync_debug_errors(strict), audit:
+        with sync_debug_mode("error" if strict else None), audit:
             result = fn(*args)
         if not plain:
             return result

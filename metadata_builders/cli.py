@@ -167,7 +167,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     _out(f"replay {args.file} with builder={args.builder}")
     if why:
         _out(f"why: {why}")
-    _out(_describe(batch))
+    _out(f"batch: {batch.describe()}, max_context={batch.max_context}")
     results = run_all(builder, batch, _select(args.properties))
     rows, failures, notes = [], [], []
     for name, result in results.items():
@@ -200,17 +200,6 @@ def cmd_replay(args: argparse.Namespace) -> int:
             render_html(batch, args.html, builder_name=args.builder, device=args.device)
             _out(f"page: {args.html}")
     return 1 if failures else 0
-
-
-def _describe(batch: VerifyBatch) -> str:
-    kind = "ragged" if batch.is_ragged else "uniform"
-    algo = "DSpark" if batch.is_dspark else "EAGLE"
-    tier = "no tier" if batch.graph is None else (
-        f"tier padded_bs={batch.graph.padded_bs} graph_num_tokens={batch.graph.graph_num_tokens} cap={batch.graph.cap}"
-    )
-    div = "" if batch.divergence is None else f", divergence {batch.divergence.to_dict()}"
-    return (f"batch: {kind} {algo}, bs={batch.bs}, num_draft={batch.num_draft_tokens}, "
-            f"tokens={batch.num_real_tokens}, max_context={batch.max_context}, {tier}{div}")
 
 
 def _sync_fault_table(builder, batch: VerifyBatch) -> str:

@@ -340,24 +340,6 @@ def short_label(batch: VerifyBatch, variant: Variant) -> str:
     return " ".join(parts)
 
 
-def _summary(batch: VerifyBatch) -> str:
-    kind = "ragged" if batch.is_ragged else "uniform"
-    algo = "DSpark" if batch.is_dspark else "EAGLE"
-    if batch.graph is None:
-        tier = "eager only (no graph tier)"
-    else:
-        g = batch.graph
-        cap = "uncapped" if g.cap is None else f"cap {g.cap}"
-        tier = f"tier padded_bs={g.padded_bs} graph_num_tokens={g.graph_num_tokens} ({cap})"
-    div = ""
-    if batch.divergence is not None and batch.divergence.extend_seq_lens is not None:
-        div += f", device extend diverges: {list(batch.divergence.extend_seq_lens)}"
-    if batch.divergence is not None and getattr(batch.divergence, "seq_lens_cpu", None) is not None:
-        div += f", stale host mirror seq_lens_cpu={list(batch.divergence.seq_lens_cpu)}"
-    return (f"{kind} {algo}, bs={batch.bs}, num_draft={batch.num_draft_tokens}, "
-            f"{batch.num_real_tokens} real tokens, {tier}{div}")
-
-
 def _layout(batch: VerifyBatch, md: VerifyMetadata) -> tuple[list[Row], list[Cell]]:
     f = md.fields
     extend, starts = f["extend_seq_lens"], f["extend_start_loc"]
@@ -527,7 +509,7 @@ def analyse(
     md0 = expected[drawn]
     verdict = _verdict(name, str(getattr(builder, "device", device)), len(variants), records, faults, notes)
     return Analysis(
-        summary=_summary(batch),
+        summary=batch.describe(),
         verdict=verdict,
         path=path,
         rows=tuple(rows),
