@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 
+import torch
 from hypothesis import settings
 
 from metadata_builders.profiles import register_profiles
@@ -14,3 +15,5 @@ pytest_plugins = ["metadata_builders.plugin"]
 
 register_profiles()
 settings.load_profile("ci" if os.environ.get("CI") else "dev")
+# Target-verify tensors are tiny; under xdist every worker would otherwise spin two threads.
+torch.set_num_threads(1)

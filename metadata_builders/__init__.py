@@ -9,7 +9,7 @@ work without it.
 from __future__ import annotations
 
 from metadata_builders.batch import SCHEMA, Divergence, Geometry, GraphTier, VerifyBatch
-from metadata_builders.builders import AuditedBuilder, Builder, get_builder, resolve_device
+from metadata_builders.builders import AuditedBuilder, Builder, GraphBuilder, get_builder, resolve_device
 from metadata_builders.errors import (
     BuilderNotFound,
     InvalidBatch,
@@ -18,13 +18,16 @@ from metadata_builders.errors import (
     PropertyFailure,
     StaleMirror,
 )
+from metadata_builders.inputs import VerifyInputs
 from metadata_builders.metadata import (
     FIELD_NAMES,
     Audit,
     Decision,
     FaultRecord,
+    InputChange,
     Mismatch,
     SyncRecord,
+    TokenMap,
     VerifyMetadata,
     first_difference,
 )
@@ -42,7 +45,9 @@ __all__ = [
     "Divergence",
     "FaultRecord",
     "Geometry",
+    "GraphBuilder",
     "GraphTier",
+    "InputChange",
     "InvalidBatch",
     "InvalidVariant",
     "MetadataBuildersError",
@@ -51,8 +56,10 @@ __all__ = [
     "ReferenceBuilder",
     "StaleMirror",
     "SyncRecord",
+    "TokenMap",
     "Variant",
     "VerifyBatch",
+    "VerifyInputs",
     "VerifyMetadata",
     "apply_gate",
     "divergence_applies",

@@ -15,11 +15,14 @@ from dataclasses import dataclass, field, fields
 from typing import Any, Iterable, Mapping
 
 from metadata_builders.errors import InvalidBatch
-from metadata_builders.reference import tier_verify_lens
+from metadata_builders.tier import tier_verify_lens
 
 __all__ = ["SCHEMA", "Divergence", "Geometry", "GraphTier", "VerifyBatch"]
 
 SCHEMA = "metadata-builders/verify-batch@1"
+
+INT32_MAX = 2**31 - 1
+"""Upstream stores ``swa_loc`` as int32 (F4): every ring slot must fit it."""
 
 
 def _check_int(name: str, value: Any, index: int | None = None, *, minimum: int | None = None) -> int:
@@ -98,11 +101,19 @@ class Divergence:
     """Fault injection: device memory or the host mirror disagreeing with the truth.
 
     ``extend_seq_lens`` is what the device-resident extend lengths really hold when
-    the token map runs (a stale or still-in-flight host-to-device copy; P6).  It has
-    one entry per real request (``bs``), or per row of the graph tier
-    (``padded_bs``) when the batch has one; on the graph path a ``bs``-long list
-    leaves the pad rows at their true lengths, on the eager path a
-    ``padded_bs``-long list contributes its first ``bs`` entries.
+    the device reads them (a stale or still-in-flight copy; P6).  The harness
+    applies it, never a builder (DESIGN.md section 4):
+
+    * **uniform** batches: to the builder's own asynchronous host-to-device copy of
+      the extend lengths it staged on the host (``mirror=host``, and ``tolist``,
+      which stages the same way after reading the mirror back).  One entry per real
+      request (``bs``), or per row of the graph tier (``padded_bs``); on the graph
+      path a ``bs``-long list leaves the pad rows at their true lengths, on the
+      eager path a ``padded_bs``-long list contributes its first ``bs`` entries.
+      Each entry is >= 0 and keeps its row's verify positions inside ``req_to_token``.
+    * **ragged** batches: to the device-resident ``verify_lens`` the harness hands
+      the builder (the device layout).  A stale layout is still a layout: ``bs``
+      entries, each in ``1..num_draft_tokens``, fitting the table and the tier.
 
     ``seq_lens_cpu`` is a stale host mirror of ``seq_lens`` (``bs`` entries) that
     the caller passes where a mirror is passed (P2: mirror validation must catch it).
@@ -110,7 +121,7 @@ class Divergence:
     """
 
     extend_seq_lens: tuple[int, ...] | None = None
-    """(bs,) or (padded_bs,): device-side extend lengths, each >= 0; None = no divergence."""
+    """(bs,) or, uniform on a tier, (padded_bs,): device-side extend lengths; None = no divergence."""
     seq_lens_cpu: tuple[int, ...] | None = None
     """(bs,): the stale host mirror, each >= 1; None = the mirror is right."""
 
@@ -314,16 +325,15 @@ class VerifyBatch:
                 )
         if self.graph is not None:
             self._validate_graph(self.graph)
-        div = self.divergence
-        if div is not None and div.extend_seq_lens is not None:
-            n = len(div.extend_seq_lens)
-            allowed = {bs} | ({self.graph.padded_bs} if self.graph is not None else set())
-            if n not in allowed:
-                raise InvalidBatch(
-                    "divergence.extend_seq_lens", None, f"of length in {sorted(allowed)} (bs or graph.padded_bs)", n
-                )
-        if div is not None and div.seq_lens_cpu is not None and len(div.seq_lens_cpu) != bs:
-            raise InvalidBatch("divergence.seq_lens_cpu", None, f"of length bs={bs}", len(div.seq_lens_cpu))
+        if self.num_slots * self.geometry.ring_size > INT32_MAX + 1:
+            raise InvalidBatch(
+                "geometry.ring_size", None,
+                f"such that every swa_loc = slot * ring_size + pos % ring_size fits int32 (upstream stores it as "
+                f"int32): num_slots * ring_size <= 2**31 with num_slots={self.num_slots}",
+                self.geometry.ring_size,
+            )
+        if self.divergence is not None:
+            self._validate_divergence(self.divergence)
 
     def _validate_graph(self, graph: GraphTier) -> None:
         bs = self.bs
@@ -343,20 +353,70 @@ class VerifyBatch:
                     "graph.graph_num_tokens", None,
                     f">= padded_bs*num_draft_tokens={tier} for a uniform batch", graph.graph_num_tokens,
                 )
-            lens = [self.num_draft_tokens] * graph.padded_bs
-        else:
-            lens = tier_verify_lens(self.verify_lens, graph.padded_bs, graph.graph_num_tokens, graph.cap)
+            return
+        if graph.cap is not None and graph.cap < max(self.verify_lens):
+            # F2b: upstream clamps every row to the cap, real ones included; callers
+            # pass cap = num_draft_tokens, so a smaller cap would drop real tokens.
+            raise InvalidBatch(
+                "graph.cap", None,
+                f">= max(verify_lens)={max(self.verify_lens)} (a cap below a real row would drop its verify tokens)",
+                graph.cap,
+            )
+        self._check_pad_rows_fit("graph.graph_num_tokens", graph, self.verify_lens, graph.graph_num_tokens)
+
+    def _check_pad_rows_fit(self, name: str, graph: GraphTier, verify_lens: tuple[int, ...], actual: Any) -> None:
+        """Pad rows (seq_len 1, slot 0) must end inside ``req_to_token``'s width.
+
+        The last real row may absorb tier slack past the width: that is upstream's
+        latent out-of-bounds read (F2c), which the reference reports as ``oob_read``.
+        """
+        lens = tier_verify_lens(verify_lens, graph.padded_bs, graph.graph_num_tokens, graph.cap)
         width = self.max_context
-        seq_lens = list(self.seq_lens) + [1] * (graph.padded_bs - bs)
-        for b, (s, e) in enumerate(zip(seq_lens, lens)):
-            if s + e > width:
-                what = "real row absorbing the tier slack" if b < bs else "pad row (seq_len 1, slot 0)"
+        for b in range(self.bs, graph.padded_bs):
+            if 1 + lens[b] > width:
                 raise InvalidBatch(
-                    "graph.graph_num_tokens", None,
-                    f"such that row {b} ({what}, {e} verify tokens) ends within req_to_token's width "
-                    f"max_context={width}; its last position would be {s + e - 1}",
-                    graph.graph_num_tokens,
+                    name, None,
+                    f"such that pad row {b} (seq_len 1, slot 0, {lens[b]} verify tokens) ends within req_to_token's "
+                    f"width max_context={width}; its last position would be {lens[b]}",
+                    actual,
                 )
+
+    def _validate_divergence(self, div: Divergence) -> None:
+        bs, width = self.bs, self.max_context
+        if div.seq_lens_cpu is not None and len(div.seq_lens_cpu) != bs:
+            raise InvalidBatch("divergence.seq_lens_cpu", None, f"of length bs={bs}", len(div.seq_lens_cpu))
+        device = div.extend_seq_lens
+        if device is None:
+            return
+        name = "divergence.extend_seq_lens"
+        if self.verify_lens is not None:
+            if len(device) != bs:
+                raise InvalidBatch(name, None, f"of length bs={bs} (the device layout of a ragged batch)", len(device))
+            for b, (s, v) in enumerate(zip(self.seq_lens, device)):
+                if not 1 <= v <= self.num_draft_tokens:
+                    raise InvalidBatch(name, b, f"in 1..num_draft_tokens={self.num_draft_tokens} (a stale layout is "
+                                       "still a layout)", v)
+                if s + v > width:
+                    raise InvalidBatch(name, b, f"such that seq_lens[{b}]+{v} fits req_to_token's width {width}", v)
+            graph = self.graph
+            if graph is not None:
+                if sum(device) > graph.graph_num_tokens:
+                    raise InvalidBatch(name, None, f"summing to at most graph_num_tokens={graph.graph_num_tokens}",
+                                       sum(device))
+                if graph.cap is not None and max(device) > graph.cap:
+                    raise InvalidBatch(name, None, f"at most graph.cap={graph.cap} per row", max(device))
+                self._check_pad_rows_fit(name, graph, device, list(device))
+            return
+        allowed = {bs} | ({self.graph.padded_bs} if self.graph is not None else set())
+        if len(device) not in allowed:
+            raise InvalidBatch(name, None, f"of length in {sorted(allowed)} (bs or graph.padded_bs)", len(device))
+        prefixes = list(self.seq_lens) + [1] * (len(device) - bs)
+        for b, (s, v) in enumerate(zip(prefixes, device)):
+            if v < 0:
+                raise InvalidBatch(name, b, ">= 0", v)
+            if s + v > width:
+                raise InvalidBatch(name, b, f"such that row {b}'s positions ({s}+{v}) fit req_to_token's width {width}",
+                                   v)
 
     # -- serialisation -----------------------------------------------------------------
 

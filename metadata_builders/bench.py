@@ -1,9 +1,11 @@
 """``metadata-builders bench``: how fast builders build and properties run.
 
-Two measurements, both wall-clock on this machine, never asserted in a test:
+Two measurements on this machine, never asserted in a test:
 
 * **per-build time**: median over many builds of one small and one large batch,
-  averaged over every variant, for each builder;
+  averaged over every variant, for each builder (process CPU time, one torch
+  thread); for an audited builder also the same build without the audit (the
+  harness's inputs, the bare builder, the list conversion) and the ratio of the two;
 * **examples per second** of each property (Hypothesis, derandomized).
 """
 
@@ -12,11 +14,12 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
+from typing import Callable
 
 from metadata_builders.batch import Geometry, GraphTier, VerifyBatch
 from metadata_builders.builders import get_builder
 from metadata_builders.report import format_table
-from metadata_builders.variants import variants_for
+from metadata_builders.variants import Variant, variants_for
 
 __all__ = ["add_cli", "bench_batches", "time_builds"]
 
@@ -47,21 +50,40 @@ def bench_batches() -> dict[str, VerifyBatch]:
     return {"small (bs=3, page 4, window 8)": small, "large (bs=64, upstream geometry, ctx 2048)": large}
 
 
-def time_builds(builder, batch: VerifyBatch, repeats: int) -> float:
-    """Median seconds per build over ``repeats`` rounds of every variant."""
+def time_builds(builder, batch: VerifyBatch, repeats: int, *, bare: bool = False) -> float:
+    """Median CPU seconds per build over ``repeats`` rounds of every variant.
+
+    ``bare`` times an audited builder without its audit: the same inputs, the
+    inner builder, the same conversion to lists -- what the audit adds is the rest.
+    """
     variants = variants_for(batch)
+    build = _bare(builder) if bare else builder.build
     for v in variants:
-        builder.build(batch, v)  # warm-up: first-call overheads are not the steady state
+        build(batch, v)  # warm-up: first-call overheads are not the steady state
     samples = []
     for _ in range(repeats):
-        start = time.perf_counter()
+        start = time.process_time()
         for v in variants:
-            builder.build(batch, v)
-        samples.append((time.perf_counter() - start) / len(variants))
+            build(batch, v)
+        samples.append((time.process_time() - start) / len(variants))
     return statistics.median(samples)
 
 
+def _bare(builder) -> Callable[[VerifyBatch, Variant], object]:
+    from metadata_builders.builders import _to_plain
+    from metadata_builders.inputs import make_inputs
+
+    def build(batch: VerifyBatch, variant: Variant) -> object:
+        md = builder.inner.build(make_inputs(batch, variant, builder.device))
+        return {name: _to_plain(value) for name, value in md.fields.items()}
+
+    return build
+
+
 def _cmd_bench(args: argparse.Namespace) -> int:
+    import torch
+
+    torch.set_num_threads(1)  # tiny tensors: intra-op threads only add contention
     builders = [b.strip() for b in args.builders.split(",") if b.strip()]
     rows = []
     for label, batch in bench_batches().items():
@@ -69,9 +91,13 @@ def _cmd_bench(args: argparse.Namespace) -> int:
             builder = get_builder(name, args.device)
             repeats = args.repeats if "small" in label else max(3, args.repeats // 10)
             seconds = time_builds(builder, batch, repeats)
-            rows.append([label, name, f"{seconds * 1e3:.3f} ms", repeats * len(variants_for(batch))])
-    print("per-build time (median over rounds of every variant)")
-    print(format_table(["batch", "builder", "per build", "builds"], rows))
+            bare = ratio = "-"
+            if hasattr(builder, "inner") and not builder.takes_batch:
+                bare_seconds = time_builds(builder, batch, repeats, bare=True)
+                bare, ratio = f"{bare_seconds * 1e3:.3f} ms", f"{seconds / bare_seconds:.2f}x"
+            rows.append([label, name, f"{seconds * 1e3:.3f} ms", bare, ratio, repeats * len(variants_for(batch))])
+    print("per-build CPU time (median over rounds of every variant; one torch thread)")
+    print(format_table(["batch", "builder", "per build", "without the audit", "audited/bare", "builds"], rows))
     if args.properties:
         from hypothesis import settings
 

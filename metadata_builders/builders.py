@@ -1,35 +1,65 @@
-"""Finding builders, and running any builder under the harness's audit.
+"""The builder contract, and running any builder under the harness.
 
-A builder is anything with ``build(batch, variant) -> VerifyMetadata``; there is
-no base class (:class:`Builder` is a ``typing.Protocol``).  ``get_builder``
-returns it wrapped in :class:`AuditedBuilder`, which runs each build under
-:class:`~metadata_builders.audit.DeviceAudit` and converts tensor fields to
-lists outside the audit -- so every builder, ours or not, is audited the same
-way from outside.
+A builder is anything with ``build(inputs) -> VerifyMetadata`` (:class:`Builder`,
+a ``typing.Protocol``; no base class), where ``inputs`` is the
+:class:`~metadata_builders.inputs.VerifyInputs` the harness made -- what
+upstream's caller hands ``init_forward_metadata_target_verify``.  A builder
+that models CUDA/HIP-graph replay also has ``capture(inputs)`` and
+``replay(state, inputs)`` (:class:`GraphBuilder`).
+
+``get_builder`` wraps every builder but the reference in :class:`AuditedBuilder`,
+whose ``build(batch, variant)`` is what properties, the CLI and users call.  It
+owns the whole call (DESIGN.md section 4): it makes the inputs, marks them
+device-resident, applies the batch's divergence, snapshots them, runs the
+builder under :class:`~metadata_builders.audit.DeviceAudit`, and converts the
+fields to lists outside the audit.  The decision's ``used_output_size`` is what
+the audit *saw* the token map do, not what the builder says it did.
 """
 
 from __future__ import annotations
 
 import importlib
 import inspect
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+import warnings
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any, Callable, Protocol, runtime_checkable
 
-from metadata_builders.errors import BuilderNotFound
+from metadata_builders.errors import BuilderNotFound, InvalidVariant
 from metadata_builders.metadata import Audit, VerifyMetadata
-from metadata_builders.reference import ReferenceBuilder, expected_host_syncs
+from metadata_builders.reference import ReferenceBuilder, device_extend_lens, expected_host_syncs, verify_extension
+from metadata_builders.variants import divergence_applies
 
 if TYPE_CHECKING:
     from metadata_builders.batch import VerifyBatch
+    from metadata_builders.inputs import VerifyInputs
     from metadata_builders.variants import Variant
 
-__all__ = ["AuditedBuilder", "Builder", "get_builder", "resolve_device"]
+__all__ = ["AuditedBuilder", "Builder", "Captured", "GraphBuilder", "get_builder", "resolve_device"]
 
 
 @runtime_checkable
 class Builder(Protocol):
-    """The builder contract: metadata for one batch along one variant, no state kept."""
+    """The builder contract: metadata for one call's harness-made inputs; no state kept.
 
-    def build(self, batch: VerifyBatch, variant: Variant) -> VerifyMetadata: ...
+    ``fields`` maps every name of ``FIELD_NAMES`` to a tensor or a list; the
+    decision reports ``num_tokens``, ``exact_num_tokens`` and ``max_seq_len``.
+    """
+
+    def build(self, inputs: VerifyInputs) -> VerifyMetadata: ...
+
+
+@runtime_checkable
+class GraphBuilder(Builder, Protocol):
+    """A builder that models CUDA/HIP-graph replay of the graph path (P5).
+
+    ``capture`` builds once and keeps its output buffers; ``replay`` rebuilds from
+    the same input buffers, which the harness has refilled in place with the next
+    batch, and writes into the captured outputs (same storage, same shapes).
+    """
+
+    def capture(self, inputs: VerifyInputs) -> Any: ...
+
+    def replay(self, state: Any, inputs: VerifyInputs) -> VerifyMetadata: ...
 
 
 def resolve_device(device: str = "auto") -> str:
@@ -51,53 +81,186 @@ def _to_plain(value: Any) -> Any:
     return value
 
 
+def _data_ptrs(fields: dict[str, Any]) -> dict[str, int]:
+    return {name: v.data_ptr() for name, v in fields.items() if hasattr(v, "data_ptr")}
+
+
+@dataclass
+class Captured:
+    """A captured graph: the builder's state plus the static input buffers the harness refills."""
+
+    variant: Variant
+    inputs: VerifyInputs
+    """The tier's static input buffers (the harness's, refilled in place by ``replay``)."""
+    state: Any
+    """What the builder's ``capture`` returned."""
+    output_ptrs: dict[str, int] | None = None
+    """Storage of each tensor field at the first replay; later replays must write there."""
+    last_output_ptrs: dict[str, int] = field(default_factory=dict)
+    """Storage of each tensor field at the latest replay."""
+
+
+def _takes_batch(build: Callable) -> bool:
+    """A pre-0.2 builder: ``build(batch, variant)`` instead of ``build(inputs)``."""
+    try:
+        params = [p for p in inspect.signature(build).parameters.values()
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty]
+    except (TypeError, ValueError):
+        return False
+    return len(params) >= 2
+
+
 class AuditedBuilder:
-    """Wraps a builder: audits its syncs and device faults, returns plain-list fields.
+    """Runs a builder on harness-made inputs under the audit; returns plain-list fields.
 
     On a GPU, a build whose contract is sync-free additionally runs under
     ``torch.cuda.set_sync_debug_mode("error")`` so a hidden sync raises there.
     On ``meta`` fields hold shapes (``[rows, cols]``) instead of values.
+
+    A builder whose ``build`` still takes ``(batch, variant)`` (the 0.1 contract)
+    is run with the divergence removed from the batch, a ``DeprecationWarning``,
+    and the audit around it; it builds its own tensors, so P8 has nothing to check.
     """
 
-    def __init__(self, inner: Builder, device: str = "cpu", name: str | None = None) -> None:
+    def __init__(self, inner: Any, device: str = "cpu", name: str | None = None) -> None:
         self.inner = inner
         self.device = device
         self.name = name or getattr(inner, "name", type(inner).__name__)
+        self.takes_batch = _takes_batch(inner.build)
+        if self.takes_batch:
+            warnings.warn(
+                f"builder {self.name!r}: build(batch, variant) is deprecated; take the harness's inputs instead, "
+                "build(inputs: VerifyInputs) (README: 'Writing a builder')",
+                DeprecationWarning, stacklevel=2,
+            )
+
+    @property
+    def can_replay(self) -> bool:
+        """Whether the builder models graph capture/replay (P5's replay sequence)."""
+        return not self.takes_batch and callable(getattr(self.inner, "capture", None)) and callable(
+            getattr(self.inner, "replay", None)
+        )
+
+    @property
+    def can_validate_mirror(self) -> bool:
+        """Whether the builder offers opt-in mirror validation (P2's stale-mirror check)."""
+        return callable(getattr(self.inner, "with_mirror_validation", None))
+
+    def with_mirror_validation(self) -> AuditedBuilder:
+        """The same builder with opt-in mirror validation on."""
+        if not self.can_validate_mirror:
+            raise AttributeError(f"builder {self.name!r} has no with_mirror_validation()")
+        return AuditedBuilder(self.inner.with_mirror_validation(), self.device, self.name)
+
+    def variants_supported(self, batch: VerifyBatch) -> list[Variant] | None:
+        """The variants the builder can express, when it says (None: all of them)."""
+        supported = getattr(self.inner, "variants_supported", None)
+        return None if supported is None else list(supported(batch))
+
+    # -- building --------------------------------------------------------------------------
 
     def build(self, batch: VerifyBatch, variant: Variant) -> VerifyMetadata:
-        return self._audited(self.inner.build, batch, variant, batch, variant)
+        """Make the inputs for ``batch`` along ``variant``, run the builder on them, audited."""
+        from metadata_builders.inputs import make_inputs
 
-    def __getattr__(self, name: str) -> Any:
-        # Graph capture/replay (P5) are optional; proxy them, audited, when the inner builder has them.
-        if name == "capture":
-            inner = self.inner.capture
-            return lambda batch, variant: self._audited(inner, batch, variant, batch, variant, plain=False)
-        if name == "replay":
-            inner_replay = self.inner.replay
-            return lambda state, batch: self._audited(inner_replay, batch, state.variant, state, batch)
-        if name == "with_mirror_validation":
-            make = self.inner.with_mirror_validation
-            return lambda: AuditedBuilder(make(), self.device, self.name)
-        raise AttributeError(name)
+        if self.takes_batch:
+            from metadata_builders.variants import check_variant
 
-    def _audited(self, fn, batch: VerifyBatch, variant: Variant, *args: Any, plain: bool = True) -> Any:
+            check_variant(batch, variant)
+            clean = batch if batch.divergence is None else batch.replace(divergence=None)
+            return self._audited(batch, variant, None, lambda: self.inner.build(clean, variant))
+        inputs = make_inputs(batch, variant, self.device)
+        return self._audited(batch, variant, inputs, lambda: self.inner.build(inputs))
+
+    def capture(self, batch: VerifyBatch, variant: Variant) -> Captured:
+        """Capture ``batch``'s graph-path build: the builder keeps its buffers, the harness its inputs."""
+        from metadata_builders.audit import DeviceAudit
+        from metadata_builders.inputs import make_inputs
+
+        if not self.can_replay:
+            raise AttributeError(f"builder {self.name!r} has no capture()/replay()")
+        if variant.path != "graph":
+            raise InvalidVariant("path", "'graph' to capture", variant.path)
+        inputs = make_inputs(batch, variant, self.device)
+        _mark_inputs(inputs)
+        with DeviceAudit():
+            state = self.inner.capture(inputs)
+        return Captured(variant, inputs, state)
+
+    def replay(self, captured: Captured, batch: VerifyBatch) -> VerifyMetadata:
+        """Refill the captured input buffers with ``batch`` in place, then replay, audited."""
+        from metadata_builders.inputs import refill_inputs
+
+        refill_inputs(captured.inputs, batch)
+        md = self._audited(batch, captured.variant, captured.inputs,
+                           lambda: self.inner.replay(captured.state, captured.inputs), captured=captured)
+        return md
+
+    def _audited(self, batch: VerifyBatch, variant: Variant, inputs: VerifyInputs | None,
+                 call: Callable[[], VerifyMetadata], captured: Captured | None = None) -> VerifyMetadata:
         from metadata_builders.audit import DeviceAudit, sync_debug_mode
 
+        audit = DeviceAudit(divergence=_delivered_divergence(batch, variant))
+        snapshot = None
+        if inputs is not None:
+            _mark_inputs(inputs)
+            snapshot = inputs.snapshot()
         strict = self.device.startswith("cuda") and not expected_host_syncs(batch, variant)
-        audit = DeviceAudit()
         with sync_debug_mode("error" if strict else None), audit:
-            result = fn(*args)
-        if not plain:
-            return result
+            result = call()
+        if captured is not None:
+            captured.last_output_ptrs = _data_ptrs(result.fields)
+            if captured.output_ptrs is None:
+                captured.output_ptrs = dict(captured.last_output_ptrs)
         fields = {name: _to_plain(value) for name, value in result.fields.items()}
-        return VerifyMetadata(fields, result.decision, Audit(list(audit.host_syncs), list(audit.faults)))
+        decision = result.decision
+        if audit.token_maps:
+            observed = all(tm.output_size is not None for tm in audit.token_maps)
+            decision = replace(decision, used_output_size=observed)
+        written = [] if inputs is None or snapshot is None else inputs.changes_since(snapshot)
+        return VerifyMetadata(fields, decision, Audit(
+            list(audit.host_syncs), list(audit.faults), list(audit.token_maps), written, audit.divergence_delivered
+        ), tuple(result.not_observable))
+
+
+def _mark_inputs(inputs: VerifyInputs) -> None:
+    from metadata_builders.audit import DeviceAudit
+
+    for name, t in inputs.tensors().items():
+        DeviceAudit.mark_input(t, name)
+
+
+def _delivered_divergence(batch: VerifyBatch, variant: Variant) -> tuple[list[int], list[int]] | None:
+    """(clean, device) extend lengths for the builder's asynchronous copies (uniform batches).
+
+    A ragged divergence lives in the device layout the harness hands in
+    (:func:`~metadata_builders.inputs.make_inputs`); nothing to deliver on copies.
+    """
+    if batch.is_ragged or not divergence_applies(batch, variant):
+        return None
+    rows = verify_extension(batch, variant)
+    return list(rows.extend_seq_lens), device_extend_lens(batch, variant, rows)
+
+
+def _construct(factory: Callable[..., Any], device: str) -> Any:
+    """Call a builder factory under the audit, so buffers it allocates on the device are known as such."""
+    from metadata_builders.audit import DeviceAudit
+
+    try:
+        params = inspect.signature(factory).parameters
+    except (TypeError, ValueError):
+        params = {}
+    with DeviceAudit():
+        return factory(device=device) if "device" in params else factory()
 
 
 def get_builder(name: str, device: str = "cpu") -> AuditedBuilder | ReferenceBuilder:
     """``"reference"``, ``"hip"``, ``"sglang"`` or ``"module:attr"`` (a zero-argument factory or a class).
 
     The reference is pure Python and needs no audit: its audit *is* the contract.
-    A factory or class that accepts a ``device`` keyword gets it.
+    Everything else -- a subclass of the reference included -- is audited.  A
+    factory or class that accepts a ``device`` keyword gets it; it runs under the
+    audit, so device buffers it allocates (graph state) are known as device memory.
     """
     device = resolve_device(device)
     if name == "reference":
@@ -105,7 +268,7 @@ def get_builder(name: str, device: str = "cpu") -> AuditedBuilder | ReferenceBui
     if name == "hip":
         from metadata_builders.hip import HipBuilder
 
-        return AuditedBuilder(HipBuilder(device), device, "hip")
+        return AuditedBuilder(_construct(HipBuilder, device), device, "hip")
     if name == "sglang":
         try:
             from metadata_builders.sglang_adapter import SGLangBuilder
@@ -125,13 +288,10 @@ def get_builder(name: str, device: str = "cpu") -> AuditedBuilder | ReferenceBui
         raise BuilderNotFound(name, f"module {module_name!r} has no attribute {attr!r}") from exc
     if not callable(factory):
         raise BuilderNotFound(name, f"{attr!r} is not callable (need a zero-argument factory or a class)")
-    try:
-        params = inspect.signature(factory).parameters
-    except (TypeError, ValueError):
-        params = {}
-    builder = factory(device=device) if "device" in params else factory()
-    if not callable(getattr(builder, "build", None)):
-        raise BuilderNotFound(name, f"{attr}() returned {type(builder).__name__}, which has no build(batch, variant)")
-    if isinstance(builder, (AuditedBuilder, ReferenceBuilder)):
+    builder = _construct(factory, device)
+    if isinstance(builder, AuditedBuilder) or type(builder) is ReferenceBuilder:
+        # Already audited, or the oracle itself; a *subclass* of the reference is audited like any builder.
         return builder
+    if not callable(getattr(builder, "build", None)):
+        raise BuilderNotFound(name, f"{attr}() returned {type(builder).__name__}, which has no build(inputs)")
     return AuditedBuilder(builder, device, name)

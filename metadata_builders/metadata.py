@@ -17,7 +17,10 @@ __all__ = [
     "Decision",
     "FaultKind",
     "FaultRecord",
+    "InputChange",
     "Mismatch",
+    "ReadKind",
+    "TokenMap",
     "SyncRecord",
     "VerifyMetadata",
     "first_difference",
@@ -44,7 +47,9 @@ FIELD_NAMES: tuple[str, ...] = (
 """Every metadata field, in pipeline order. Per-row fields have ``rows`` entries
 (``bs`` eager, ``padded_bs`` graph); per-token fields ``padded_num_tokens``."""
 
-FaultKind = Literal["oob_write", "uninitialized_tail"]
+FaultKind = Literal["oob_write", "uninitialized_tail", "oob_read"]
+ReadKind = Literal["scalar", "copy", "shape"]
+"""What the host learns from a device read: one number, a whole tensor, or a data-dependent size."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,9 +84,15 @@ class SyncRecord:
     """Pipeline stage (the builder function) that performed it."""
     reason: str = ""
     """Why the contract expects it (reference) or where it came from (audit)."""
+    kind: ReadKind = "scalar"
+    """``scalar`` (one number: ``item``, ``int()``, a slice bound, a map's size), ``copy``
+    (a tensor: ``tolist``, ``cpu``, ``str``), ``shape`` (``nonzero``, a boolean mask)."""
+    reads: tuple[str, ...] = ()
+    """The harness inputs the value read depends on (``seq_lens``, ``verify_lens``, ...)."""
 
-    def to_dict(self) -> dict[str, str]:
-        return {"op": self.op, "stage": self.stage, "reason": self.reason}
+    def to_dict(self) -> dict[str, Any]:
+        return {"op": self.op, "stage": self.stage, "reason": self.reason, "kind": self.kind,
+                "reads": list(self.reads)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,9 +100,10 @@ class FaultRecord:
     """One memory fault the HIP device model saw."""
 
     kind: FaultKind
-    """``oob_write``: wrote past the buffer; ``uninitialized_tail``: left the tail unwritten."""
+    """``oob_write``: wrote past the buffer; ``uninitialized_tail``: left the tail unwritten;
+    ``oob_read``: gathered past the end of a table."""
     count: int
-    """How many elements were written out of bounds / left uninitialised."""
+    """How many elements were written / read out of bounds or left uninitialised."""
     op: str = "repeat_interleave"
     """The kernel that faulted."""
     stage: str = "unified_prefill_meta"
@@ -113,18 +125,62 @@ class FaultRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class TokenMap:
+    """One ``repeat_interleave`` over device-resident repeats: what it was told and what it found."""
+
+    output_size: int | None
+    """The ``output_size`` passed (None: torch read the total back, a sync)."""
+    device_sum: int
+    """What the device repeats really summed to."""
+    stage: str = "unified_prefill_meta"
+    """The builder function that launched it."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"output_size": self.output_size, "device_sum": self.device_sum, "stage": self.stage}
+
+
+@dataclass(frozen=True, slots=True)
+class InputChange:
+    """A harness input a build modified (P8)."""
+
+    name: str
+    """The input (``seq_lens``, ``seq_lens_cpu``, ...)."""
+    index: tuple[int, ...] | None
+    """First modified element; None when the shape, dtype or length changed."""
+    before: Any
+    after: Any
+
+    def __str__(self) -> str:
+        where = self.name if self.index is None else f"{self.name}{list(self.index)}"
+        return f"{where}: {self.before!r} -> {self.after!r}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "index": None if self.index is None else list(self.index),
+                "before": repr(self.before), "after": repr(self.after)}
+
+
+@dataclass(frozen=True, slots=True)
 class Audit:
-    """Host syncs performed and device faults seen during one build."""
+    """What the harness saw during one build: host syncs, device faults, token maps, input writes."""
 
     host_syncs: list[SyncRecord] = field(default_factory=list)
     """Each device-to-host sync, in order."""
     faults: list[FaultRecord] = field(default_factory=list)
     """Each fault of the device model, in order."""
+    token_maps: list[TokenMap] = field(default_factory=list)
+    """Each ``repeat_interleave`` over device lengths (empty for the reference: it has no device)."""
+    inputs_written: list[InputChange] = field(default_factory=list)
+    """Harness inputs the build modified (P8: must stay empty)."""
+    divergence_delivered: int = 0
+    """Asynchronous copies that received the batch's divergence."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "host_syncs": [s.to_dict() for s in self.host_syncs],
             "faults": [f.to_dict() for f in self.faults],
+            "token_maps": [t.to_dict() for t in self.token_maps],
+            "inputs_written": [c.to_dict() for c in self.inputs_written],
+            "divergence_delivered": self.divergence_delivered,
         }
 
 
@@ -153,14 +209,19 @@ class VerifyMetadata:
     """The token-count decision."""
     audit: Audit = field(default_factory=Audit)
     """Syncs and faults observed during the build."""
+    not_observable: tuple[str, ...] = ()
+    """Fields the builder cannot report because the code under test does not compute them
+    (absent from ``fields``; properties say so rather than compare a derived value)."""
 
     def __post_init__(self) -> None:
-        missing = [n for n in FIELD_NAMES if n not in self.fields]
+        missing = [n for n in FIELD_NAMES if n not in self.fields and n not in self.not_observable]
         if missing:
-            raise ValueError(f"VerifyMetadata.fields is missing {missing}")
+            raise ValueError(f"VerifyMetadata.fields is missing {missing} (list them in not_observable if the "
+                             "builder cannot report them)")
 
     def to_dict(self) -> dict[str, Any]:
-        return {"fields": self.fields, "decision": self.decision.to_dict(), "audit": self.audit.to_dict()}
+        return {"fields": self.fields, "decision": self.decision.to_dict(), "audit": self.audit.to_dict(),
+                "not_observable": list(self.not_observable)}
 
 
 def _first_diff(expected: Any, actual: Any, prefix: tuple[int, ...]) -> tuple[tuple[int, ...] | None, Any, Any] | None:
@@ -180,8 +241,13 @@ def _first_diff(expected: Any, actual: Any, prefix: tuple[int, ...]) -> tuple[tu
 def first_difference(
     expected: Mapping[str, Any], actual: Mapping[str, Any], names: tuple[str, ...] = FIELD_NAMES
 ) -> Mismatch | None:
-    """The first field (in pipeline order) and index where two field maps differ."""
+    """The first field (in pipeline order) and index where two field maps differ.
+
+    Fields one side does not report (``VerifyMetadata.not_observable``) are skipped.
+    """
     for name in names:
+        if name not in expected or name not in actual:
+            continue
         found = _first_diff(expected[name], actual[name], ())
         if found is not None:
             index, e, a = found

@@ -47,8 +47,8 @@ if TYPE_CHECKING:
     from metadata_builders.batch import VerifyBatch
     from metadata_builders.builders import AuditedBuilder
     from metadata_builders.hip import GraphCapture
+    from metadata_builders.inputs import VerifyInputs
     from metadata_builders.metadata import VerifyMetadata
-    from metadata_builders.variants import Variant
 
 __all__ = [
     "MUTANTS",
@@ -116,38 +116,56 @@ _AMD_FAULT = "the AMD MTP/EAGLE 'GPU memory access fault' after output_size=num_
 _TOLIST_STALL = "the seq_lens.tolist() D2H sync in init_forward_metadata_target_verify (2-xx ms decode bubbles)"
 
 _SPECS: tuple[MutantSpec, ...] = (
+    # -- the entry point and the mirror -------------------------------------------------------------
+    MutantSpec(
+        "mirror_not_plumbed", "target_verify", "host mirror dropped, fallback syncs",
+        "The caller's seq_lens_cpu is ignored and the builder falls back to seq_lens.tolist() on the "
+        "host-mirror path too: the regression the CPU-mirror fix removed.",
+        "if inputs.verify_lens is None and inputs.variant.mirror == \"tolist\":",
+        "if inputs.verify_lens is None and inputs.variant.mirror in (\"tolist\", \"host\"):",
+        _TOLIST_STALL,
+    ),
+    MutantSpec(
+        "debug_log_formats_device_tensor", "target_verify", "hidden sync in a log line",
+        "A debug log line is rewritten as an f-string that prints the device-resident extend lengths: the "
+        "f-string is formatted (a D2H copy) whether or not debug logging is on.",
+        "_log.debug(\"target verify %s: %d rows, %d tokens\", inputs.variant.label, inputs.rows, layout.num_tokens)",
+        "_log.debug(f\"target verify {inputs.variant.label}: extend_seq_lens={layout.extend_seq_lens}\")",
+        "debug logging of tensors in hot paths (every f-string with a CUDA tensor is a cudaMemcpy + sync)",
+    ),
     # -- stage 1: verify extension --------------------------------------------------------------
     MutantSpec(
         "dropped_dspark_gate", "verify_extension", "gate dropped (ungated rule under gate=dspark)",
         "The fix `exact_num_tokens = exact_num_tokens and is_dspark` is lost: an exact EAGLE layout passes "
         "output_size and trusts the host count on HIP.",
-        "exact_num_tokens=apply_gate(variant.gate, exact, batch.is_dspark),",
-        "exact_num_tokens=exact and variant.gate != \"always_sync\",",
+        "exact_num_tokens=apply_gate(inputs.variant.gate, exact, inputs.is_dspark),",
+        "exact_num_tokens=exact and inputs.variant.gate != \"always_sync\",",
         _AMD_FAULT,
     ),
     MutantSpec(
-        "uncapped_tier_exact", "verify_extension", "padded total trusted as exact",
-        "An uncapped graph tier marks its host total (the tier) exact, so the token map passes "
-        "output_size=graph_num_tokens whatever the device lengths hold.",
-        "num_tokens, exact = graph.graph_num_tokens, False",
-        "num_tokens, exact = graph.graph_num_tokens, True",
+        "uncapped_tier_exact", "verify_extension", "host total trusted as exact",
+        "A layout's host total (an uncapped graph tier's tier, an eager host sum) is marked exact, so the "
+        "token map passes it as output_size whatever the device lengths hold.",
+        "num_tokens, exact = inputs.num_tokens_cpu, False",
+        "num_tokens, exact = inputs.num_tokens_cpu, True",
         _AMD_FAULT,
     ),
     MutantSpec(
         "capped_tier_output_size_tier", "verify_extension", "capped tier passes output_size=tier",
-        "A capped tier skips the device-sum read and claims the tier as its exact total; the clamped pad "
-        "rows sum to less, so the map leaves an uninitialised tail on HIP.",
-        "            num_tokens, exact = int(extend.sum().item()), True\n    else:\n        extend = inputs.verify_lens",
-        "            num_tokens, exact = graph.graph_num_tokens, True\n    else:\n        extend = inputs.verify_lens",
+        "A capped tier skips the device-sum read and claims the tier as its exact total; the clamped rows "
+        "sum to less, so the map leaves an uninitialised tail on HIP.",
+        "            num_tokens, exact = int(extend.sum().item()), True",
+        "            num_tokens = inputs.graph.graph_num_tokens if inputs.graph else int(extend.sum().item())\n"
+        "            exact = True",
         _AMD_FAULT,
     ),
     MutantSpec(
-        "max_seq_len_without_draft", "verify_extension", "host mirror not advanced by the draft tokens",
-        "max_seq_len comes from the host mirror but misses `+= num_draft_tokens`: the page table ends one "
-        "verify step early and the decision reports the pre-verify length.",
-        "    max_seq_len += draft\n",
-        "",
-        "F3 in docs/FINDINGS.md: SGLang 0.5.23's DSpark raw-verify path reports max_seq_len without + num_draft_tokens",
+        "max_seq_len_without_draft", "verify_extension", "max_seq_len not advanced by the draft tokens",
+        "max_seq_len misses `+ num_draft_tokens`: the page table ends one verify step early and the decision "
+        "reports the pre-verify length.",
+        "else inputs.max_seq_len + draft",
+        "else inputs.max_seq_len",
+        "F3 in docs/FINDINGS.md: SGLang's DSpark raw-verify path reports max_seq_len without + num_draft_tokens",
     ),
     MutantSpec(
         "inclusive_cumsum_start_loc", "verify_extension", "inclusive instead of exclusive cumsum",
@@ -163,13 +181,37 @@ _SPECS: tuple[MutantSpec, ...] = (
         "num_tokens, exact = int(extend.sum().item()), True",
         _TOLIST_STALL,
     ),
+    MutantSpec(
+        "uniform_total_host_loop", "verify_extension", "hidden syncs in a helper loop",
+        "The uniform total is summed in Python over the device extend lengths (`int(e)` per row): one D2H "
+        "sync per request, spelled so no `.item()` appears.",
+        "num_tokens, exact = draft * rows, True",
+        "num_tokens, exact = sum(int(e) for e in extend), True",
+        _TOLIST_STALL,
+    ),
+    MutantSpec(
+        "device_total_as_slice_bound", "verify_extension", "'sync-free' total kept on the device",
+        "The uniform total is kept as a device tensor to avoid a sync, then used as output_size, a slice "
+        "bound and a pad length downstream: each use converts it to a Python int, a sync per use.",
+        "num_tokens, exact = draft * rows, True",
+        "num_tokens, exact = extend.sum(), True",
+        "'keep it on the device' refactors whose tensor later meets int(), range() or a slice",
+    ),
+    MutantSpec(
+        "seq_lens_updated_in_place", "verify_extension", "caller's seq_lens updated in place",
+        "verify extension adds the draft tokens into the caller's seq_lens tensor instead of a new one: the "
+        "metadata is right, but the caller's (the graph runner's) buffer now holds the extended lengths.",
+        "seq_lens = inputs.seq_lens + extend",
+        "seq_lens = inputs.seq_lens.add_(extend)",
+        "in-place updates of forward_batch.seq_lens, the classic graph-replay corruption",
+    ),
     # -- stage 1: tier padding (pad_verify_lens_to_bucket) ----------------------------------------
     MutantSpec(
         "tier_slack_first_real_row", "pad_verify_lens_to_bucket", "tier slack given to the wrong row",
-        "With no pad rows and no cap the *first* real row absorbs the leftover instead of the last.",
+        "With no pad rows the *first* real row absorbs the leftover instead of the last.",
         "out[-1] += leftover.to(_I32)",
         "out[0] += leftover.to(_I32)",
-        "F2 in docs/FINDINGS.md: which row absorbs tier slack differs between ragged_verify.py and the model",
+        "F2 in docs/FINDINGS.md: which row absorbs tier slack (ragged_verify.py)",
     ),
     MutantSpec(
         "tier_remainder_to_last_pad_rows", "pad_verify_lens_to_bucket", "uneven slack spread the wrong way",
@@ -180,27 +222,11 @@ _SPECS: tuple[MutantSpec, ...] = (
     ),
     MutantSpec(
         "tier_cap_ignored", "pad_verify_lens_to_bucket", "cap not applied",
-        "Pad rows' shares are not clamped to the tier's cap, so a capped tier covers slack it must leave "
-        "uncovered (and its total changes).",
-        "            pad = pad.clamp(max=cap)\n",
-        "            pad = pad\n",
+        "Rows are not clamped to the tier's cap, so a capped tier covers slack it must leave uncovered (and "
+        "its total changes).",
+        "        out = out.clamp(max=cap)\n",
+        "        out = out\n",
         "F2/F2b in docs/FINDINGS.md: where padded_to_bucket applies the cap (ragged_verify.py)",
-    ),
-    # -- graph inputs and the mirror ---------------------------------------------------------------
-    MutantSpec(
-        "pad_rows_seq_len_fill_zero", "make_inputs", "wrong graph fill value",
-        "Graph replay fills pad rows' seq_lens with 0 instead of 1 (the backend's seq_len fill value).",
-        "seq_lens = torch.ones(rows, dtype=_I32, device=device)",
-        "seq_lens = torch.zeros(rows, dtype=_I32, device=device)",
-        "get_cuda_graph_seq_len_fill_value() mismatches between attention backends and the graph runner",
-    ),
-    MutantSpec(
-        "mirror_not_plumbed", "_build_with_mirror", "host mirror dropped, fallback syncs",
-        "The caller's seq_lens_cpu is ignored and the builder falls back to seq_lens.tolist() on the "
-        "host-mirror path too: the regression the CPU-mirror fix removed.",
-        "if not batch.is_ragged and variant.mirror == \"tolist\":",
-        "if not batch.is_ragged and variant.mirror in (\"tolist\", \"host\"):",
-        _TOLIST_STALL,
     ),
     # -- stage 2: causal expansion -----------------------------------------------------------------
     MutantSpec(
@@ -240,8 +266,8 @@ _SPECS: tuple[MutantSpec, ...] = (
         "sentinel_clamp_negative_positions", "core_metadata", "-1 sentinel mishandled (negative positions)",
         "Positions before 0 are clamped to 0 and looked up, instead of reading the -1 sentinel: the SWA "
         "window of an early token repeats position 0's location.",
-        "raw = inputs.req_to_token[slots.unsqueeze(1), offsets].masked_fill(invalid, -1)",
-        "raw = inputs.req_to_token[slots.unsqueeze(1), offsets]",
+        "raw = inputs.req_to_token[slots.unsqueeze(1), offsets].to(_I64).masked_fill(invalid, -1)",
+        "raw = inputs.req_to_token[slots.unsqueeze(1), offsets].to(_I64)",
     ),
     MutantSpec(
         "sentinel_minus1_reads_swa0", "core_metadata", "-1 sentinel mishandled (req_to_token holes)",
@@ -250,27 +276,35 @@ _SPECS: tuple[MutantSpec, ...] = (
         "swa = inputs.full_to_swa[raw].to(_I32)",
         "swa = inputs.full_to_swa[raw.clamp(min=0)].masked_fill(invalid, -1).to(_I32)",
     ),
+    MutantSpec(
+        "swa_window_reads_past_table", "core_metadata", "out-of-bounds gather",
+        "The SWA-window gather masks only positions before 0, as upstream's get_swa_page_indices does: "
+        "tier slack a real row absorbed at the end of its context reads past req_to_token's width.",
+        "invalid = (offsets < 0) | (offsets >= width)",
+        "invalid = offsets < 0",
+        "F2c in docs/FINDINGS.md: upstream's latent out-of-bounds read (get_swa_page_indices)",
+    ),
     # -- stage 4: unified prefill meta (the token map) ---------------------------------------------
+    MutantSpec(
+        "zero_length_row_check", "unified_prefill_meta", "hidden sync in a membership test",
+        "A guard for zero-length rows, `if 0 in ext:`, is added before the token map: Tensor.__contains__ "
+        "reads the comparison back, a sync on every path that claims to be sync-free.",
+        "    seq_lens = layout.seq_lens.to(_I64)\n",
+        "    if 0 in ext:\n        ext = ext.clamp(min=0)\n    seq_lens = layout.seq_lens.to(_I64)\n",
+        "defensive checks on device tensors (`if (x == 0).any():`) in graph-captured code",
+    ),
     MutantSpec(
         "inclusive_cumsum_pf_cu_q", "unified_prefill_meta", "inclusive instead of exclusive cumsum",
         "pf_cu_q is recomputed as an inclusive cumsum (cu_seqlens without its leading 0).",
         "cu_q = layout.extend_start_loc.to(_I64)[bid]",
-        "cu_q = torch.cumsum(true_ext, 0)[bid]",
+        "cu_q = torch.cumsum(ext, 0)[bid]",
     ),
     MutantSpec(
         "pad_tokens_final_pos_zero", "unified_prefill_meta", "pad tokens given the wrong pf_final_pos",
         "Uncovered-tail tokens get pf_final_pos 0 instead of unified_swa_window, so the SWA store's "
         "`pos <= final_pos - win` guard no longer skips them: they write into a real ring.",
-        "final_pos = F.pad(final_pos, (0, pad), value=batch.geometry.unified_swa_window)",
+        "final_pos = F.pad(final_pos, (0, pad), value=inputs.geometry.unified_swa_window)",
         "final_pos = F.pad(final_pos, (0, pad), value=0)",
-    ),
-    MutantSpec(
-        "token_map_reads_host_lengths", "unified_prefill_meta", "mirror read instead of the device value",
-        "The token map is built from the host's belief of the extend lengths, not what device memory "
-        "holds: it can never fault, so the audit hides the AMD fault the HIP model predicts (only P6 sees it).",
-        "ext = device_extend.to(_I64)",
-        "ext = layout.extend_seq_lens.to(_I64)",
-        _AMD_FAULT,
     ),
     MutantSpec(
         "output_size_is_padded_tokens", "unified_prefill_meta", "output_size = buffer length",
@@ -282,31 +316,24 @@ _SPECS: tuple[MutantSpec, ...] = (
     ),
     # -- stage 5: decode streams -------------------------------------------------------------------
     MutantSpec(
-        "swa_loc_int32_overflow", "decode_streams", "int32 overflow of slot * ring_size",
-        "swa_loc is computed in int32 (the dtype of the incoming indices): slot * ring_size wraps past 2**31.",
-        "swa_loc = slots.to(_I64) * ring + torch.remainder(positions.to(_I64), ring)",
-        "swa_loc = slots.to(_I32) * ring + torch.remainder(positions, ring)",
-        "F4 in docs/FINDINGS.md: SGLang 0.5.23 stores unified.swa_loc as int32 (huge rings wrap)",
-    ),
-    MutantSpec(
         "ring_modulo_by_window", "decode_streams", "ring size confused with the window",
         "Positions wrap modulo swa_window instead of ring_size (= window + num_draft - 1 upstream): draft "
         "tokens overwrite window entries still in use.",
         "torch.remainder(positions.to(_I64), ring)",
-        "torch.remainder(positions.to(_I64), batch.geometry.swa_window)",
+        "torch.remainder(positions.to(_I64), inputs.geometry.swa_window)",
     ),
     # -- graph replay --------------------------------------------------------------------------------
     MutantSpec(
-        "replay_stale_pad_rows", "HipBuilder.replay", "graph replay leaves stale pad rows",
-        "Replay copies only the real rows of seq_lens and req_pool_indices into the captured buffers and "
-        "never re-fills the rest: when a smaller batch replays a tier, the rows that were real last time "
-        "keep their prefix and slot, so 'pad' tokens attend to and store into a live request.",
-        "        for name in (\"seq_lens\", \"req_pool_indices\", \"out_cache_loc\", \"req_to_token\", \"full_to_swa\"):\n",
-        "        capture.inputs.seq_lens[: fresh.bs].copy_(fresh.seq_lens[: fresh.bs])\n"
-        "        capture.inputs.req_pool_indices[: fresh.bs].copy_(fresh.req_pool_indices[: fresh.bs])\n"
-        "        for name in (\"out_cache_loc\", \"req_to_token\", \"full_to_swa\"):\n",
-        "SGLang's CudaGraphRunner.replay_prepare, which must seq_lens.fill_(seq_len_fill_value) before copying "
-        "raw_bs rows whenever bs != raw_bs",
+        "replay_refreshes_captured_rows_only", "HipBuilder.replay", "replay refreshes only the captured rows",
+        "Replay copies the per-row fields only for as many requests as the captured batch had: when a "
+        "larger batch replays the tier, its extra rows keep the captured pad rows' values.",
+        "        for name, t in md.fields.items():\n            _refill(capture.outputs[name], t, name)",
+        "        for name, t in md.fields.items():\n"
+        "            if name in (\"seq_lens\", \"extend_seq_lens\", \"extend_start_loc\"):\n"
+        "                capture.outputs[name][: capture.bs].copy_(t[: capture.bs])\n"
+        "            else:\n"
+        "                _refill(capture.outputs[name], t, name)",
+        "SGLang's CudaGraphRunner.replay_prepare, which must refresh every row whenever bs != raw_bs",
     ),
     MutantSpec(
         "replay_skips_pf_fields", "HipBuilder.replay", "in-place copy misses new fields",
@@ -316,6 +343,15 @@ _SPECS: tuple[MutantSpec, ...] = (
         "        for name, t in md.fields.items():\n            if not name.startswith(\"pf_\"):\n"
         "                _refill(capture.outputs[name], t, name)",
         "DSV4AttnMetadata.copy_ (graph replay copies metadata into captured buffers field by field)",
+    ),
+    MutantSpec(
+        "replay_asserts_on_graph_state", "HipBuilder.replay", "hidden sync on graph state",
+        "Replay asserts that the captured seq_lens fit the table, reading the buffer captured earlier "
+        "(graph state, not an input of this call) back to the host: a sync inside graph replay.",
+        "        md = target_verify(inputs, check_mirror=self.validate_mirror)\n        for name",
+        "        assert int(capture.outputs[\"seq_lens\"][: capture.bs].max()) <= inputs.req_to_token.shape[1]\n"
+        "        md = target_verify(inputs, check_mirror=self.validate_mirror)\n        for name",
+        "debug asserts on persistent CUDA-graph buffers (cudaStreamSynchronize inside replay)",
     ),
 )
 
@@ -392,14 +428,14 @@ def _make_builder_class() -> type:
         def with_mirror_validation(self) -> _MutantBuilder:
             return type(self)(self.spec, self.device, validate_mirror=True)
 
-        def build(self, batch: VerifyBatch, variant: Variant) -> VerifyMetadata:
-            return self._run("build", batch, variant)
+        def build(self, inputs: VerifyInputs) -> VerifyMetadata:
+            return self._run("build", inputs)
 
-        def capture(self, batch: VerifyBatch, variant: Variant) -> GraphCapture:
-            return self._run("capture", batch, variant)
+        def capture(self, inputs: VerifyInputs) -> GraphCapture:
+            return self._run("capture", inputs)
 
-        def replay(self, capture: GraphCapture, batch: VerifyBatch) -> VerifyMetadata:
-            return self._run("replay", capture, batch)
+        def replay(self, capture: GraphCapture, inputs: VerifyInputs) -> VerifyMetadata:
+            return self._run("replay", capture, inputs)
 
         def _run(self, method: str, *args: Any) -> Any:
             from metadata_builders import hip
@@ -619,6 +655,7 @@ def _cmd_mutants(args: argparse.Namespace) -> int:
           f"device={args.device} jobs={args.jobs}", flush=True)
     jobs = [(name, args.max_examples, args.device, f"[{i}/{len(names)}]") for i, name in enumerate(names, 1)]
     if args.jobs <= 1:
+        _single_threaded()
         rows = [_run_mutant_job(*job) for job in jobs]
     else:
         with ProcessPoolExecutor(max_workers=args.jobs, initializer=_single_threaded) as pool:

@@ -6,8 +6,10 @@ generators get the same time budget and the same oracle:
 * **hypothesis** -- ``strategies.verify_batches(divergence=None)``, seeded
   (``derandomize=False`` plus ``hypothesis.seed``), with shrinking;
 * **random** -- the baseline peers use: :func:`random_batches`, seeded
-  ``random.Random`` batches with uniform bs in 1..8, uniform prefixes, verify
-  lengths and tier, upstream geometry, no boundary targeting, no shrinking.
+  ``random.Random`` batches drawn uniformly from the *same input domain* as the
+  strategies (every value the strategies can produce, each choice uniform and
+  independent), with no boundary targeting and no shrinking.  So what random
+  sampling misses, it misses for want of aim, not for want of reach.
 
 The oracle is the harness's properties P1..P7 in order on each batch, stopping
 at the first failure (builds are memoised per batch, so properties share them).
@@ -44,7 +46,7 @@ from typing import Any, Callable, Iterator
 from metadata_builders.batch import Divergence, Geometry, GraphTier, VerifyBatch
 from metadata_builders.errors import InvalidBatch, PropertyFailure
 from metadata_builders.properties import PROPERTIES, PropertySpec
-from metadata_builders.reference import tier_verify_lens
+from metadata_builders.tier import tier_verify_lens
 
 __all__ = [
     "GENERATORS",
@@ -62,18 +64,18 @@ __all__ = [
 GENERATORS = ("hypothesis", "random")
 """The two generators compared, in table order."""
 
-_BASELINE_MAX_BS = 8
-_BASELINE_MAX_DRAFT = 4
-_BASELINE_MAX_PREFIX = 512
+_BASELINE_MAX_BS = 16
+_BASELINE_MAX_DRAFT = 8
+_BASELINE_MAX_PAD_ROWS = 8
+_SMALL_OR_NAMED = {
+    "page_size": (16, 32, 64, 256),
+    "swa_window": (16, 32, 64, 128),
+    "page_index_align": (16, 32, 64),
+}
+"""Per geometry dimension, the values the strategies use besides 1..8."""
 
 
 # -- the baseline generator ----------------------------------------------------------------------
-
-
-def _upstream_geometry(draft: int) -> Geometry:
-    """The backend's real constants: page 256, window 128, ring window + draft - 1, align 64."""
-    return Geometry(page_size=256, swa_window=128, ring_size=128 + draft - 1, unified_swa_window=128,
-                    page_index_align=64)
 
 
 def random_batches(
@@ -83,18 +85,21 @@ def random_batches(
     graph: bool | None = None,
     divergence: bool | None = None,
 ) -> Iterator[VerifyBatch]:
-    """Endless seeded random batches of the kind a hand-written random test draws.
+    """Endless seeded random batches over the strategies' input domain, drawn uniformly.
 
-    Every choice is uniform and independent: ``num_draft_tokens`` in 1..4, bs in
-    1..8, each prefix in 1..512, each ragged verify length in 1..draft; half the
-    batches ragged, half DSpark, half with a graph tier (``padded_bs`` uniform in
-    bs..8, a ragged tier's total uniform between the real tokens and
-    ``padded_bs * draft``, a cap in 1..draft half the time), half with a
-    divergence (one real row's device length redrawn in 0..2*draft).  Upstream
-    geometry; ``req_to_token`` a random permutation of the pool, ``full_to_swa``
-    a random permutation plus the -1 sentinel; ``max_context`` the tightest
-    width plus 0..64.  ``ragged``/``graph``/``divergence`` pin a coin as
-    ``verify_batches`` does.  No boundary is aimed at and nothing shrinks.
+    Every choice is uniform and independent: ``num_draft_tokens`` in 1..8, bs in
+    1..16, each geometry dimension from the values the strategies use (1..8 or a
+    named middle/upstream value; a ring of 1..8, ``window + draft - 1`` or the
+    largest the table allows), each prefix in 1..``MAX_CONTEXT`` less its tokens,
+    each ragged verify length in 1..draft; half the batches ragged, half DSpark,
+    half with a graph tier (0..8 pad rows, a ragged tier's total up to
+    ``padded_bs * (draft + 2)``, half of ragged tiers capped at a cap in
+    ``max(verify_lens)..draft + 2``, the absorbed slack past the table width half
+    the time it can be); ``max_context`` the tightest width plus 0..8; a shuffled
+    pool of locations with 0..3 ``-1`` or sentinel table entries and 0..2
+    ``full_to_swa`` holes; and, half the time, a divergence: one row redrawn
+    uniformly in its valid range.  ``ragged``/``graph``/``divergence`` pin a coin
+    as ``verify_batches`` does.  No boundary is aimed at and nothing shrinks.
     """
     while True:
         batch = _random_batch(rng, ragged, graph, divergence)
@@ -106,53 +111,99 @@ def _coin(rng: random.Random, pinned: bool | None) -> bool:
     return rng.random() < 0.5 if pinned is None else pinned
 
 
+def _dimension(rng: random.Random, name: str) -> int:
+    return rng.choice((*range(1, 9), *_SMALL_OR_NAMED[name]))
+
+
+def _random_tier(rng: random.Random, real: list[int], bs: int, draft: int, is_ragged: bool) -> GraphTier:
+    padded_bs = bs + rng.randint(0, _BASELINE_MAX_PAD_ROWS)
+    if not is_ragged:
+        return GraphTier(padded_bs, padded_bs * draft, rng.randint(1, draft) if rng.random() < 0.5 else None)
+    total = rng.randint(sum(real), max(sum(real), padded_bs * (draft + 2)))
+    cap = rng.randint(max(real), draft + 2) if rng.random() < 0.5 else None
+    return GraphTier(padded_bs, total, cap)
+
+
 def _random_batch(rng: random.Random, ragged: bool | None, graph: bool | None, divergence: bool | None) -> VerifyBatch | None:
+    from strategies import MAX_CONTEXT
+
     draft = rng.randint(1, _BASELINE_MAX_DRAFT)
     bs = rng.randint(1, _BASELINE_MAX_BS)
     is_ragged, is_dspark, has_graph, diverged = (_coin(rng, ragged), _coin(rng, None), _coin(rng, graph),
                                                   _coin(rng, divergence))
     real = [rng.randint(1, draft) for _ in range(bs)] if is_ragged else [draft] * bs
-    tier = None
-    lens = list(real)
-    if has_graph:
-        padded_bs = rng.randint(bs, _BASELINE_MAX_BS)
-        if is_ragged:
-            total = rng.randint(sum(real), padded_bs * draft)
-            cap = rng.randint(1, draft) if rng.random() < 0.5 else None
-            tier = GraphTier(padded_bs, total, cap)
-            lens = tier_verify_lens(real, padded_bs, total, cap)
-        else:
-            tier = GraphTier(padded_bs, padded_bs * draft, None)
-            lens = [draft] * padded_bs
-    seq_lens = [rng.randint(1, _BASELINE_MAX_PREFIX) for _ in range(bs)]
-    need = max([s + e for s, e in zip(seq_lens, lens)] + [1 + e for e in lens[bs:]])
-    max_context = need + rng.randint(0, 64)
+    tier = _random_tier(rng, real, bs, draft, is_ragged) if has_graph else None
+    lens = list(real) if tier is None else (
+        tier_verify_lens(real, tier.padded_bs, tier.graph_num_tokens, tier.cap) if is_ragged
+        else [draft] * tier.padded_bs)
+    fits = list(lens)
+    if tier is not None and tier.padded_bs == bs and rng.random() < 0.5:
+        fits[bs - 1] = real[-1]  # the absorbed slack may run past the width (F2c)
+    if max(fits) >= MAX_CONTEXT:
+        return None
+    seq_lens = [rng.randint(1, MAX_CONTEXT - e) for e in fits[:bs]]
+    need = max([s + e for s, e in zip(seq_lens, fits)] + [1 + e for e in fits[bs:]])
+    max_context = min(MAX_CONTEXT, need + rng.randint(0, 8))
     num_slots = bs + 1 + rng.randint(0, 4)
     slots = rng.sample(range(1, num_slots), bs)
-    pool = list(range(num_slots * max_context))
+    pool = list(range(num_slots * max_context + rng.randint(0, 3)))
     rng.shuffle(pool)
     table = [pool[s * max_context : (s + 1) * max_context] for s in range(num_slots)]
     full_to_swa = list(range(len(pool)))
     rng.shuffle(full_to_swa)
-    full_to_swa.append(-1)
     out_cache_loc = [table[slot][s + j] for slot, s, e in zip(slots, seq_lens, real) for j in range(e)]
-    div = None
-    if diverged:
-        device = list(real)
-        row = rng.randrange(bs)
-        device[row] = rng.randint(0, 2 * draft)
-        if device != real:
-            div = Divergence(tuple(device))
-        elif divergence:
-            return None  # a divergence was asked for: draw again
+    sentinel = len(full_to_swa)
+    for _ in range(rng.randint(0, 3)):
+        b = rng.randrange(bs)
+        table[slots[b]][rng.randrange(seq_lens[b] + real[b])] = rng.choice((-1, sentinel))
+    for _ in range(rng.randint(0, 2)):
+        full_to_swa[rng.randrange(len(full_to_swa))] = -1
+    full_to_swa.append(-1)
+    ring = rng.choice((*range(1, 9), None, 0))
+    window = _dimension(rng, "swa_window")
+    if ring is None:
+        ring = window + draft - 1
+    elif ring == 0:
+        ring = 2**31 // num_slots - rng.randint(0, 3)
+    geometry = Geometry(
+        page_size=_dimension(rng, "page_size"), swa_window=window, ring_size=ring,
+        unified_swa_window=rng.choice((*range(1, 9), window, 128)), page_index_align=_dimension(rng, "page_index_align"),
+    )
     try:
-        return VerifyBatch(
+        batch = VerifyBatch(
             seq_lens=seq_lens, req_pool_indices=slots, verify_lens=real if is_ragged else None,
             num_draft_tokens=draft, out_cache_loc=out_cache_loc, req_to_token=table, full_to_swa=full_to_swa,
-            is_dspark=is_dspark, geometry=_upstream_geometry(draft), graph=tier, divergence=div,
+            is_dspark=is_dspark, geometry=geometry, graph=tier,
         )
     except InvalidBatch:
         return None
+    if not diverged:
+        return batch
+    return _random_divergence(rng, batch, divergence)
+
+
+def _random_divergence(rng: random.Random, batch: VerifyBatch, pinned: bool | None) -> VerifyBatch | None:
+    """One row of the device lengths redrawn uniformly in its valid range (the strategies' domain)."""
+    rows = batch.bs
+    if batch.verify_lens is None and batch.graph is not None and rng.random() < 0.5:
+        rows = batch.graph.padded_bs
+    width, draft = batch.max_context, batch.num_draft_tokens
+    host = list(batch.extend_lens) + [draft] * (rows - batch.bs)
+    row = rng.randrange(rows)
+    prefix = batch.seq_lens[row] if row < batch.bs else 1
+    if batch.verify_lens is not None:
+        cap = batch.graph.cap if batch.graph is not None and batch.graph.cap is not None else draft
+        device = list(host)
+        device[row] = rng.randint(1, max(1, min(draft, cap, width - prefix)))
+    else:
+        device = list(host)
+        device[row] = rng.randint(0, width - prefix)
+    if device == host:
+        return None if pinned else batch
+    try:
+        return batch.replace(divergence=Divergence(tuple(device)))
+    except InvalidBatch:
+        return None if pinned else batch
 
 
 # -- the oracle ----------------------------------------------------------------------------------
@@ -181,7 +232,7 @@ class _MemoBuilder:
 
 
 def _applies(spec: PropertySpec, batch: VerifyBatch) -> bool:
-    return not ((spec.name == "P5" and batch.graph is None) or (spec.name == "P2" and batch.is_ragged))
+    return spec.applies(batch) is None
 
 
 def first_failure(builder: Any, batch: VerifyBatch, props: tuple[PropertySpec, ...] = PROPERTIES) -> PropertyFailure | None:
@@ -457,36 +508,54 @@ def _totals(rows: list[dict[str, Any]], gen: str) -> dict[str, Any]:
     }
 
 
-def _markdown(rows: list[dict[str, Any]], rates: list[dict[str, Any]], meta: dict[str, Any]) -> str:
-    h, r = _totals(rows, "hypothesis"), _totals(rows, "random")
+def _hard(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Mutants random sampling needs more than 5 examples for (median over its kills), or never kills."""
+    return [r for r in rows if r["random"]["kills"] == 0 or (r["random"]["examples"] or 0) > 5]
+
+
+def _summary_table(subset: list[dict[str, Any]], rows: list[dict[str, Any]]) -> list[str]:
     out = [
-        "# Harness power: Hypothesis strategies vs random sampling",
-        "",
-        (
-            f"Generated by `{meta['command']}` ({meta['seeds']} seeds, {meta['budget']:g} s search budget per "
-            f"(mutant, seed, generator), Hypothesis shrinking bounded by the same budget; {meta['jobs']} worker(s), "
-            f"{meta['wall_seconds']:.0f} s wall clock). Oracle: properties P1..P7 in order, first failure kills. "
-            "Baseline: `metadata_builders.power.random_batches` (uniform bs 1..8, prefixes 1..512, verify lengths, "
-            "tier, cap, divergence; upstream geometry; no boundary targeting, no shrinking)."
-        ),
-        "",
-        "## Summary",
-        "",
         (
             "| generator | kill rate | mutants killed on every seed | never killed | median examples to kill | "
             "median s to kill | median counterexample (bs / tokens) |"
         ),
         "|---|---|---|---|---|---|---|",
     ]
-    for gen, t in (("hypothesis", h), ("random", r)):
+    for gen in GENERATORS:
+        t = _totals(subset, gen)
         out.append(
-            f"| {gen} | {100 * t['kill_rate']:.0f}% ({t['kills']}/{t['trials']}) | {t['mutants_always_killed']}/{len(rows)} "
+            f"| {gen} | {100 * t['kill_rate']:.0f}% ({t['kills']}/{t['trials']}) | {t['mutants_always_killed']}/{len(subset)} "
             f"| {t['mutants_never_killed']} | {_fmt(t['median_examples'])} | {_fmt(t['median_seconds'], '.2f')} "
             f"| {_fmt(t['median_bs'])} / {_fmt(t['median_tokens'])} |"
         )
-    out += [
+    return out
+
+
+def _markdown(rows: list[dict[str, Any]], rates: list[dict[str, Any]], meta: dict[str, Any]) -> str:
+    out = [
+        "# Harness power: Hypothesis strategies vs random sampling",
+        "",
+        (
+            f"Generated by `{meta['command']}` ({meta['seeds']} seeds, {meta['budget']:g} s search budget per "
+            f"(mutant, seed, generator), Hypothesis shrinking bounded by the same budget; {meta['jobs']} worker(s), "
+            f"{meta['wall_seconds']:.0f} s wall clock). Oracle: properties P1..P8 in order, first failure kills. "
+            "Baseline: `metadata_builders.power.random_batches`, drawn uniformly from the same input domain as the "
+            "strategies (geometries, large rings, `-1` and sentinel table entries, `full_to_swa` holes, capped and "
+            "absorbing tiers, valid divergences), with no boundary targeting and no shrinking."
+        ),
+        "",
+        "## Summary: the whole catalogue",
+        "",
+        *_summary_table(rows, rows),
         "",
         "Medians in the summary are medians of the per-mutant medians, over mutants killed at least once.",
+        "",
+        "## The hard half",
+        "",
+        "Mutants random sampling needs more than 5 examples for (median over its kills), or never kills:",
+        ", ".join(f"`{m['mutant']}`" for m in _hard(rows)) + ".",
+        "",
+        *_summary_table(_hard(rows), rows),
         "",
         "## Per mutant",
         "",
@@ -619,7 +688,9 @@ def _cmd_power(args: argparse.Namespace) -> int:
     with open(md_path, "w") as fh:
         fh.write(text)
     with open(json_path, "w") as fh:
-        json.dump({"meta": meta, "summary": {g: _totals(rows, g) for g in GENERATORS}, "mutants": rows,
+        json.dump({"meta": meta, "summary": {g: _totals(rows, g) for g in GENERATORS},
+                   "hard_half": {"mutants": [r["mutant"] for r in _hard(rows)],
+                                 "summary": {g: _totals(_hard(rows), g) for g in GENERATORS}}, "mutants": rows,
                    "rates": rates, "trials": [asdict(t) for t in trials]}, fh, indent=1)
         fh.write("\n")
     try:

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from metadata_builders.metadata import Audit, Decision, FaultRecord, SyncRecord, VerifyMetadata
+from metadata_builders.tier import tier_verify_lens
 from metadata_builders.variants import apply_gate, check_variant, divergence_applies
 
 if TYPE_CHECKING:
@@ -38,6 +39,8 @@ __all__ = [
     "device_token_map",
     "exclusive_cumsum",
     "expected_faults",
+    "oob_read_count",
+    "raw_verify_route",
     "expected_host_syncs",
     "tier_verify_lens",
     "unified_prefill_meta",
@@ -52,34 +55,6 @@ def exclusive_cumsum(xs: list[int]) -> list[int]:
         out.append(acc)
         acc += x
     return out
-
-
-def tier_verify_lens(verify_lens: tuple[int, ...] | list[int], padded_bs: int, graph_num_tokens: int, cap: int | None) -> list[int]:
-    """Ragged verify lengths padded to a graph tier (upstream ``pad_verify_lens_to_bucket``).
-
-    ``leftover = graph_num_tokens - sum(real)``.  With pad rows it is spread over
-    them: ``base = leftover // npad``, the first ``leftover % npad`` pad rows get one
-    more, each clamped to ``cap`` when set.  With no pad rows and no cap the last
-    real row absorbs it; with a cap and no pad rows it stays uncovered.
-
-    Example: ``[3, 1, 2]``, padded_bs 5, tier 10 -> ``[3, 1, 2, 2, 2]``;
-    cap 1 -> ``[3, 1, 2, 1, 1]`` (2 tokens uncovered); padded_bs 3 -> ``[3, 1, 6]``.
-
-    Only pad rows are clamped (DESIGN.md); upstream's ``padded_to_bucket`` also
-    clamps real rows, which no caller with a cap below num_draft_tokens reaches.
-    """
-    real = list(verify_lens)
-    npad = padded_bs - len(real)
-    leftover = graph_num_tokens - sum(real)
-    if npad > 0:
-        base, rem = divmod(leftover, npad)
-        pad = [base + (1 if i < rem else 0) for i in range(npad)]
-        if cap is not None:
-            pad = [min(p, cap) for p in pad]
-        return real + pad
-    if cap is None:
-        real[-1] += leftover
-    return real
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,6 +83,17 @@ class Rows:
     """The ragged total was read back from the device (one sync)."""
 
 
+def raw_verify_route(batch: VerifyBatch, variant: Variant) -> bool:
+    """Whether upstream takes DSpark's raw-verify route: uniform, graph path, DSpark, the dspark gate.
+
+    ``init_forward_metadata_target_verify`` defers such a build into the graph
+    (``DSV4RawVerifyMetadata``) and reports ``max_seq_len`` as the table width,
+    without step 1's ``+ num_draft_tokens`` (owner decision F3).  The other gates
+    are recipes of the non-deferred builder, so they keep the increment.
+    """
+    return variant.path == "graph" and not batch.is_ragged and batch.is_dspark and variant.gate == "dspark"
+
+
 def verify_extension(batch: VerifyBatch, variant: Variant) -> Rows:
     """Stage 1: add the verify tokens; decide ``num_tokens`` and exactness.
 
@@ -115,7 +101,8 @@ def verify_extension(batch: VerifyBatch, variant: Variant) -> Rows:
     seq_len 1 plus their share of slack), ``extend_start_loc = [0, 3, 4, 6, 8]``,
     ``num_tokens = 10`` (an uncapped tier carries its total: ``exact=False``),
     ``max_seq_len = max_context + 3``.  Eager: three rows, ``num_tokens = 6``,
-    ``max_seq_len = 7 + 3 = 10``.
+    ``max_seq_len = 7 + 3 = 10``.  DSpark's raw-verify route reports
+    ``max_context`` (:func:`raw_verify_route`).
     """
     bs, draft = batch.bs, batch.num_draft_tokens
     seq_lens = list(batch.seq_lens)
@@ -132,7 +119,8 @@ def verify_extension(batch: VerifyBatch, variant: Variant) -> Rows:
         max_seq_len = batch.max_context
     else:
         max_seq_len = max(seq_lens)
-    max_seq_len += draft
+    if not raw_verify_route(batch, variant):
+        max_seq_len += draft
 
     if batch.verify_lens is None:
         extend = [draft] * len(seq_lens)
@@ -193,6 +181,10 @@ def core_metadata(batch: VerifyBatch, rows: Rows, casual: list[int], slots: list
     (newest first), ``-1`` before position 0, right-padded with ``-1`` to a
     multiple of ``page_index_align``.  A ``req_to_token`` entry of ``-1`` reads
     ``full_to_swa[-1]``, the sentinel ``-1`` (torch indexing semantics).
+
+    Positions at or past the table width exist only in slack a real row absorbed
+    (F2c): a literal gather there reads out of bounds (:func:`oob_read_count`), so
+    the model never reads them and reports ``-1``, as for positions before 0.
     """
     geo = batch.geometry
     positions = [c - 1 for c in casual]
@@ -204,7 +196,7 @@ def core_metadata(batch: VerifyBatch, rows: Rows, casual: list[int], slots: list
     for pos, slot in zip(positions, slots):
         row = batch.req_to_token[slot]
         swa.append(
-            [batch.full_to_swa[row[pos - w]] if pos - w >= 0 else -1 for w in range(geo.swa_window)]
+            [batch.full_to_swa[row[pos - w]] if 0 <= pos - w < batch.max_context else -1 for w in range(geo.swa_window)]
             + [-1] * (padded - geo.swa_window)
         )
     return {
@@ -251,22 +243,44 @@ def decode_streams(batch: VerifyBatch, slots: list[int], positions: list[int]) -
     }
 
 
+CONTRACT_STAGES = {
+    "mirror": "target_verify",
+    "ragged_total": "verify_extension",
+    "token_map": "unified_prefill_meta",
+}
+"""The pipeline stage each contracted host sync belongs to (DESIGN.md section 4)."""
+
+
 def expected_host_syncs(batch: VerifyBatch, variant: Variant, rows: Rows | None = None) -> list[SyncRecord]:
-    """The sync contract: one D2H sync per ``tolist`` mirror, device total, synced token map."""
+    """The sync contract: one D2H read each for a ``tolist`` mirror, a device total, a synced token map.
+
+    Each is a (stage, kind) pair: the mirror is a ``copy`` of ``seq_lens`` in
+    ``target_verify``; the ragged total a ``scalar`` read of the device lengths in
+    ``verify_extension``; a token map without ``output_size`` a ``scalar`` read
+    (the host learns ``sum(extend)``) in ``unified_prefill_meta``.  ``int(t.sum())``
+    and ``t.sum().item()`` are the same read.
+    """
     rows = rows or verify_extension(batch, variant)
     out: list[SyncRecord] = []
     if not batch.is_ragged and variant.mirror == "tolist":
-        out.append(SyncRecord("Tensor.tolist", "target_verify", "no host mirror: seq_lens.tolist() (pre-fix fallback)"))
+        out.append(SyncRecord("Tensor.tolist", CONTRACT_STAGES["mirror"], "no host mirror: seq_lens.tolist() (pre-fix fallback)",
+                              kind="copy", reads=("seq_lens",)))
     if rows.total_from_device:
-        out.append(SyncRecord("Tensor.item", "verify_extension", "ragged total read from the device layout"))
+        out.append(SyncRecord("Tensor.item", CONTRACT_STAGES["ragged_total"], "ragged total read from the device layout",
+                              kind="scalar", reads=("verify_lens",)))
     if not rows.used_output_size:
-        out.append(SyncRecord("repeat_interleave(no output_size)", "unified_prefill_meta", "token map without output_size"))
+        out.append(SyncRecord("repeat_interleave(no output_size)", CONTRACT_STAGES["token_map"],
+                              "token map without output_size", kind="scalar"))
     return out
 
 
 def device_extend_lens(batch: VerifyBatch, variant: Variant, rows: Rows) -> list[int]:
-    """What the device-resident extend lengths hold when the token map runs."""
-    if not divergence_applies(batch, variant):
+    """What the device-resident extend lengths hold when the token map runs (uniform batches).
+
+    The harness delivers ``batch.divergence`` to the builder's asynchronous copy
+    of the host-staged lengths (:func:`~metadata_builders.variants.divergence_applies`).
+    """
+    if batch.is_ragged or not divergence_applies(batch, variant):
         return list(rows.extend_seq_lens)
     assert batch.divergence is not None and batch.divergence.extend_seq_lens is not None
     div = list(batch.divergence.extend_seq_lens)
@@ -276,22 +290,50 @@ def device_extend_lens(batch: VerifyBatch, variant: Variant, rows: Rows) -> list
     return div + list(rows.extend_seq_lens[len(div) :])
 
 
-def expected_faults(batch: VerifyBatch, variant: Variant, rows: Rows | None = None) -> list[FaultRecord]:
-    """The HIP fault model: a token map that trusted ``output_size`` against other device lengths.
+def oob_read_count(batch: VerifyBatch, variant: Variant, rows: Rows | None = None) -> int:
+    """Elements a literal SWA-window gather reads past ``req_to_token``'s width (F2c).
 
-    Device repeats summing to more than ``output_size`` write the excess out of
-    bounds; summing to less leave the tail uninitialised.  A synced map never faults.
+    Only a real row that absorbed tier slack at the end of its context reaches
+    such positions.  Example: width 2, ``seq_lens=[1]``, ``verify_lens=[1]``, one
+    row, a tier of 3 tokens: the row absorbs 2, its positions are 1, 2, 3, and the
+    window of position 2 reads column 2, that of 3 reads columns 2 and 3: 3 elements
+    (with a window of at least 2).
     """
     rows = rows or verify_extension(batch, variant)
-    if not rows.used_output_size:
-        return []
-    total = sum(device_extend_lens(batch, variant, rows))
-    n = rows.num_tokens
-    if total > n:
-        return [FaultRecord("oob_write", total - n, output_size=n, device_sum=total)]
-    if total < n:
-        return [FaultRecord("uninitialized_tail", n - total, output_size=n, device_sum=total)]
-    return []
+    width, window = batch.max_context, batch.geometry.swa_window
+    count = 0
+    for s, e in zip(rows.seq_lens, rows.extend_seq_lens):
+        for pos in range(s - e, s):
+            if pos >= width:
+                count += min(pos - width + 1, window)
+    return count
+
+
+def expected_faults(batch: VerifyBatch, variant: Variant, rows: Rows | None = None) -> list[FaultRecord]:
+    """The HIP fault model for one build of ``batch`` along ``variant``.
+
+    * A token map that trusted ``output_size`` against other device lengths: device
+      repeats summing to more write the excess out of bounds (``oob_write``), to less
+      leave the tail uninitialised (``uninitialized_tail``).  Only uniform batches
+      can disagree: a ragged layout's total is either the host's and not trusted, or
+      read back from the very device lengths the map then reads.
+    * A literal SWA-window gather past the table width (``oob_read``, F2c).  The model
+      itself never performs it (:func:`core_metadata`), and no builder may: the
+      record says how many elements a literal implementation would read.
+    """
+    rows = rows or verify_extension(batch, variant)
+    out: list[FaultRecord] = []
+    if rows.used_output_size and not batch.is_ragged:
+        total = sum(device_extend_lens(batch, variant, rows))
+        n = rows.num_tokens
+        if total > n:
+            out.append(FaultRecord("oob_write", total - n, output_size=n, device_sum=total))
+        elif total < n:
+            out.append(FaultRecord("uninitialized_tail", n - total, output_size=n, device_sum=total))
+    oob = oob_read_count(batch, variant, rows)
+    if oob:
+        out.append(FaultRecord("oob_read", oob, op="index", stage="core_metadata"))
+    return out
 
 
 class ReferenceBuilder:

@@ -18,7 +18,7 @@ from hypothesis import given, seed, settings
 
 from metadata_builders.batch import VerifyBatch
 from metadata_builders.errors import PropertyFailure
-from metadata_builders.properties import PropertySpec
+from metadata_builders.properties import PropertySpec, verdict
 
 __all__ = ["PropertyRun", "run_property"]
 
@@ -39,6 +39,10 @@ class PropertyRun:
     """The shrunk failing batch."""
     notes: list[str] = field(default_factory=list)
     """Notes the check returned (first few)."""
+    partial: str | None = None
+    """Why the property could not fully run for this builder (first reason seen); None: it could."""
+    not_applicable: int = 0
+    """Examples the property had nothing to check on (e.g. P5 without a graph tier)."""
     events: Counter = field(default_factory=Counter)
     """Coverage boundary -> examples that hit it (generation phase only)."""
     generated: int = 0
@@ -47,6 +51,13 @@ class PropertyRun:
     @property
     def passed(self) -> bool:
         return self.failure is None
+
+    @property
+    def status(self) -> str:
+        """``held``, ``partial`` (held where it could run; :attr:`partial` says why not everywhere) or ``FAILED``."""
+        if self.failure is not None:
+            return "FAILED"
+        return "partial" if self.partial is not None else "held"
 
 
 def _as_failure(spec: PropertySpec, exc: BaseException) -> PropertyFailure:
@@ -100,13 +111,17 @@ def _run_focus(
             run.events.update(boundary_hits(batch))
         if progress is not None and run.examples % 5 == 0:
             progress(run)
-        try:
-            notes = spec.check(builder, batch)
-        except Exception as exc:  # noqa: BLE001 - a crashing builder is a failure to report, with its batch
+        result = verdict(spec, builder, batch)
+        if result.failure is not None:
             if run.examples_to_failure is None:
                 run.examples_to_failure = run.examples
-            run.batch, run.failure = batch, _as_failure(spec, exc)
-            raise
+            run.batch, run.failure = batch, result.failure
+            raise result.failure
+        if result.status == "partial" and run.partial is None:
+            run.partial = result.why
+        elif result.status == "not applicable":
+            run.not_applicable += 1
+        notes = [n for n in result.notes if n != result.why]
         if notes and len(run.notes) < 5:
             run.notes += notes[: 5 - len(run.notes)]
 

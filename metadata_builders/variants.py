@@ -124,18 +124,17 @@ def apply_gate(gate: Gate, exact: bool, is_dspark: bool) -> bool:
 def divergence_applies(batch: VerifyBatch, variant: Variant) -> bool:
     """Whether ``batch.divergence`` reaches the device-side extend lengths of this build.
 
-    Only where the device lengths are *not* computed on the device from the numbers
-    the host holds: an asynchronous host-to-device copy of host lengths (uniform,
-    ``mirror="host"``), or a device-resident ragged layout whose total the host
-    reads back (eager ``layout_total="device"``; a capped graph tier).  Uniform
-    lengths built with ``full_like`` on the device (``mirror="device"``) or from a
-    synchronous ``tolist`` read, and layouts that carry a host total, cannot diverge.
+    The harness applies it (DESIGN.md section 4) where device lengths are not
+    computed on the device from numbers the host holds: the builder's asynchronous
+    host-to-device copy of host-staged lengths (uniform, ``mirror="host"``, and
+    ``"tolist"``, which stages the same way once it has read the mirror back), and
+    the device-resident ragged layout the harness hands in (every ragged variant).
+    Uniform lengths built on the device with ``full_like`` (``mirror="device"``)
+    cannot diverge.  Whether a divergence then *faults* is the reference's
+    ``expected_faults``: only a map that trusts a host count can.
     """
     if batch.divergence is None or batch.divergence.extend_seq_lens is None:
         return False
-    if not batch.is_ragged:
-        return variant.mirror == "host"
-    if variant.path == "eager":
-        return variant.layout_total == "device"
-    assert batch.graph is not None
-    return batch.graph.cap is not None
+    if batch.is_ragged:
+        return True
+    return variant.mirror in ("host", "tolist")

@@ -27,20 +27,22 @@ geometries (page 256, window 128) remain cheap.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Sequence
 
-from hypothesis import event
+from hypothesis import assume, event
 from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 
 from metadata_builders.batch import Divergence, Geometry, GraphTier, VerifyBatch
-from metadata_builders.reference import tier_verify_lens
+from metadata_builders.errors import InvalidBatch
+from metadata_builders.tier import tier_verify_lens
 from metadata_builders.variants import Path, Variant, variants_for
-from strategies._coverage import boundary_hits, host_extend_lens
-from strategies._geometry import geometries
+from strategies._coverage import boundary_hits
+from strategies._geometry import HUGE_RING_SIZES, geometries
 
 __all__ = [
     "DIVERGENCE_KINDS",
@@ -90,6 +92,12 @@ def _check_range(min_name: str, lo: int, max_name: str, hi: int, minimum: int) -
 # Strategies are built once and reused: building one validates it, which costs
 # more than drawing from it.
 _DRAFT_TOKEN_COUNTS = st.one_of(st.integers(1, 4), st.integers(1, 8))
+# A ragged layout can only diverge into another layout when a row has a choice.
+_DIVERGENT_RAGGED_DRAFT_TOKEN_COUNTS = st.one_of(st.integers(2, 4), st.integers(2, 8))
+# A uniform divergence covers the tier's rows (pad rows included) two times in three.
+_TIER_ROWS = st.sampled_from((False, True, True))
+# One absorbing tier in four runs past the table width (F2c).
+_PAST_WIDTH = st.sampled_from((False, False, False, True))
 _PREFIX_KIND = st.sampled_from(_PREFIX_KINDS)
 _OFF_BY_ONE = st.sampled_from((-1, 0, 1))
 _SPARE_SLOTS = st.one_of(st.just(0), st.integers(0, 4))
@@ -230,6 +238,8 @@ def _draw_tier(draw: st.DrawFn, plan: _TierPlan, real: list[int] | None, bs: int
         cap = None if plan.cap == "none" else draw(st.integers(1, draft))
         return GraphTier(padded_bs, padded_bs * draft, cap)
     shape = plan.shape
+    floor = max(real)  # F2b: a cap never clamps a real row's own verify tokens
+    binding = plan.cap == "binding"
     if shape == "exact":
         slack = 0
     elif shape in ("absorbed", "capped_no_pad_rows"):
@@ -237,18 +247,19 @@ def _draw_tier(draw: st.DrawFn, plan: _TierPlan, real: list[int] | None, bs: int
     elif shape == "upstream":
         slack = padded_bs * draft - sum(real)
     elif shape == "spread":
-        # A binding cap needs a share of at least two tokens to clamp.
-        base = draw(st.integers(2 if plan.cap == "binding" else 0, draft + 2))
+        # A binding cap needs a share above max(verify_lens) to clamp.
+        base = draw(st.integers(floor + 1 if binding else 0, draft + 2))
         slack = base * npad + draw(st.integers(0, npad - 1))
     else:
         slack = draw(st.integers(1, npad - 1))
-    share = -(-slack // npad) if npad else 0
+    # What the cap would clamp: a pad row's share, or the row that absorbs the slack.
+    reach = -(-slack // npad) if npad else real[-1] + slack
     if shape == "absorbed" or (plan.cap == "none" and shape != "capped_no_pad_rows"):
         cap = None
     elif plan.cap == "loose":
-        cap = draw(st.integers(max(1, share), max(1, share) + draft))
+        cap = draw(st.integers(max(floor, reach), max(floor, reach) + draft))
     else:
-        cap = draw(st.integers(1, max(1, share - 1) if npad else draft))
+        cap = draw(st.integers(floor, max(floor, reach - 1)))
     return GraphTier(padded_bs, sum(real) + slack, cap)
 
 
@@ -335,35 +346,67 @@ def _build_tables(
     return table, full_to_swa
 
 
-def _draw_divergence(
-    draw: st.DrawFn, real: list[int], tier: list[int] | None, kind: str | None, draft: int
-) -> tuple[Divergence, str]:
-    """Perturb the host's extend lengths (``bs`` rows, or the tier's rows) into a divergence."""
-    host = real
-    if tier is not None and len(tier) != len(real):
-        if (kind == "permuted" and len(real) < 2) or draw(st.booleans()):
-            host = tier
-    n = len(host)
-    possible = DIVERGENCE_KINDS if n >= 2 else DIVERGENCE_KINDS[:2]
-    if kind is None:
+def _divergence_bounds(batch: VerifyBatch, rows: int) -> tuple[list[int], list[int], list[int], int | None]:
+    """Per row: what the host believes, the least and the most the device may hold; the sum's ceiling.
+
+    Ragged: a stale layout is still a layout (``1..num_draft_tokens``, within the
+    cap, the table and the tier).  Uniform: any count >= 0 whose positions stay
+    inside the table; pad rows (prefix 1) included when ``rows == padded_bs``.
+    """
+    width, draft = batch.max_context, batch.num_draft_tokens
+    graph = batch.graph
+    if batch.verify_lens is not None:
+        top = draft if graph is None or graph.cap is None else min(draft, graph.cap)
+        hi = [min(top, width - s) for s in batch.seq_lens]
+        ceiling = None if graph is None else graph.graph_num_tokens
+        return list(batch.verify_lens), [1] * batch.bs, hi, ceiling
+    prefixes = list(batch.seq_lens) + [1] * (rows - batch.bs)
+    return [draft] * rows, [0] * rows, [width - s for s in prefixes], None
+
+
+def _possible_kinds(host: list[int], lo: list[int], hi: list[int], headroom: int | None) -> list[str]:
+    """The divergence kinds rows with these bounds can take: room to run ahead, to fall behind, or both in two rows."""
+    up = [i for i in range(len(host)) if host[i] < hi[i]] if headroom != 0 else []
+    down = [i for i in range(len(host)) if host[i] > lo[i]]
+    pairs = bool(up) and bool(down) and len(set(up) | set(down)) >= 2
+    return [k for k, ok in zip(DIVERGENCE_KINDS, (up, down, pairs)) if ok]
+
+
+def _draw_divergence(draw: st.DrawFn, batch: VerifyBatch, kind: str | None) -> tuple[Divergence | None, str]:
+    """Perturb what the host believes into what device memory holds; None when no valid one exists."""
+    graph = batch.graph
+    rows = batch.bs
+    if batch.verify_lens is None and graph is not None and graph.padded_bs != batch.bs and draw(_TIER_ROWS):
+        rows = graph.padded_bs
+    host, lo, hi, ceiling = _divergence_bounds(batch, rows)
+    headroom = None if ceiling is None else ceiling - sum(host)
+    up = [i for i in range(rows) if host[i] < hi[i]] if headroom != 0 else []
+    down = [i for i in range(rows) if host[i] > lo[i]]
+    possible = _possible_kinds(host, lo, hi, headroom)
+    if not possible:
+        return None, "impossible"
+    if kind is None or kind not in possible:
         kind = draw(st.sampled_from(possible))
-    elif kind not in possible:
-        kind = "run_ahead"
     device = list(host)
-    positive = [i for i, v in enumerate(host) if v > 0]
     if kind == "run_ahead":
-        device[draw(st.integers(0, n - 1))] += draw(st.one_of(st.just(1), st.integers(1, 2 * draft)))
+        i = draw(st.sampled_from(up))
+        most = hi[i] - host[i] if headroom is None else min(hi[i] - host[i], headroom)
+        device[i] += draw(st.one_of(st.just(1), st.integers(1, most)))
     elif kind == "fall_behind":
-        i = draw(st.sampled_from(positive))
-        device[i] -= draw(st.integers(1, host[i]))
+        i = draw(st.sampled_from(down))
+        device[i] -= draw(st.integers(1, host[i] - lo[i]))
     else:
-        i = draw(st.sampled_from(positive))
-        j = draw(st.integers(0, n - 2))
-        j += j >= i
-        moved = draw(st.integers(1, host[i]))
+        i = draw(st.sampled_from([i for i in down if any(j != i for j in up)]))
+        j = draw(st.sampled_from([j for j in up if j != i]))
+        moved = draw(st.integers(1, min(host[i] - lo[i], hi[j] - host[j])))
         device[i] -= moved
         device[j] += moved
-    return Divergence(tuple(device)), kind
+    divergence = Divergence(tuple(device))
+    try:
+        batch.replace(divergence=divergence)
+    except InvalidBatch:
+        return None, "impossible"
+    return divergence, kind
 
 
 @st.composite
@@ -371,20 +414,22 @@ def divergences(draw: st.DrawFn, batch: VerifyBatch, *, kind: str | None = None)
     """A :class:`Divergence` for ``batch``: device extend lengths the host does not expect.
 
     ``run_ahead``: one row holds more than the host believes (the token map writes
-    out of bounds); ``fall_behind``: one row holds less, never below 0 (an
-    uninitialised tail); ``permuted``: tokens move between two rows, sum kept.  The
-    list covers the ``bs`` real rows, or (when the batch has a graph tier) sometimes
-    every ``padded_bs`` row, pad rows' tier shares included.  ``permuted`` needs two
-    rows: for a single request it uses the tier's rows when there are pad rows, and
-    otherwise falls back to ``run_ahead``.  :func:`~strategies.divergence_kind`
-    tells which kind a divergence is.
+    out of bounds); ``fall_behind``: one row holds less (an uninitialised tail);
+    ``permuted``: tokens move between two rows, sum kept.  Uniform batches: the
+    list covers the ``bs`` real rows, or (with a graph tier) sometimes every
+    ``padded_bs`` row.  Ragged batches: the device layout, ``bs`` rows, each still
+    a verify length (``1..num_draft_tokens``, within the cap and the tier).  A
+    requested ``kind`` the batch cannot take is replaced by one it can;
+    :func:`~strategies.divergence_kind` tells which kind a divergence is.  When no
+    divergence is valid (a ragged batch with ``num_draft_tokens=1``) the example
+    is rejected.
 
     Shrinks towards a one-token run-ahead on the first real row.
     """
     if kind is not None and kind not in DIVERGENCE_KINDS:
         raise InvalidArgument(f"kind={kind!r} must be None (draw it) or one of {list(DIVERGENCE_KINDS)}")
-    tier = host_extend_lens(batch, batch.graph.padded_bs) if batch.graph is not None else None
-    divergence, drawn_kind = _draw_divergence(draw, list(batch.extend_lens), tier, kind, batch.num_draft_tokens)
+    divergence, drawn_kind = _draw_divergence(draw, batch, kind)
+    assume(divergence is not None)
     event(f"divergence_{drawn_kind}")
     return divergence
 
@@ -417,10 +462,12 @@ def verify_batches(
     """A valid :class:`VerifyBatch`; each ``None`` argument is drawn.
 
     ``ragged`` pins uniform/ragged, ``graph`` forces (``True``) or forbids (``False``)
-    a graph tier, ``divergence=True`` attaches one (:func:`divergences`) and ``None``
-    draws whether to.  Every verify position -- the tier slack absorbed by the last
-    real row and the pad rows' shares (seq_len 1, slot 0) included -- fits the row
-    width ``max_context``; slots are distinct and in ``1..num_slots-1``;
+    a graph tier, ``divergence=True`` attaches one (:func:`divergences`; batches that
+    cannot take one, such as a ragged batch pinned to ``num_draft_tokens=1``, are
+    rejected) and ``None`` draws whether to.  Every verify position -- the pad rows' shares
+    (seq_len 1, slot 0) included -- fits the row
+    width ``max_context``, except that one absorbing tier in four lets the slack the
+    last real row absorbed run past it (F2c); slots are distinct and in ``1..num_slots-1``;
     ``req_to_token`` holds distinct pool locations except for a few deliberate
     ``-1`` entries and entries ``len(full_to_swa) - 1`` (which map to the ``-1``
     sentinel); ``full_to_swa`` sometimes has ``-1`` holes.  Calls
@@ -441,7 +488,10 @@ def verify_batches(
     # Ragged tiers have many more shapes than uniform ones: give them more draws.
     is_ragged = draw(st.sampled_from((False, True, True) if has_graph else (False, True))) if ragged is None else ragged
     plan = _draw_tier_plan(draw, is_ragged, 0, max_pad_rows) if has_graph else None
-    draft = num_draft_tokens if num_draft_tokens is not None else draw(_DRAFT_TOKEN_COUNTS)
+    if num_draft_tokens is not None:
+        draft = num_draft_tokens
+    else:
+        draft = draw(_DIVERGENT_RAGGED_DRAFT_TOKEN_COUNTS if attach and is_ragged else _DRAFT_TOKEN_COUNTS)
     geo = geometry if geometry is not None else draw(geometries(num_draft_tokens=draft))
     bs = draw(_request_counts(min_requests, max_requests))
     real = draw(verify_lens(num_requests=bs, num_draft_tokens=draft)) if is_ragged else [draft] * bs
@@ -454,16 +504,28 @@ def verify_batches(
         else:
             lens = [draft] * tier.padded_bs
 
-    # A real row's graph-path length (tier slack included) bounds its prefix.
-    limits = [MAX_CONTEXT - e for e in lens[:bs]]
+    # A real row's graph-path length (tier slack included) bounds its prefix; the
+    # slack the last real row absorbed may run past the width (F2c), its own tokens not.
+    fits = list(lens)
+    past_width = tier is not None and tier.padded_bs == bs and lens[-1] > real[-1] and draw(_PAST_WIDTH)
+    if past_width:
+        fits[bs - 1] = real[-1]
+    limits = [MAX_CONTEXT - e for e in fits[:bs]]
     seq_lens = [_draw_prefix(draw, geo, draft, e, limit) for e, limit in zip(real, limits)]
     if draw(st.booleans()):
         _snap_to_page_edge(draw, seq_lens, limits, geo, draft)
-    need = max([s + e for s, e in zip(seq_lens, lens)] + [1 + e for e in lens[bs:]])
+    need = max([s + e for s, e in zip(seq_lens, fits)] + [1 + e for e in fits[bs:]])
     max_context = _draw_max_context(draw, need, geo.page_size)
+    if past_width:
+        # The last row's own tokens end at the width or just before it; its absorbed slack goes past.
+        room = max_context - real[-1]
+        seq_lens[-1] = room - draw(st.integers(0, min(lens[-1] - real[-1], room) - 1))
 
     spare_slots = draw(_SPARE_SLOTS)
     slots = draw(st.permutations(range(1, bs + spare_slots + 1)))[:bs]
+    if geo.ring_size in HUGE_RING_SIZES:
+        # As large as the table allows (F4: every swa_loc fits int32): the top slot's ring ends at 2**31 - 1.
+        geo = dataclasses.replace(geo, ring_size=2**31 // (bs + spare_slots + 1) - draw(st.integers(0, 3)))
     table, full_to_swa = _build_tables(draw, bs + spare_slots + 1, max_context, geo)
     out_cache_loc = [table[slot][s + j] for slot, s, e in zip(slots, seq_lens, real) for j in range(e)]
 
@@ -478,10 +540,6 @@ def verify_batches(
         if 0 <= location < sentinel:
             full_to_swa[location] = -1
 
-    drawn_divergence = None
-    if attach:
-        tier_rows = lens if tier is not None else None
-        drawn_divergence, _ = _draw_divergence(draw, list(real), tier_rows, None, draft)
     batch = VerifyBatch(
         seq_lens=seq_lens,
         req_pool_indices=slots,
@@ -493,8 +551,13 @@ def verify_batches(
         is_dspark=dspark,
         geometry=geo,
         graph=tier,
-        divergence=drawn_divergence,
     )
+    if attach:
+        drawn_divergence, _ = _draw_divergence(draw, batch, None)
+        # divergence=True promises one: reject the rare batch that cannot take any.
+        assume(drawn_divergence is not None or divergence is None)
+        if drawn_divergence is not None:
+            batch = batch.replace(divergence=drawn_divergence)
     for name in sorted(boundary_hits(batch)):
         event(name)
     return batch

@@ -18,14 +18,14 @@ from __future__ import annotations
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Mapping
 
-from metadata_builders.reference import tier_verify_lens
+from metadata_builders.tier import absorbed_slack, tier_verify_lens
 
 if TYPE_CHECKING:
     from metadata_builders.batch import VerifyBatch
 
 __all__ = ["COVERAGE_EVENTS", "boundary_hits", "coverage_events", "divergence_kind", "host_extend_lens"]
 
-_INT32_LIMIT = 2**31
+_UPPER_HALF_INT32 = 2**30
 
 COVERAGE_EVENTS: Mapping[str, str] = MappingProxyType(
     {
@@ -50,7 +50,7 @@ COVERAGE_EVENTS: Mapping[str, str] = MappingProxyType(
         "row_fills_context": "a row's last verify position is max_context - 1",
         "ring_wrap": "a verify position >= ring_size",
         "ring_wrap>=2": "a verify position >= 2 * ring_size",
-        "ring_int32_overflow": "a swa_loc (slot * ring_size + pos % ring_size) >= 2**31",
+        "swa_loc>=2**30": "a swa_loc (slot * ring_size + pos % ring_size) in int32's upper half",
         # tables
         "req_to_token_minus1": "a -1 entry in a real request's used req_to_token cells",
         "req_to_token_sentinel": "a used req_to_token entry equal to len(full_to_swa) - 1 (maps to -1)",
@@ -66,11 +66,12 @@ COVERAGE_EVENTS: Mapping[str, str] = MappingProxyType(
         "tier_slack_spread": "ragged tier slack spread over pad rows",
         "tier_slack_uneven": "tier slack not a multiple of the pad rows (first pad rows get one more)",
         "tier_slack_partial": "tier slack below the pad-row count (some pad rows get 0 tokens)",
-        "tier_slack_absorbed": "tier slack absorbed by the last real row (no pad rows, no cap)",
+        "tier_slack_absorbed": "tier slack absorbed by the last real row (no pad rows; capped or not)",
+        "absorbed_past_width": "the absorbed slack runs past req_to_token's width (F2c: a literal gather reads out of bounds)",
         "pad_row_zero_tokens": "a pad row with no verify tokens",
         "pad_rows_clamped": "the cap clamps a pad row's share",
         "capped_uncovered_tail": "a capped ragged tier leaves tokens past num_tokens",
-        "capped_no_pad_rows": "a capped tier with slack and no pad rows (all slack uncovered)",
+        "capped_no_pad_rows": "a capped tier with slack and no pad rows (absorbed up to the cap, the rest uncovered)",
         "cap_not_binding": "a capped ragged tier whose cap clamps nothing",
         # geometry
         "page_size_small": "page_size <= 8",
@@ -81,7 +82,7 @@ COVERAGE_EVENTS: Mapping[str, str] = MappingProxyType(
         "page_index_align_upstream": "page_index_align 64",
         "ring_small": "ring_size <= 8",
         "ring_upstream": "ring_size == swa_window + num_draft_tokens - 1",
-        "ring_huge": "ring_size >= 2**28",
+        "ring_huge": "ring_size >= 2**20 (LARGE_RING_SIZES)",
         "unified_swa_window_small": "unified_swa_window <= 8",
         "unified_swa_window_upstream": "unified_swa_window 128",
         # fault injection
@@ -183,8 +184,8 @@ def boundary_hits(batch: VerifyBatch) -> set[str]:
     if last >= 2 * ring:
         hits.add("ring_wrap>=2")
     slots = batch.req_pool_indices
-    if max(slot * ring + (s + e - 1) % ring for slot, s, e in zip(slots, batch.seq_lens, extend)) >= _INT32_LIMIT:
-        hits.add("ring_int32_overflow")
+    if max(slot * ring + (s + e - 1) % ring for slot, s, e in zip(slots, batch.seq_lens, extend)) >= _UPPER_HALF_INT32:
+        hits.add("swa_loc>=2**30")
 
     sentinel = len(batch.full_to_swa) - 1
     for slot, s, e in zip(slots, batch.seq_lens, extend):
@@ -230,11 +231,14 @@ def _graph_hits(batch: VerifyBatch, hits: set[str], ends: list[int]) -> None:
     leftover = graph.graph_num_tokens - batch.num_real_tokens
     uncovered = graph.graph_num_tokens - sum(lens)
     if npad == 0:
+        absorbed = absorbed_slack(batch.verify_lens, graph.padded_bs, graph.graph_num_tokens, graph.cap)
         if leftover == 0:
             hits.add("tier_exact")
-        elif graph.cap is None:
+        if absorbed:
             hits.add("tier_slack_absorbed")
-        else:
+            if seq[-1] + lens[-1] > batch.max_context:
+                hits.add("absorbed_past_width")
+        if leftover and graph.cap is not None:
             hits.add("capped_no_pad_rows")
     elif leftover > 0:
         hits.add("tier_slack_spread")
@@ -269,5 +273,5 @@ def _geometry_hits(batch: VerifyBatch, hits: set[str]) -> None:
         hits.add("ring_small")
     if geo.ring_size == geo.swa_window + batch.num_draft_tokens - 1:
         hits.add("ring_upstream")
-    if geo.ring_size >= 2**28:
+    if geo.ring_size >= 2**20:
         hits.add("ring_huge")

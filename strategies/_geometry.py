@@ -4,8 +4,11 @@ Small values (``page_size`` 1..8, ``swa_window`` 1..8, ``ring_size`` 1..8) make
 every boundary cheap to reach: a handful of tokens already crosses a page,
 fills the window and wraps the ring several times.  Upstream values
 (``Geometry()``: page 256, window 128, ring ``window + num_draft - 1``, align 64)
-check the real constants.  Huge rings (``>= 2**28``) push ``slot * ring_size``
-past ``2**31`` so a builder that computes ``swa_loc`` in int32 overflows.
+check the real constants.  Large rings (:data:`HUGE_RING_SIZES`) push
+``swa_loc = slot * ring_size + pos % ring_size`` towards the top of int32 while
+keeping it inside, which upstream stores it as (owner decision F4: a geometry
+whose ``swa_loc`` leaves int32 is invalid input); ``verify_batches`` then widens
+such a ring to the largest one its table allows, ``2**31 // num_slots``.
 """
 
 from __future__ import annotations
@@ -20,8 +23,9 @@ __all__ = ["HUGE_RING_SIZES", "UPSTREAM", "geometries"]
 UPSTREAM = Geometry()
 """The upstream constants (page 256, window 128, ring 129, unified window 128, align 64)."""
 
-HUGE_RING_SIZES: tuple[int, ...] = (2**28 + 3, 2**31 - 1, 2**31 + 5, 2**33 + 1)
-"""Rings so large that ``slot * ring_size`` leaves int32 (already at slot 8, 2, 1, 1)."""
+HUGE_RING_SIZES: tuple[int, ...] = (2**20 + 3, 2**26 + 1, 100_000_007)
+"""Large rings, valid on their own for up to 21 slots (``num_slots * ring_size <= 2**31``);
+``verify_batches`` widens them to ``2**31 // num_slots`` minus 0..3 once it knows the table."""
 
 _SMALL = st.integers(1, 8)
 _SCALES = st.sampled_from(("small", "mixed", "upstream"))
@@ -46,7 +50,7 @@ def _draw_dimension(draw: st.DrawFn, scale: str, upstream: int, middle: tuple[in
 
 
 def _draw_ring(draw: st.DrawFn, scale: str, upstream_ring: int) -> int:
-    """Small rings wrap within a few tokens; upstream's rule; huge rings overflow int32."""
+    """Small rings wrap within a few tokens; upstream's rule; large rings reach int32's upper half."""
     small = draw(_SMALL)
     kind = draw(_RING_KINDS)
     if kind == "small" and scale != "upstream":
@@ -87,7 +91,7 @@ def geometries(
     (``Geometry()``'s constants) or ``mixed`` (each dimension independently small,
     upstream or in between).  The ring is then ``swa_window + num_draft_tokens - 1``
     (upstream's rule, e.g. 128 + 2 - 1 = 129), small (wraps several times within a
-    few tokens) or huge (``HUGE_RING_SIZES``: int32 overflow of ``slot * ring``).
+    few tokens) or large (``HUGE_RING_SIZES``: ``swa_loc`` near the top of int32).
     ``num_draft_tokens`` only feeds the upstream ring rule (drawn in 1..8 if None).
 
     Shrinks towards the small scale with every dimension 1.

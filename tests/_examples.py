@@ -84,5 +84,10 @@ EXAMPLES: dict[str, VerifyBatch] = {
     "page_boundary_exact": make_batch([6], [1], 2, num_slots=2),
     "page_boundary_one_past": make_batch([7], [1], 2, num_slots=2),
     "req_to_token_minus_one_reads_sentinel": make_batch([4], [1], 2, num_slots=2, req_to_token=_sentinel_row()),
+    # The last row's own tokens end at position 10; the 2 tokens of slack it absorbs reach
+    # position 12, one past the table width (F2c: a literal window gather reads out of bounds).
+    "absorbed_slack_past_table_width": make_batch(
+        [5, 9], [2, 1], 3, verify_lens=[2, 2], num_slots=3, graph=GraphTier(2, 6)
+    ),
 }
 """Every named example, by name (the ``ids`` of parametrised tests)."""

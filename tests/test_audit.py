@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 
-from metadata_builders.audit import DeviceAudit
+from metadata_builders.audit import DeviceAudit, is_device_resident
 
 
 def _ops(audit: DeviceAudit) -> list[str]:
@@ -55,7 +56,7 @@ def test_residency_propagates_through_arithmetic_and_to():
         host = torch.tensor([1, 2, 3])
         moved = host.to("cpu")
         derived = (moved + 1).cumsum(0)[1:]
-        assert audit.resident(moved) and audit.resident(derived) and not audit.resident(host)
+        assert is_device_resident(moved) and is_device_resident(derived) and not is_device_resident(host)
         derived.tolist()
     assert _ops(audit) == ["Tensor.tolist"]
 
@@ -129,9 +130,9 @@ def _sneaky_module(tmp_path, monkeypatch):
         "from metadata_builders.hip import HipBuilder\n"
         "import torch\n"
         "class SneakyBuilder(HipBuilder):\n"
-        "    def build(self, batch, variant):\n"
+        "    def build(self, inputs):\n"
         "        torch.tensor([1], device=self.device).item()\n"
-        "        return super().build(batch, variant)\n"
+        "        return super().build(inputs)\n"
     )
     monkeypatch.syspath_prepend(str(tmp_path))
 
@@ -147,3 +148,125 @@ def test_hidden_item_in_a_user_builder_breaks_the_sync_contract():
     with pytest.raises(PropertyFailure) as info:
         check_p7_capture_safety(sneaky, batch)
     assert info.value.prop == "P7" and "Tensor.item@build" in str(info.value.actual)
+
+
+# -- every spelling of a device read is one read ---------------------------------------------------------
+
+
+def _graph_state_read(t: torch.Tensor) -> None:
+    # A buffer the builder allocated before the build (graph state), read after it.
+    buf = torch.zeros(8, dtype=t.dtype, device="cpu")
+    buf[:3] = t
+    int(buf[:3].max())
+
+
+SPELLINGS = [
+    ("contains", lambda t: 0 in t, "scalar"),
+    ("slice_bound", lambda t: torch.arange(10)[: t.sum()], "scalar"),
+    ("f_string", lambda t: f"extend={t}", "copy"),
+    ("str", lambda t: str(t), "copy"),
+    ("np_asarray", lambda t: np.asarray(t), "copy"),
+    ("where_mask", lambda t: torch.where(t > 3), "shape"),
+    ("arange_of_sum", lambda t: torch.arange(t.sum(), device="cpu"), "scalar"),
+    ("empty_of_sum", lambda t: torch.empty(t.sum()), "scalar"),
+    ("new_zeros_of_sum", lambda t: t.new_zeros(t.sum()), "scalar"),
+    ("expand_to_sum", lambda t: t[:1].expand(t.sum()), "scalar"),
+    ("copy_into_host", lambda t: torch.zeros(3, dtype=t.dtype).copy_(t), "copy"),
+    ("tensor_of_elements", lambda t: torch.tensor([t[0], t[1]]), "copy"),
+    ("int_of_sum", lambda t: int(t.sum()), "scalar"),
+    ("item_of_sum", lambda t: t.sum().item(), "scalar"),
+    ("tolist", lambda t: t.tolist(), "copy"),
+    ("cpu_then_tolist", lambda t: t.cpu().tolist(), "copy"),
+    ("graph_state_buffer", _graph_state_read, "scalar"),
+]
+
+
+@pytest.mark.parametrize(("name", "read", "kind"), SPELLINGS, ids=[s[0] for s in SPELLINGS])
+def test_every_spelling_of_a_device_read_is_one_read_of_its_input(name, read, kind):
+    """Whatever the Python spelling, a read of device data is one record: its kind and the input it reads."""
+    audit = DeviceAudit()
+    with audit:
+        extend = DeviceAudit.mark_input(torch.tensor([5, 3, 7], device="cpu"), "verify_lens")
+        read(extend)
+    assert [(s.kind, s.reads) for s in audit.host_syncs] == [(kind, ("verify_lens",))], audit.host_syncs
+
+
+def test_host_values_never_count_as_reads():
+    """Shapes, host lists and tensors made without device= are free, whatever is done with them."""
+    audit = DeviceAudit()
+    with audit:
+        extend = DeviceAudit.mark_input(torch.tensor([5, 3, 7], device="cpu"), "verify_lens")
+        staged = torch.tensor([2, 2, 2])
+        assert len(extend) == 3 and extend.shape[0] == 3
+        assert staged.tolist() == [2, 2, 2] and int(staged.sum()) == 6 and f"{staged}"
+    assert audit.host_syncs == []
+
+
+def test_reads_carry_the_inputs_they_depend_on():
+    """A value computed from two inputs reads both; a fresh device tensor (full_like) reads none."""
+    audit = DeviceAudit()
+    with audit:
+        seq = DeviceAudit.mark_input(torch.tensor([5, 3], device="cpu"), "seq_lens")
+        lens = DeviceAudit.mark_input(torch.tensor([2, 1], device="cpu"), "verify_lens")
+        (seq + lens).max().item()
+        torch.full_like(seq, 3).sum().item()
+    assert [s.reads for s in audit.host_syncs] == [("seq_lens", "verify_lens"), ()]
+
+
+def test_a_builders_construction_buffers_are_device_memory():
+    """Buffers a builder allocates with device= in __init__ (under get_builder) are audited when read."""
+    from metadata_builders.builders import _construct
+
+    class WithState:
+        def __init__(self, device="cpu"):
+            self.buf = torch.zeros(4, dtype=torch.int64, device=device)
+
+    builder = _construct(WithState, "cpu")
+    audit = DeviceAudit()
+    with audit:
+        builder.buf.max().item()
+    assert [s.kind for s in audit.host_syncs] == ["scalar"]
+
+
+# -- the HIP device model: divergence delivery and out-of-bounds reads ------------------------------------
+
+
+@pytest.mark.parametrize("non_blocking", [True, False])
+def test_divergence_reaches_asynchronous_copies_only(non_blocking):
+    """An async host-to-device copy of the named lengths delivers the divergence; a blocking one the truth."""
+    audit = DeviceAudit(divergence=([2, 2, 2], [3, 2, 2]))
+    with audit:
+        staged = torch.tensor([2, 2, 2], dtype=torch.int32)
+        moved = staged.to("cpu", non_blocking=non_blocking)
+        into = torch.zeros(3, dtype=torch.int32, device="cpu")
+        into.copy_(staged, non_blocking=non_blocking)
+        other = torch.tensor([5, 3, 7], dtype=torch.int32).to("cpu", non_blocking=non_blocking)
+    want = [3, 2, 2] if non_blocking else [2, 2, 2]
+    assert moved.tolist() == want and into.tolist() == want and other.tolist() == [5, 3, 7]
+    assert staged.tolist() == [2, 2, 2]
+    assert audit.divergence_delivered == (2 if non_blocking else 0)
+
+
+def test_a_gather_past_the_table_is_an_out_of_bounds_read():
+    """table[rows, cols] with a column past the width records oob_read (one per element) and reads -1 there."""
+    audit = DeviceAudit()
+    with audit:
+        table = DeviceAudit.mark_input(torch.arange(12, device="cpu").reshape(2, 6), "req_to_token")
+        cols = torch.tensor([[4, 5, 6], [5, 6, 7]], device="cpu")
+        out = table[torch.tensor([[1], [0]], device="cpu"), cols]
+        in_bounds = table[torch.tensor([1], device="cpu"), torch.tensor([-1], device="cpu")]
+    assert out.tolist() == [[10, 11, -1], [5, -1, -1]]
+    assert in_bounds.tolist() == [11]  # negative indices wrap, as on the device
+    assert [(f.kind, f.count) for f in audit.faults] == [("oob_read", 3)]
+
+
+@pytest.mark.parametrize("op", ["index_select", "gather"])
+def test_other_gathers_past_the_end_are_out_of_bounds_reads(op):
+    """index_select and gather past a dimension's end are oob_read too (modelled as -1)."""
+    audit = DeviceAudit()
+    with audit:
+        src = DeviceAudit.mark_input(torch.tensor([10, 11, 12], device="cpu"), "full_to_swa")
+        idx = torch.tensor([0, 3], device="cpu")
+        out = src.index_select(0, idx) if op == "index_select" else torch.gather(src, 0, idx)
+    assert out.tolist() == [10, -1]
+    assert [(f.kind, f.count) for f in audit.faults] == [("oob_read", 1)]

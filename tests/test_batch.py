@@ -88,12 +88,6 @@ MALFORMED = [
     # Row 2 (seq_len 11) would verify positions 11, 12 of a 12-wide row.
     ("verify_position_beyond_row_uniform", _uniform_dict(seq_lens=[5, 3, 11], graph=None), ("seq_lens", 2, 11)),
     ("verify_position_beyond_row_ragged", _ragged_dict(seq_lens=[5, 3, 11], graph=None), ("seq_lens", 2, 11)),
-    # No pad rows, no cap: row 2 absorbs 10 - 6 = 4 more tokens, ending at position 7 + 6 - 1 = 12.
-    (
-        "tier_slack_absorbed_beyond_row",
-        _ragged_dict(graph={"padded_bs": 3, "graph_num_tokens": 10, "cap": None}),
-        ("graph.graph_num_tokens", None, 10),
-    ),
     # One pad row (seq_len 1) given 18 - 6 = 12 tokens ends at position 12.
     (
         "pad_row_slack_beyond_row",
@@ -151,6 +145,25 @@ MALFORMED = [
         _ragged_dict(divergence={"extend_seq_lens": [3, -1, 2]}),
         ("divergence.extend_seq_lens", 1, -1),
     ),
+    # A stale ragged layout is still a layout: every row verifies 1..num_draft_tokens.
+    ("divergence_ragged_row_zero", _ragged_dict(divergence={"extend_seq_lens": [3, 0, 2]}),
+     ("divergence.extend_seq_lens", 1, 0)),
+    ("divergence_ragged_row_above_num_draft", _ragged_dict(divergence={"extend_seq_lens": [3, 4, 2]}),
+     ("divergence.extend_seq_lens", 1, 4)),
+    (
+        "divergence_ragged_sum_above_tier",
+        _ragged_dict(graph={"padded_bs": 5, "graph_num_tokens": 6, "cap": None}, divergence={"extend_seq_lens": [3, 1, 3]}),
+        ("divergence.extend_seq_lens", None, 7),
+    ),
+    # Row 2 (seq_len 7) holding 6 device tokens would reach position 12 of a 12-wide row.
+    ("divergence_uniform_row_past_the_table", _uniform_dict(divergence={"extend_seq_lens": [2, 2, 6]}),
+     ("divergence.extend_seq_lens", 2, 6)),
+    # F2b: a cap below a real row's verify length would clamp its verify tokens away.
+    ("graph_cap_below_a_real_verify_len", _ragged_dict(graph={"padded_bs": 5, "graph_num_tokens": 11, "cap": 2}),
+     ("graph.cap", None, 2)),
+    # F4: with 4 slots, slot 3's swa_loc reaches 3 * (2**31 - 1), far past int32.
+    ("ring_leaves_int32", _ragged_dict(geometry={**GEOMETRY.to_dict(), "ring_size": 2**31 - 1}),
+     ("geometry.ring_size", None, 2**31 - 1)),
     ("bool_seq_len", _ragged_dict(seq_lens=[5, True, 7]), ("seq_lens", 1, True)),
     ("float_verify_len", _ragged_dict(verify_lens=[3, 1.0, 2]), ("verify_lens", 1, 1.0)),
     ("str_slot", _ragged_dict(req_pool_indices=["2", 1, 3]), ("req_pool_indices", 0, "2")),
@@ -285,7 +298,7 @@ def test_req_to_token_may_point_at_the_sentinel_index() -> None:
 
 
 def _with_divergence() -> VerifyBatch:
-    return EXAMPLES[RAGGED].replace(divergence=Divergence([3, 1, 2, 3, 1]), is_dspark=True)
+    return EXAMPLES[RAGGED].replace(divergence=Divergence([3, 1, 1]), is_dspark=True)
 
 
 def test_schema_tag() -> None:
@@ -305,14 +318,25 @@ def test_json_round_trip(name: str) -> None:
 
 def test_json_round_trip_keeps_graph_and_divergence() -> None:
     """The graph tier (with its cap) and the divergence survive a JSON round trip as plain data."""
-    batch = _with_divergence().replace(graph=GraphTier(5, 11, cap=2))
+    batch = _with_divergence().replace(graph=GraphTier(5, 11, cap=3))
     d = json.loads(batch.to_json())
-    assert d["graph"] == {"padded_bs": 5, "graph_num_tokens": 11, "cap": 2}
-    assert d["divergence"] == {"extend_seq_lens": [3, 1, 2, 3, 1]}
+    assert d["graph"] == {"padded_bs": 5, "graph_num_tokens": 11, "cap": 3}
+    assert d["divergence"] == {"extend_seq_lens": [3, 1, 1]}
     assert d["is_dspark"] is True
     again = VerifyBatch.from_json(batch.to_json())
     assert again == batch
-    assert again.divergence == Divergence([3, 1, 2, 3, 1])
+    assert again.divergence == Divergence([3, 1, 1])
+
+
+def test_absorbed_slack_past_the_table_width_is_valid_input() -> None:
+    """F2c: the slack a real row absorbs may run past req_to_token's width; its own verify tokens may not.
+
+    No pad rows, no cap: row 2 (seq_len 7, 2 verify tokens) absorbs 10 - 6 = 4 more, ending at
+    position 12 of a 12-wide row.  The batch is valid; the reference reports the literal gather's
+    out-of-bounds read (tests/test_reference.py).
+    """
+    batch = VerifyBatch.from_dict(_ragged_dict(graph={"padded_bs": 3, "graph_num_tokens": 10, "cap": None}))
+    assert batch.graph == GraphTier(3, 10, None)
 
 
 def test_json_notes_are_accepted_and_ignored() -> None:

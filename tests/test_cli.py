@@ -17,9 +17,9 @@ from metadata_builders.hip import HipBuilder
 class RingOffByOne(HipBuilder):
     """Wrong only when a position wraps the SWA ring at least once."""
 
-    def build(self, batch, variant):
-        md = super().build(batch, variant)
-        ring = batch.geometry.ring_size
+    def build(self, inputs):
+        md = super().build(inputs)
+        ring = inputs.geometry.ring_size
         loc = md.fields["swa_loc"]
         pos = md.fields["positions_casual"]
         md.fields["swa_loc"] = loc + (pos >= ring).to(loc.dtype)
@@ -43,7 +43,7 @@ def test_check_holds_on_the_bundled_builder_and_writes_junit(tmp_path, capsys):
     assert code == 0
     assert "P7" in out and "FAILED" not in out
     suite = ET.parse(junit).getroot()
-    assert suite.get("tests") == "7" and suite.get("failures") == "0"
+    assert suite.get("tests") == "8" and suite.get("failures") == "0"
 
 
 def test_check_fails_on_a_narrow_bug_writes_a_replay_file_that_reproduces(tmp_path, buggy_module, capsys):

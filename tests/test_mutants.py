@@ -7,11 +7,10 @@ kill table is ``metadata-builders mutants``.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 
 import pytest
-from _examples import EXAMPLES, GEOMETRY
+from _examples import EXAMPLES
 from hypothesis import Phase, settings
 
 from metadata_builders import (
@@ -41,29 +40,28 @@ from metadata_builders.properties import (
 )
 from metadata_builders.runner import run_property
 
-HUGE_RING = dataclasses.replace(GEOMETRY, ring_size=2**31 - 1)
-"""The shared small geometry with a ring where ``slot * ring_size + pos`` leaves int32 already at slot 1."""
-
 EXTRA_BATCHES: dict[str, VerifyBatch] = {
     "dspark_host_mirror_run_ahead": EXAMPLES["single_request"].replace(is_dspark=True, divergence=Divergence((3,))),
-    "swa_loc_past_int32": EXAMPLES["single_request"].replace(geometry=HUGE_RING),
 }
-"""Witnesses the shared examples do not cover: a diverging device length, a huge ring."""
+"""Witnesses the shared examples do not cover: a diverging device length."""
 
 BATCHES = {**EXAMPLES, **EXTRA_BATCHES}
 
 WITNESSES: dict[str, str] = {
+    "mirror_not_plumbed": "single_request",
+    "debug_log_formats_device_tensor": "single_request",
     "dropped_dspark_gate": "single_request",
     "uncapped_tier_exact": "ragged_tier_slack_spread_over_pad_rows",
     "capped_tier_output_size_tier": "capped_tier_uncovered_tail",
     "max_seq_len_without_draft": "single_request",
     "inclusive_cumsum_start_loc": "uniform_eagle_batch_of_three",
     "uniform_total_item_sync": "single_request",
+    "uniform_total_host_loop": "single_request",
+    "device_total_as_slice_bound": "single_request",
+    "seq_lens_updated_in_place": "single_request",
     "tier_slack_first_real_row": "tier_slack_absorbed_by_last_real_row",
     "tier_remainder_to_last_pad_rows": "ragged_tier_slack_spread_over_pad_rows",
     "tier_cap_ignored": "capped_tier_clamps_pad_row",
-    "pad_rows_seq_len_fill_zero": "uniform_eagle_batch_of_three",
-    "mirror_not_plumbed": "single_request",
     "causal_start_off_by_one": "single_request",
     "pad_tokens_first_row_slot": "capped_tier_uncovered_tail",
     "pad_tokens_casual_zero": "capped_tier_uncovered_tail",
@@ -71,14 +69,15 @@ WITNESSES: dict[str, str] = {
     "page_table_floor_page_count": "page_boundary_one_past",
     "sentinel_clamp_negative_positions": "position_exactly_at_swa_window",
     "sentinel_minus1_reads_swa0": "req_to_token_minus_one_reads_sentinel",
+    "swa_window_reads_past_table": "absorbed_slack_past_table_width",
+    "zero_length_row_check": "single_request",
     "inclusive_cumsum_pf_cu_q": "uniform_eagle_batch_of_three",
     "pad_tokens_final_pos_zero": "capped_tier_uncovered_tail",
-    "token_map_reads_host_lengths": "dspark_host_mirror_run_ahead",
     "output_size_is_padded_tokens": "capped_tier_uncovered_tail",
-    "swa_loc_int32_overflow": "swa_loc_past_int32",
     "ring_modulo_by_window": "ring_wrap",
+    "replay_refreshes_captured_rows_only": "uniform_eagle_batch_of_three",
     "replay_skips_pf_fields": "uniform_eagle_batch_of_three",
-    "replay_stale_pad_rows": "uniform_eagle_batch_of_three",
+    "replay_asserts_on_graph_state": "uniform_eagle_batch_of_three",
 }
 """Each mutant's witness: a named batch on which it must differ from ``hip`` and fail a property."""
 
@@ -86,17 +85,17 @@ HIP = get_builder("hip")
 
 
 def _failures(builder, batch: VerifyBatch) -> dict[str, PropertyFailure]:
-    return {name: r for name, r in run_all(builder, batch).items() if isinstance(r, PropertyFailure)}
+    return {name: r.failure for name, r in run_all(builder, batch).items() if r.failure is not None}
 
 
 def _outcome(call, *args) -> object:
-    """What a call shows from outside: its fields, decision, sync ops and faults, or the error it raised."""
+    """What a call shows from outside: fields, decision, syncs, faults and input writes, or the error it raised."""
     try:
         md = call(*args)
     except Exception as exc:  # noqa: BLE001 - raising where hip does not is itself a difference
         return ("raised", type(exc).__name__)
     return (md.fields, md.decision, sorted(s.op for s in md.audit.host_syncs),
-            [(f.kind, f.count) for f in md.audit.faults])
+            [(f.kind, f.count) for f in md.audit.faults], [str(c) for c in md.audit.inputs_written])
 
 
 def _observable(builder, batch: VerifyBatch) -> list:
@@ -105,8 +104,9 @@ def _observable(builder, batch: VerifyBatch) -> list:
     for variant in variants_for(batch):
         seen.append((variant.label, _outcome(builder.build, batch, variant)))
         if variant.path == "graph":
-            for second in (same_tier_batch(batch), fewer_requests_batch(batch) or batch):
-                state = builder.capture(batch, variant)
+            smaller = fewer_requests_batch(batch) or batch
+            state = builder.capture(smaller, variant)
+            for second in (batch, same_tier_batch(batch)):
                 seen.append((variant.label, "replay", _outcome(builder.replay, state, second)))
     return seen
 
@@ -169,21 +169,24 @@ def test_each_mutant_is_killed_on_its_witness(name: str) -> None:
     assert _failures(mutant_builder(name), batch), f"{name} survives every property on {WITNESSES[name]}"
 
 
-def test_stale_pad_rows_are_caught_only_by_a_smaller_replay() -> None:
-    """A replay that never re-fills pad rows passes a same-size replay; P5's one-request-fewer replay kills it."""
+def test_rows_refreshed_only_up_to_the_captured_batch_are_caught_only_by_a_larger_replay() -> None:
+    """A replay that refreshes as many rows as it captured passes a same-size replay; a larger batch kills it."""
     batch = EXAMPLES["uniform_eagle_batch_of_three"]
-    stale = mutant_builder("replay_stale_pad_rows")
-    check_p5_graph_vs_eager(stale, batch, same_tier_batch(batch))
+    stale = mutant_builder("replay_refreshes_captured_rows_only")
+    variant = next(v for v in variants_for(batch) if v.path == "graph")
+    same = stale.capture(batch, variant)
+    assert stale.replay(same, same_tier_batch(batch)).fields == HIP.build(same_tier_batch(batch), variant).fields
     with pytest.raises(PropertyFailure) as info:
-        check_p5_graph_vs_eager(stale, batch, fewer_requests_batch(batch))
-    assert info.value.field in ("seq_lens", "req_pool_indices_repeated")
+        check_p5_graph_vs_eager(stale, batch)
+    assert info.value.field in ("seq_lens", "extend_seq_lens", "extend_start_loc")
+    assert "captured with bs=2" in info.value.message
 
 
-def test_the_host_length_token_map_is_killed_only_by_the_fault_model() -> None:
-    """A token map fed the host's lengths hides the AMD fault: metadata agree, P6 alone objects."""
-    failures = _failures(mutant_builder("token_map_reads_host_lengths"), EXTRA_BATCHES["dspark_host_mirror_run_ahead"])
-    assert set(failures) == {"P6"}
-    assert failures["P6"].field == "audit.faults"
+def test_the_in_place_seq_lens_update_is_seen_only_by_p8() -> None:
+    """Updating the caller's seq_lens in place leaves the metadata right: P8 alone objects on a build."""
+    failures = _failures(mutant_builder("seq_lens_updated_in_place"), EXAMPLES["single_request"])
+    assert set(failures) == {"P8"}
+    assert (failures["P8"].field, failures["P8"].index) == ("seq_lens", (0,))
 
 
 def test_the_dropped_gate_trusts_output_size_for_eagle() -> None:
@@ -196,10 +199,11 @@ def test_the_dropped_gate_trusts_output_size_for_eagle() -> None:
 
 
 def test_the_hidden_item_is_seen_by_the_sync_contract() -> None:
-    """A .item() added to the uniform host-mirror path is a sync P2 and P7 both report."""
+    """A .item() added to the uniform host-mirror path is a sync P7 reports; P2 does not: it reads no seq_lens."""
     failures = _failures(mutant_builder("uniform_total_item_sync"), EXAMPLES["single_request"])
-    assert {"P2", "P7"} <= set(failures)
+    assert set(failures) == {"P7"}
     assert failures["P7"].field == "audit.host_syncs"
+    assert "Tensor.item@verify_extension:scalar" in failures["P7"].actual
 
 
 # -- the patch point -------------------------------------------------------------------------------------
@@ -231,10 +235,10 @@ _QUICK = settings(max_examples=40, derandomize=True, database=None, deadline=Non
 
 @pytest.mark.parametrize(
     ("name", "prop"),
-    [("sentinel_minus1_reads_swa0", "P1"), ("swa_loc_int32_overflow", "P1"), ("token_map_reads_host_lengths", "P6")],
+    [("sentinel_minus1_reads_swa0", "P1"), ("dropped_dspark_gate", "P6"), ("zero_length_row_check", "P7")],
 )
 def test_hypothesis_finds_boundary_mutants(name: str, prop: str) -> None:
-    """The strategies reach a -1 table hole, an int32-overflowing ring and a diverging device length unaided."""
+    """The strategies reach a -1 table hole, a diverging device length and a hidden read unaided."""
     spec = next(p for p in PROPERTIES if p.name == prop)
     run = run_property(spec, mutant_builder(name), _QUICK)
     assert not run.passed, f"{prop} missed {name} in {run.examples} examples"

@@ -88,7 +88,7 @@ def test_batches_are_valid_and_round_trip(batch):
 @FAST
 @given(verify_batches(graph=True))
 def test_every_graph_row_fits_the_table(batch):
-    """Tier slack on the absorbing real row and each pad row's share end within max_context."""
+    """Every real verify token and each pad row's share end within max_context; only absorbed slack may not (F2c)."""
     graph = batch.graph
     lens = (
         tier_verify_lens(batch.verify_lens, graph.padded_bs, graph.graph_num_tokens, graph.cap)
@@ -96,7 +96,10 @@ def test_every_graph_row_fits_the_table(batch):
         else [batch.num_draft_tokens] * graph.padded_bs
     )
     seq = list(batch.seq_lens) + [1] * (graph.padded_bs - batch.bs)
-    assert max(s + e for s, e in zip(seq, lens)) <= batch.max_context
+    own = list(batch.extend_lens) + lens[batch.bs :]
+    assert max(s + e for s, e in zip(seq, own)) <= batch.max_context
+    past = [b for b, (s, e) in enumerate(zip(seq, lens)) if s + e > batch.max_context]
+    assert past in ([], [batch.bs - 1]) and (not past or graph.padded_bs == batch.bs)
 
 
 @FAST
@@ -166,7 +169,8 @@ def test_divergence_defaults_to_none(batch):
 
 @pytest.mark.parametrize("kind", DIVERGENCE_KINDS)
 def test_divergences_have_the_requested_kind(kind):
-    """A drawn divergence has the requested kind, entries >= 0 and a valid length."""
+    """A drawn divergence is valid for its batch, and of the requested kind unless its rows cannot take it."""
+    from strategies._batches import _divergence_bounds, _possible_kinds
 
     @FAST
     @given(st.data())
@@ -174,12 +178,10 @@ def test_divergences_have_the_requested_kind(kind):
         batch = data.draw(verify_batches())
         divergence = data.draw(divergences(batch, kind=kind))
         diverged = batch.replace(divergence=divergence)
-        assert min(divergence.extend_seq_lens) >= 0
-        rows = batch.graph.padded_bs if batch.graph is not None else batch.bs
-        if kind == "permuted" and rows < 2:
-            assert divergence_kind(diverged) == "run_ahead"
-        else:
-            assert divergence_kind(diverged) == kind
+        assert min(divergence.extend_seq_lens) >= (1 if batch.is_ragged else 0)
+        if divergence_kind(diverged) != kind:
+            host, lo, hi, ceiling = _divergence_bounds(batch, len(divergence.extend_seq_lens))
+            assert kind not in _possible_kinds(host, lo, hi, None if ceiling is None else ceiling - sum(host))
 
     check()
 
@@ -204,9 +206,9 @@ def test_divergence_kind_classifies_by_sum():
     """More tokens on the device run ahead, fewer fall behind, the same sum in other rows is permuted."""
     assert divergence_kind(WORKED_EXAMPLE) is None
     assert divergence_kind(_batch(divergence=Divergence((3, 3, 1)))) == "run_ahead"
-    assert divergence_kind(_batch(divergence=Divergence((2, 0, 1)))) == "fall_behind"
+    assert divergence_kind(_batch(divergence=Divergence((1, 3, 1)))) == "fall_behind"
     assert divergence_kind(_batch(divergence=Divergence((1, 3, 2)))) == "permuted"
-    assert divergence_kind(_batch(divergence=Divergence((2, 3, 1, 2, 1)))) == "same"
+    assert divergence_kind(_batch(divergence=Divergence((2, 3, 1)))) == "same"
 
 
 @FAST
@@ -291,7 +293,7 @@ HIT_RATE_FLOORS = {
     "row_fills_context": 20,
     "ring_wrap": 30,
     "ring_wrap>=2": 20,
-    "ring_int32_overflow": 8,
+    "swa_loc>=2**30": 5,
     "req_to_token_minus1": 8,
     "req_to_token_sentinel": 8,
     "eager_only": 10,
@@ -301,12 +303,12 @@ HIT_RATE_FLOORS = {
     "pad_rows=1": 5,
     "pad_rows>=4": 5,
     "tier_slack_spread": 8,
-    "tier_slack_uneven": 5,
+    "tier_slack_uneven": 4,
     "tier_slack_partial": 3,
-    "tier_slack_absorbed": 3,
+    "tier_slack_absorbed": 2,
     "tier_exact": 3,
     "pad_row_zero_tokens": 3,
-    "pad_rows_clamped": 3,
+    "pad_rows_clamped": 1,  # F2b: a cap may only clamp shares above max(verify_lens)
     "capped_uncovered_tail": 5,
     "capped_no_pad_rows": 3,
     "cap_not_binding": 5,
@@ -352,7 +354,7 @@ def test_every_divergence_kind_is_drawn_often():
         "divergence_run_ahead": 15,
         "divergence_fall_behind": 15,
         "divergence_permuted": 8,
-        "divergence_padded_len": 5,
+        "divergence_padded_len": 3,
     }
     low = {name: counts[name] for name, floor in floors.items() if counts[name] < floor}
     assert not low, f"divergence kinds below their floor (of 100): {low}"
@@ -386,11 +388,11 @@ def test_uncovered_tails_shrink_small():
     assert batch.graph.padded_bs - batch.bs <= 1
 
 
-def test_divergences_shrink_to_a_one_token_run_ahead():
-    """The simplest divergence adds one token to one row."""
+def test_divergences_shrink_to_one_token_on_one_row():
+    """The simplest divergence moves one token on one row of a single request."""
     batch = find(verify_batches(divergence=True), lambda b: True, settings=FIND)
-    assert divergence_kind(batch) == "run_ahead"
-    assert sum(batch.divergence.extend_seq_lens) == batch.num_real_tokens + 1
+    assert batch.bs == 1
+    assert abs(sum(batch.divergence.extend_seq_lens) - batch.num_real_tokens) == 1
 
 
 @settings(deadline=None, max_examples=100, database=None)

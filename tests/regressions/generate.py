@@ -45,6 +45,7 @@ CASES = {
             _expect([["oob_write", 1]], True, mirror="host", gate="ungated"),
             _expect([], False, mirror="host", gate="dspark"),
             _expect([], False, mirror="host", gate="always_sync"),
+            _expect([["oob_write", 1]], True, mirror="tolist", gate="ungated"),
             _expect([], True, mirror="device", gate="ungated"),
         ],
     ),
@@ -76,9 +77,9 @@ CASES = {
         ],
     ),
     "capped_tier_uncovered_tail": (
-        "A capped tier leaves 2 tokens uncovered: num_tokens is the device sum (8), not the tier (10); a builder "
+        "A capped tier leaves 2 tokens uncovered: num_tokens is the device sum (12), not the tier (14); a builder "
         "that passed output_size=tier would leave 2 map elements uninitialised",
-        _batch([5, 3, 7], [2, 1, 3], 3, verify_lens=[3, 1, 2], graph=GraphTier(5, 10, cap=1), is_dspark=True),
+        _batch([5, 3, 7], [2, 1, 3], 3, verify_lens=[3, 1, 2], graph=GraphTier(5, 14, cap=3), is_dspark=True),
         [
             _expect([], True, path="graph", gate="dspark"),
             _expect([], False, path="graph", gate="always_sync"),
