@@ -69,4 +69,4 @@ __all__ = [
     "variants_for",
 ]
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"

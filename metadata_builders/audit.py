@@ -435,10 +435,12 @@ _ACTIVE: list[DeviceAudit] = []
 
 
 @contextlib.contextmanager
-def kernel_launch(tensors: list[torch.Tensor]) -> Iterator[None]:
+def kernel_launch(arguments: Any) -> Iterator[None]:
     """Run a kernel outside the audit's view (an interpreted Triton launch copies its
     arguments to the host, which no GPU launch does), then mark what it wrote: every
-    argument may now depend on what any argument read."""
+    tensor among ``arguments`` (nested lists, tuples, dicts) may now depend on what any
+    of them read."""
+    tensors = list(_tensors(arguments))
     audit = _ACTIVE[-1] if _ACTIVE else None
     if audit is None or audit._suspended:
         yield

@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from metadata_builders.inputs import VerifyInputs
     from metadata_builders.variants import Variant
 
-__all__ = ["AuditedBuilder", "Builder", "Captured", "GraphBuilder", "get_builder", "resolve_device"]
+__all__ = ["AuditedBuilder", "Builder", "Captured", "GraphBuilder", "MemoBuilder", "get_builder", "resolve_device"]
 
 
 @runtime_checkable
@@ -223,6 +223,29 @@ class AuditedBuilder:
         ), tuple(result.not_observable))
 
 
+class MemoBuilder:
+    """Remembers ``build(batch, variant)`` so several properties on one batch share each build.
+
+    Valid because a builder keeps no state between builds (graph capture/replay
+    pass straight through, as does everything else the wrapped builder has).
+    P1, P3, P4, P6, P7 and P8 rebuild the same (batch, variant) pairs.
+    """
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.name = getattr(inner, "name", "builder")
+        self._cache: dict[tuple[VerifyBatch, Variant], VerifyMetadata] = {}
+
+    def build(self, batch: VerifyBatch, variant: Variant) -> VerifyMetadata:
+        key = (batch, variant)
+        if key not in self._cache:
+            self._cache[key] = self.inner.build(batch, variant)
+        return self._cache[key]
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
 def _mark_inputs(inputs: VerifyInputs) -> None:
     from metadata_builders.audit import DeviceAudit
 
@@ -272,9 +295,10 @@ def get_builder(name: str, device: str = "cpu") -> AuditedBuilder | ReferenceBui
     if name == "sglang":
         try:
             from metadata_builders.sglang_adapter import SGLangBuilder
-        except ImportError as exc:
-            raise BuilderNotFound(name, f"the SGLang adapter cannot be imported ({exc}); see docs/SGLANG.md") from exc
-        return AuditedBuilder(SGLangBuilder(device), device, "sglang")
+
+            return AuditedBuilder(SGLangBuilder(device), device, "sglang")
+        except ImportError as exc:  # no SGLang, or an upstream piece not found (UpstreamNotFound names it)
+            raise BuilderNotFound(name, f"{exc}; see docs/SGLANG.md") from exc
     if ":" not in name:
         raise BuilderNotFound(name, 'expected "reference", "hip", "sglang" or "module:attr"')
     module_name, _, attr = name.partition(":")

@@ -44,6 +44,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Callable, Iterator
 
 from metadata_builders.batch import Divergence, Geometry, GraphTier, VerifyBatch
+from metadata_builders.builders import MemoBuilder
 from metadata_builders.errors import InvalidBatch, PropertyFailure
 from metadata_builders.properties import PROPERTIES, PropertySpec
 from metadata_builders.tier import tier_verify_lens
@@ -209,35 +210,13 @@ def _random_divergence(rng: random.Random, batch: VerifyBatch, pinned: bool | No
 # -- the oracle ----------------------------------------------------------------------------------
 
 
-class _MemoBuilder:
-    """Memoises ``build(batch, variant)`` for one batch's properties; capture/replay pass through.
-
-    Properties P1, P3, P4, P6 and P7 rebuild the same (batch, variant) pairs;
-    builders keep no state, so one build serves them all.
-    """
-
-    def __init__(self, inner: Any) -> None:
-        self.inner = inner
-        self.name = getattr(inner, "name", "builder")
-        self._cache: dict[tuple[VerifyBatch, Any], Any] = {}
-
-    def build(self, batch: VerifyBatch, variant: Any) -> Any:
-        key = (batch, variant)
-        if key not in self._cache:
-            self._cache[key] = self.inner.build(batch, variant)
-        return self._cache[key]
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.inner, name)
-
-
 def _applies(spec: PropertySpec, batch: VerifyBatch) -> bool:
     return spec.applies(batch) is None
 
 
 def first_failure(builder: Any, batch: VerifyBatch, props: tuple[PropertySpec, ...] = PROPERTIES) -> PropertyFailure | None:
     """Run ``props`` in order on one batch; the first failure (a builder crash counts), or None."""
-    memo = _MemoBuilder(builder)
+    memo = MemoBuilder(builder)
     for spec in props:
         if not _applies(spec, batch):
             continue

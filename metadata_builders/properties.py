@@ -320,6 +320,9 @@ def check_p5_graph_vs_eager(builder, batch: VerifyBatch, second: VerifyBatch | N
         eager_md = builder.build(batch, eager_v)
         g, e = graph_md.fields, eager_md.fields
         for name in PER_ROW:
+            if name not in g or name not in e:
+                continue  # not observable in this builder
+            _check_length(variant, name, g[name], e[name], bs)
             for row in range(bs):
                 if row == absorbing and name in ("seq_lens", "extend_seq_lens"):
                     continue
@@ -333,6 +336,7 @@ def check_p5_graph_vs_eager(builder, batch: VerifyBatch, second: VerifyBatch | N
         for name in FIELD_NAMES:
             if name in PER_ROW or name not in g or name not in e:
                 continue
+            _check_length(variant, name, g[name], e[name], real)
             for t in range(real):
                 ev, gv = e[name][t], g[name][t]
                 if name == "page_table":
@@ -350,9 +354,22 @@ def check_p5_graph_vs_eager(builder, batch: VerifyBatch, second: VerifyBatch | N
     return notes
 
 
+def _check_length(variant: Variant, name: str, graph_values: list, eager_values: list, least: int) -> None:
+    """Both builds cover the real rows or tokens: a short field is a failure, never an IndexError."""
+    for what, values in (("graph", graph_values), ("eager", eager_values)):
+        if len(values) < least:
+            raise _fail("P5", variant, f"the {what} build's field is shorter than the real rows/tokens", field=name,
+                        expected=f"length >= {least}", actual=f"length {len(values)}")
+
+
 def _check_pads_inert(batch: VerifyBatch, variant: Variant, md: VerifyMetadata) -> None:
     """Pad-row tokens live in slot 0; the uncovered tail is guarded out of the SWA store."""
     f = md.fields
+    padded = len(f["seq_lens_casual"])
+    short = [n for n in FIELD_NAMES if n in f and n not in PER_ROW and len(f[n]) != padded]
+    if short:
+        raise _fail("P5", variant, "per-token fields must cover every token of the tier", field=short[0],
+                    expected=f"length {padded}", actual=f"length {len(f[short[0]])}")
     num_tokens = md.decision.num_tokens
     win = batch.geometry.unified_swa_window
     ring = batch.geometry.ring_size

@@ -1,0 +1,80 @@
+"""Known upstream findings, recognised in a failure so the gate and ``check`` can name them.
+
+Each finding of docs/FINDINGS.md that a property still reports on SGLang's own
+code is listed with what its failures look like: the property, the failing
+field, and a predicate on the failure message and the batch.  The gate marks a
+failure already present at base with the id (a failure at head that base did not
+have is new whatever it looks like); ``check --builder sglang`` labels a failure
+with it.  Findings describe upstream code: they are never applied to the bundled
+builders or the mutant catalogue.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable
+
+if TYPE_CHECKING:
+    from metadata_builders.batch import VerifyBatch
+
+__all__ = ["FINDINGS", "Finding", "known_finding"]
+
+
+@dataclass(frozen=True)
+class Finding:
+    """A finding of docs/FINDINGS.md as a property reports it."""
+
+    id: str
+    props: tuple[str, ...]
+    """Properties that report it."""
+    matches: Callable[[str, str, VerifyBatch], bool]
+    """(failing field, failure message, batch) -> whether this failure is the finding."""
+    summary: str
+    """One line, as docs/FINDINGS.md states it."""
+
+
+def _absorbs_past_width(batch: VerifyBatch) -> bool:
+    from metadata_builders.reference import oob_read_count, verify_extension
+    from metadata_builders.variants import variants_for
+
+    return any(oob_read_count(batch, v, verify_extension(batch, v)) for v in variants_for(batch) if v.path == "graph")
+
+
+def _f2c(field: str, message: str, batch: VerifyBatch) -> bool:
+    return field == "audit.faults" and ("read past the end" in message or "out-of-bounds read" in message) \
+        and batch.divergence is None and _absorbs_past_width(batch)
+
+
+def _f5(field: str, message: str, batch: VerifyBatch) -> bool:
+    return field in ("decision.max_seq_len", "page_table")
+
+
+def _f6(field: str, message: str, batch: VerifyBatch) -> bool:
+    return field.startswith("pf_") and batch.graph is not None and batch.is_ragged and batch.graph.cap is not None
+
+
+def _f7(field: str, message: str, batch: VerifyBatch) -> bool:
+    return field == "audit.faults" and "out-of-bounds read" in message and batch.divergence is not None
+
+
+FINDINGS: tuple[Finding, ...] = (
+    Finding("F2c", ("P1", "P5", "P6"), _f2c,
+            "tier slack absorbed past req_to_token's width is gathered out of bounds (get_swa_page_indices)"),
+    Finding("F5", ("P1", "P5"), _f5,
+            "0.5.18/0.5.19: max_seq_len lacks + num_draft_tokens; the page table misses the verify tokens' page"),
+    Finding("F6", ("P1", "P5"), _f6,
+            "0.5.18-0.5.20: pf_* stop at num_tokens on a tier with an uncovered tail"),
+    Finding("F7", ("P6",), _f7,
+            "a stale extend-length copy reaches ExpandPrefillCausally too; get_swa_page_indices then reads "
+            "req_to_token out of bounds at the table edge, synced token map or not"),
+)
+"""The findings the gate and ``check --builder sglang`` recognise."""
+
+
+def known_finding(prop: str, signature: tuple[str, ...], message: str, batch: VerifyBatch) -> str | None:
+    """The id of the known finding this failure is, if any (``signature`` is (variant, field))."""
+    field = signature[1] if len(signature) > 1 else ""
+    for finding in FINDINGS:
+        if prop in finding.props and finding.matches(field, message, batch):
+            return finding.id
+    return None
