@@ -15,7 +15,7 @@ from typing import Sequence
 
 from metadata_builders.batch import Geometry, GraphTier, VerifyBatch
 from metadata_builders.builders import get_builder
-from metadata_builders.errors import MetadataBuildersError
+from metadata_builders.errors import MetadataBuildersError, UsageError
 from metadata_builders.properties import PROPERTIES, PropertySpec
 from metadata_builders.reference import expected_faults, expected_host_syncs, verify_extension
 from metadata_builders.report import format_table, write_junit, write_replay_file
@@ -43,7 +43,7 @@ def _select(names: str | None) -> list[PropertySpec]:
     known = {p.name: p for p in PROPERTIES}
     bad = [n for n in wanted if n not in known]
     if bad:
-        raise SystemExit(f"--properties: unknown {bad}; choose from {sorted(known)}")
+        raise UsageError("--properties", f"choose from {sorted(known)}", f"unknown {bad}")
     return [known[n] for n in wanted]
 
 
@@ -182,7 +182,7 @@ def _load_batch(path: str) -> VerifyBatch:
         with open(path) as fh:
             text = fh.read()
     except OSError as exc:
-        raise SystemExit(f"replay: cannot read {path}: {exc.strerror}") from exc
+        raise UsageError("replay", "a readable batch file", f"cannot read {path}: {exc.strerror}") from exc
     return VerifyBatch.from_json(text)
 
 
@@ -375,11 +375,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except MetadataBuildersError as exc:
         print(f"metadata-builders: error: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 2
-    except SystemExit as exc:
-        if isinstance(exc.code, str):
-            print(f"metadata-builders: error: {exc.code}", file=sys.stderr)
-            return 2
-        raise
 
 
 if __name__ == "__main__":

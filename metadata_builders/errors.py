@@ -1,8 +1,10 @@
 """One exception tree for the harness.
 
 Every class also inherits the nearest builtin, so ``except ValueError`` keeps
-working for callers that do not know us, and every instance carries its data
-(``field``, ``index``, ``expected``, ``actual``) so tests compare data, not text.
+working for callers that do not know us; every instance carries its data
+(``field``, ``index``, ``expected``, ``actual``) so tests compare data, not text;
+and every instance pickles (by its constructor's arguments), so an error raised
+in a worker process -- ``mutants --jobs``, a pytest-xdist worker -- arrives whole.
 """
 
 from __future__ import annotations
@@ -11,16 +13,49 @@ from typing import Any
 
 __all__ = [
     "BuilderNotFound",
+    "CaptureMismatch",
+    "GateError",
     "InvalidBatch",
+    "InvalidMetadata",
     "InvalidVariant",
     "MetadataBuildersError",
+    "MutantDoesNotApply",
+    "PlotExtraMissing",
     "PropertyFailure",
     "StaleMirror",
+    "UnknownMutant",
+    "UpstreamNotFound",
+    "UsageError",
 ]
 
 
+def _rebuild(cls: type, args: tuple, kwargs: dict) -> MetadataBuildersError:
+    return cls(*args, **kwargs)
+
+
 class MetadataBuildersError(Exception):
-    """Base class of every error the harness raises on purpose."""
+    """Base class of every error the harness raises on purpose.
+
+    ``field``, ``index``, ``expected`` and ``actual`` say what is wrong as data;
+    ``__reduce__`` rebuilds the error from its constructor's arguments.
+    """
+
+    field: str | None = None
+    index: Any = None
+    expected: Any = None
+    actual: Any = None
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> MetadataBuildersError:
+        self = super().__new__(cls, *args)
+        self._constructed_with = (args, kwargs)
+        return self
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        args, kwargs = self._constructed_with
+        return (_rebuild, (type(self), args, kwargs))
+
+    def _data(self, field: str | None, index: Any, expected: Any, actual: Any) -> None:
+        self.field, self.index, self.expected, self.actual = field, index, expected, actual
 
 
 class InvalidBatch(MetadataBuildersError, ValueError):
@@ -30,17 +65,8 @@ class InvalidBatch(MetadataBuildersError, ValueError):
     ``verify_lens[2]=0 must be in 1..num_draft_tokens=3``.
     """
 
-    def __init__(
-        self,
-        field: str,
-        index: int | None,
-        expected: Any,
-        actual: Any,
-    ) -> None:
-        self.field = field
-        self.index = index
-        self.expected = expected
-        self.actual = actual
+    def __init__(self, field: str, index: int | None, expected: Any, actual: Any) -> None:
+        self._data(field, index, expected, actual)
         where = field if index is None else f"{field}[{index}]"
         super().__init__(f"{where}={actual!r} must be {expected}")
 
@@ -49,28 +75,48 @@ class InvalidVariant(MetadataBuildersError, ValueError):
     """A variant knob has a value outside its closed set, or does not apply to the batch."""
 
     def __init__(self, field: str, expected: Any, actual: Any) -> None:
-        self.field = field
-        self.index = None
-        self.expected = expected
-        self.actual = actual
+        self._data(field, None, expected, actual)
         super().__init__(f"Variant.{field}={actual!r} must be {expected}")
+
+
+class InvalidMetadata(MetadataBuildersError, ValueError):
+    """A builder returned metadata that is not the documented shape (a field missing)."""
+
+    def __init__(self, field: str, expected: Any, actual: Any) -> None:
+        self._data(field, None, expected, actual)
+        super().__init__(f"VerifyMetadata.{field}: {actual} (expected {expected})")
+
+
+class UsageError(MetadataBuildersError, ValueError):
+    """A command-line option or argument is wrong; the CLI exits 2 with this message."""
+
+    def __init__(self, field: str, expected: Any, actual: Any) -> None:
+        self._data(field, None, expected, actual)
+        super().__init__(f"{field}: {actual} ({expected})")
 
 
 class BuilderNotFound(MetadataBuildersError, LookupError):
     """``get_builder`` was given a name that names no builder."""
 
     def __init__(self, name: str, reason: str) -> None:
-        self.field = "name"
-        self.index = None
-        self.expected = '"reference", "hip", "sglang" or "module:attr"'
-        self.actual = name
+        self._data("name", None, '"reference", "hip", "sglang" or "module:attr"', name)
         super().__init__(f"builder {name!r}: {reason}")
+
+
+class UnknownMutant(BuilderNotFound, KeyError):
+    """A mutant name that is not in the catalogue."""
+
+    def __init__(self, name: str, known: list[str] | tuple[str, ...]) -> None:
+        super().__init__(name, f"not in the mutant catalogue; choose from {sorted(known)}")
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return Exception.__str__(self)
 
 
 class PropertyFailure(MetadataBuildersError, AssertionError):
     """A property of DESIGN.md section 3 does not hold for one batch.
 
-    Carries the property (``"P1"`` .. ``"P7"``), the variant label, the field,
+    Carries the property (``"P1"`` .. ``"P8"``), the variant label, the field,
     the first differing index and the two values, never a whole tensor.
     """
 
@@ -87,18 +133,10 @@ class PropertyFailure(MetadataBuildersError, AssertionError):
     ) -> None:
         self.prop = prop
         self.variant = variant
-        self.field = field
-        self.index = index
-        self.expected = expected
-        self.actual = actual
         self.message = message
-        parts = [f"{prop}"]
-        if variant:
-            parts.append(f"[{variant}]")
-        head = " ".join(parts)
-        detail = ""
-        if field is not None:
-            detail = f" field={field} index={index} expected={expected!r} actual={actual!r}"
+        self._data(field, index, expected, actual)
+        head = f"{prop}" + (f" [{variant}]" if variant else "")
+        detail = f" field={field} index={index} expected={expected!r} actual={actual!r}" if field is not None else ""
         super().__init__(f"{head}: {message}{detail}")
 
 
@@ -110,8 +148,57 @@ class StaleMirror(MetadataBuildersError, AssertionError):
     """
 
     def __init__(self, index: int, expected: int, actual: int) -> None:
-        self.field = "seq_lens_cpu"
-        self.index = index
-        self.expected = expected
-        self.actual = actual
+        self._data("seq_lens_cpu", index, expected, actual)
         super().__init__(f"seq_lens_cpu[{index}]={actual} is stale: the device holds seq_lens[{index}]={expected}")
+
+
+class CaptureMismatch(MetadataBuildersError, ValueError):
+    """A graph replay would change a captured buffer's shape (its address must stay valid)."""
+
+    def __init__(self, field: str, expected: tuple[int, ...], actual: tuple[int, ...]) -> None:
+        self._data(field, None, expected, actual)
+        super().__init__(f"replay: {field} has shape {actual}, the captured buffer is {expected}")
+
+
+class MutantDoesNotApply(MetadataBuildersError, LookupError):
+    """A mutant's ``find`` text is not exactly once in its stage's source (``hip.py`` changed)."""
+
+    def __init__(self, name: str, stage: str, occurrences: int) -> None:
+        self.name, self.stage, self.occurrences = name, stage, occurrences
+        self._data("find", None, "exactly once", occurrences)
+        super().__init__(
+            f"mutant {name!r}: its find text occurs {occurrences} times in hip.{stage} (must be exactly once); "
+            "update the catalogue (metadata_builders/tools/mutants/catalogue.py) to the new source"
+        )
+
+
+class GateError(MetadataBuildersError, RuntimeError):
+    """The gate could not run (bad ref, no SGLang tree, a side that crashed): exit 2, never a verdict."""
+
+    def __init__(self, what: str, detail: str) -> None:
+        self._data(what, None, None, detail)
+        super().__init__(f"{what}: {detail}")
+
+
+class UpstreamNotFound(MetadataBuildersError, ImportError):
+    """A piece of SGLang the adapter drives is not where any supported release keeps it.
+
+    Carries the piece, the installed release and every place looked, e.g.
+    ``SGLang 0.5.24: cannot find is_unified_kv_triton (the unified-KV gate);
+    looked in: sglang.srt.layers.attention.dsv4.unified_kv_gate (no is_unified_kv_triton), ...``.
+    """
+
+    def __init__(self, piece: str, release: str, looked: list[str] | tuple[str, ...]) -> None:
+        self.piece, self.release, self.looked = piece, release, tuple(looked)
+        self._data(piece, None, "present", tuple(looked))
+        where = "; ".join(self.looked) or "nowhere"
+        super().__init__(f"SGLang {release}: cannot find {piece}; looked in: {where}")
+
+
+class PlotExtraMissing(MetadataBuildersError, ImportError):
+    """A picture was asked for without matplotlib: the ``plot`` extra is not installed."""
+
+    def __init__(self, what: str) -> None:
+        self._data("matplotlib", None, "installed", None)
+        super().__init__(f"{what} needs matplotlib: python -m pip install 'metadata-builders[plot]' "
+                         "(in a checkout: python -m pip install -e '.[plot]')")

@@ -49,7 +49,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Literal
 
 from metadata_builders.batch import VerifyBatch
-from metadata_builders.errors import MetadataBuildersError
+from metadata_builders.errors import GateError
 from metadata_builders.properties import PROPERTIES, PropertySpec
 
 __all__ = ["GateError", "Outcome", "Side", "build_corpus", "classify", "corpus_focuses", "run_gate"]
@@ -60,20 +60,6 @@ CHUNKS = 16
 ENV_CORPUS, ENV_OUT, ENV_BUILDER, ENV_DEVICE, ENV_PROPERTIES = (
     "MB_GATE_CORPUS", "MB_GATE_OUT", "MB_GATE_BUILDER", "MB_GATE_DEVICE", "MB_GATE_PROPERTIES")
 """How the gate tells :mod:`metadata_builders.gate_items` (in each xdist worker) what to run."""
-
-
-class GateError(MetadataBuildersError, RuntimeError):
-    """The gate could not run (bad ref, no SGLang tree, a side that crashed): exit 2, never a verdict."""
-
-    def __init__(self, what: str, detail: str) -> None:
-        self.field = what
-        self.index = None
-        self.expected = None
-        self.actual = detail
-        super().__init__(f"{what}: {detail}")
-
-    def __reduce__(self):
-        return (type(self), (self.field, self.actual))
 
 
 @dataclass(frozen=True)

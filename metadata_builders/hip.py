@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING
 import torch
 import torch.nn.functional as F
 
-from metadata_builders.errors import StaleMirror
+from metadata_builders.errors import CaptureMismatch, StaleMirror
 from metadata_builders.metadata import Decision, VerifyMetadata
 from metadata_builders.variants import apply_gate
 
@@ -286,7 +286,7 @@ class GraphCapture:
 
 def _refill(static: torch.Tensor, fresh: torch.Tensor, name: str) -> None:
     if static.shape != fresh.shape:
-        raise ValueError(f"replay: {name} has shape {tuple(fresh.shape)}, captured buffer is {tuple(static.shape)}")
+        raise CaptureMismatch(name, tuple(static.shape), tuple(fresh.shape))
     static.copy_(fresh)
 
 

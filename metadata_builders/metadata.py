@@ -9,13 +9,17 @@ expected and actual -- never a tensor dump.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any, Literal, Mapping
 
 __all__ = [
+    "FIELDS",
     "FIELD_NAMES",
+    "PER_ROW",
     "Audit",
     "Decision",
     "FaultKind",
+    "FieldSpec",
     "FaultRecord",
     "InputChange",
     "Mismatch",
@@ -26,26 +30,54 @@ __all__ = [
     "first_difference",
 ]
 
-FIELD_NAMES: tuple[str, ...] = (
-    "seq_lens",
-    "extend_seq_lens",
-    "extend_start_loc",
-    "seq_lens_casual",
-    "positions_casual",
-    "req_pool_indices_repeated",
-    "swa_topk_lengths",
-    "page_table",
-    "swa_page_indices",
-    "raw_out_loc",
-    "pf_state_slot",
-    "pf_chunk_start",
-    "pf_cu_q",
-    "pf_final_pos",
-    "verify_store_state_slot",
-    "swa_loc",
+@dataclass(frozen=True, slots=True)
+class FieldSpec:
+    """What one metadata field is: per row or per token, its shape, its meaning."""
+
+    name: str
+    per: Literal["row", "token"]
+    """``row``: one entry per row of the built batch; ``token``: one per token (pads included)."""
+    shape: str
+    """Its shape in terms of the batch: ``rows`` is ``bs`` eager, ``padded_bs`` graph;
+    ``padded_num_tokens`` the real tokens eager, ``graph_num_tokens`` graph."""
+    doc: str
+    """One line, as DESIGN.md section 2 defines it."""
+    dims: int = 1
+    """2 when each entry is itself a list (``page_table``, ``swa_page_indices``)."""
+
+
+def _fields(*specs: FieldSpec) -> Mapping[str, FieldSpec]:
+    return MappingProxyType({spec.name: spec for spec in specs})
+
+
+FIELDS: Mapping[str, FieldSpec] = _fields(
+    FieldSpec("seq_lens", "row", "(rows,)", "prefix plus verify tokens"),
+    FieldSpec("extend_seq_lens", "row", "(rows,)", "verify tokens per row (tier-padded on the graph path)"),
+    FieldSpec("extend_start_loc", "row", "(rows,)", "exclusive cumsum of extend_seq_lens"),
+    FieldSpec("seq_lens_casual", "token", "(padded_num_tokens,)", "tokens visible to this token; 1 for tail pads"),
+    FieldSpec("positions_casual", "token", "(padded_num_tokens,)", "seq_lens_casual - 1"),
+    FieldSpec("req_pool_indices_repeated", "token", "(padded_num_tokens,)", "the token's request slot"),
+    FieldSpec("swa_topk_lengths", "token", "(padded_num_tokens,)", "min(seq_lens_casual, swa_window)"),
+    FieldSpec("page_table", "token", "(padded_num_tokens, ceil(min(max_seq_len, max_context) / page_size))",
+              "page of positions 0, page_size, 2*page_size, ... of the token's slot", dims=2),
+    FieldSpec("swa_page_indices", "token",
+              "(padded_num_tokens, ceil(swa_window / page_index_align) * page_index_align)",
+              "SWA location of positions pos, pos-1, ..., -1 before 0 and as right padding", dims=2),
+    FieldSpec("raw_out_loc", "token", "(padded_num_tokens,)", "out_cache_loc, zero-padded to the tier"),
+    FieldSpec("pf_state_slot", "token", "(padded_num_tokens,)", "slot of the token's row (token map)"),
+    FieldSpec("pf_chunk_start", "token", "(padded_num_tokens,)", "the row's prefix length; 0 for tail pads"),
+    FieldSpec("pf_cu_q", "token", "(padded_num_tokens,)", "the row's first token; 0 for tail pads"),
+    FieldSpec("pf_final_pos", "token", "(padded_num_tokens,)", "the row's last position; unified_swa_window for tail pads"),
+    FieldSpec("verify_store_state_slot", "token", "(padded_num_tokens,)", "slot the SWA ring store writes to"),
+    FieldSpec("swa_loc", "token", "(padded_num_tokens,)", "slot * ring_size + pos % ring_size"),
 )
-"""Every metadata field, in pipeline order. Per-row fields have ``rows`` entries
-(``bs`` eager, ``padded_bs`` graph); per-token fields ``padded_num_tokens``."""
+"""Every metadata field, in pipeline order, with its shape: the one place these facts live."""
+
+FIELD_NAMES: tuple[str, ...] = tuple(FIELDS)
+"""Every metadata field name, in pipeline order."""
+
+PER_ROW: tuple[str, ...] = tuple(name for name, spec in FIELDS.items() if spec.per == "row")
+"""Fields with one entry per row; every other field has one entry per token."""
 
 FaultKind = Literal["oob_write", "uninitialized_tail", "oob_read"]
 ReadKind = Literal["scalar", "copy", "shape"]
@@ -204,7 +236,8 @@ class VerifyMetadata:
     """One build's result: ``fields`` (name -> list), ``decision``, ``audit``."""
 
     fields: dict[str, list[Any]]
-    """Every name of ``FIELD_NAMES`` mapped to a plain (possibly 2-D) list of ints."""
+    """Every name of ``FIELDS`` mapped to a plain list of ints, shaped as its ``FieldSpec.shape`` says
+    (2-D for ``page_table`` and ``swa_page_indices``)."""
     decision: Decision
     """The token-count decision."""
     audit: Audit = field(default_factory=Audit)
@@ -216,8 +249,10 @@ class VerifyMetadata:
     def __post_init__(self) -> None:
         missing = [n for n in FIELD_NAMES if n not in self.fields and n not in self.not_observable]
         if missing:
-            raise ValueError(f"VerifyMetadata.fields is missing {missing} (list them in not_observable if the "
-                             "builder cannot report them)")
+            from metadata_builders.errors import InvalidMetadata
+
+            raise InvalidMetadata("fields", "every FIELD_NAMES entry, or its name in not_observable",
+                                  f"missing {missing}")
 
     def to_dict(self) -> dict[str, Any]:
         return {"fields": self.fields, "decision": self.decision.to_dict(), "audit": self.audit.to_dict(),

@@ -41,7 +41,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
-from metadata_builders.errors import MetadataBuildersError
+from metadata_builders.errors import MutantDoesNotApply, UnknownMutant, UsageError
 
 if TYPE_CHECKING:
     from metadata_builders.batch import VerifyBatch
@@ -62,19 +62,6 @@ __all__ = [
     "run_mutant",
     "select_mutants",
 ]
-
-
-class MutantDoesNotApply(MetadataBuildersError, LookupError):
-    """A mutant's ``find`` text is not exactly once in its stage's source (``hip.py`` changed)."""
-
-    def __init__(self, name: str, stage: str, occurrences: int) -> None:
-        self.name = name
-        self.stage = stage
-        self.occurrences = occurrences
-        super().__init__(
-            f"mutant {name!r}: its find text occurs {occurrences} times in hip.{stage} (must be exactly once); "
-            "update MUTANTS in metadata_builders/mutants.py to the new source"
-        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -472,7 +459,7 @@ def mutant_builder(name: str, device: str = "cpu") -> AuditedBuilder:
     from metadata_builders.builders import AuditedBuilder, resolve_device
 
     if name not in MUTANTS:
-        raise KeyError(f"unknown mutant {name!r}; choose from {sorted(MUTANTS)}")
+        raise UnknownMutant(name, list(MUTANTS))
     device = resolve_device(device)
     builder_cls = globals().get("MutantBuilder") or __getattr__("MutantBuilder")
     return AuditedBuilder(builder_cls(MUTANTS[name], device), device, f"mutants:{name}")
@@ -640,7 +627,7 @@ def select_mutants(only: str | None) -> list[str]:
     names = [n.strip() for n in only.split(",") if n.strip()]
     unknown = [n for n in names if n not in MUTANTS]
     if unknown:
-        raise SystemExit(f"--only: unknown mutant(s) {unknown}; choose from {sorted(MUTANTS)}")
+        raise UsageError("--only", f"choose from {sorted(MUTANTS)}", f"unknown mutant(s) {unknown}")
     return names
 
 

@@ -60,5 +60,7 @@ def load_profile(name: str) -> settings:
     """Register the profiles and return the named one's settings."""
     register_profiles()
     if name not in PROFILE_EXAMPLES:
-        raise ValueError(f"profile={name!r} must be one of {sorted(PROFILE_EXAMPLES)}")
+        from metadata_builders.errors import UsageError
+
+        raise UsageError("profile", f"one of {sorted(PROFILE_EXAMPLES)}", name)
     return settings.get_profile(name)

@@ -22,7 +22,7 @@ from typing import Any, Callable, Iterable, Literal
 
 from metadata_builders.batch import VerifyBatch
 from metadata_builders.errors import InvalidBatch, PropertyFailure, StaleMirror
-from metadata_builders.metadata import FIELD_NAMES, SyncRecord, VerifyMetadata, first_difference
+from metadata_builders.metadata import FIELD_NAMES, PER_ROW, SyncRecord, VerifyMetadata, first_difference
 from metadata_builders.reference import (
     CONTRACT_STAGES,
     ReferenceBuilder,
@@ -61,8 +61,6 @@ _REFERENCE = ReferenceBuilder()
 class Partial(str):
     """A note saying the property could not fully run for this builder, and why."""
 
-PER_ROW = ("seq_lens", "extend_seq_lens", "extend_start_loc")
-"""Fields with one entry per row; every other field has one entry per token."""
 
 
 def _fail(prop: str, variant: Variant | None, message: str, **data: Any) -> PropertyFailure:

@@ -67,7 +67,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Literal
 
-from metadata_builders.errors import InvalidVariant, MetadataBuildersError
+from metadata_builders.errors import InvalidVariant, UpstreamNotFound
 from metadata_builders.metadata import Decision, VerifyMetadata
 from metadata_builders.variants import Gate, variants_for
 
@@ -108,27 +108,6 @@ def upstream_version() -> str:
     from importlib.metadata import version
 
     return version("sglang")
-
-
-class UpstreamNotFound(MetadataBuildersError, ImportError):
-    """A piece of SGLang the adapter drives is not where any supported release keeps it.
-
-    Carries the piece, the installed release and every place looked, e.g.
-    ``SGLang 0.5.24: cannot find is_unified_kv_triton (the unified-KV gate);
-    looked in: sglang.srt.layers.attention.dsv4.unified_kv_gate (no is_unified_kv_triton), ...``.
-    """
-
-    def __init__(self, piece: str, release: str, looked: list[str] | tuple[str, ...]) -> None:
-        self.field = piece
-        self.index = None
-        self.expected = "present"
-        self.actual = tuple(looked)
-        self.piece, self.release, self.looked = piece, release, tuple(looked)
-        where = "; ".join(self.looked) or "nowhere"
-        super().__init__(f"SGLang {release}: cannot find {piece}; looked in: {where}")
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (type(self), (self.piece, self.release, self.looked))
 
 
 # -- importing SGLang on a CPU-only torch --------------------------------------------------------
