@@ -11,7 +11,7 @@ from hypothesis import settings
 
 from metadata_builders.profiles import register_profiles
 
-pytest_plugins = ["metadata_builders.plugin"]
+pytest_plugins = ["metadata_builders.plugin", "pytester"]
 
 register_profiles()
 settings.load_profile("ci" if os.environ.get("CI") else "dev")

@@ -1,4 +1,7 @@
-"""``metadata-builders``: check, replay, mutants, variants, bench.
+"""``metadata-builders``: check, replay, variants, gate, mutants, power, bench.
+
+Every subcommand is registered from one list, :data:`SUBCOMMANDS`; the tools
+(``mutants``, ``power``, ``bench``) live in :mod:`metadata_builders.tools`.
 
 Exit codes: 0 all properties held / all mutants killed; 1 a property failed (or
 a mutant survived); 2 bad usage or input (an unreadable or invalid batch file,
@@ -11,14 +14,16 @@ import argparse
 import json
 import sys
 import time
-from typing import Sequence
+from typing import Any, Callable, Sequence
 
+from metadata_builders import gate
 from metadata_builders.batch import Geometry, GraphTier, VerifyBatch
 from metadata_builders.builders import get_builder
 from metadata_builders.errors import MetadataBuildersError, UsageError
 from metadata_builders.properties import PROPERTIES, PropertySpec
 from metadata_builders.reference import expected_faults, expected_host_syncs, verify_extension
 from metadata_builders.report import format_table, write_junit, write_replay_file
+from metadata_builders.tools import bench, mutants, power
 from metadata_builders.variants import divergence_applies, variants_for
 
 __all__ = ["main"]
@@ -57,10 +62,9 @@ def _one_torch_thread() -> None:
     torch.set_num_threads(1)
 
 
-
-def cmd_check(args: argparse.Namespace) -> int:
+def _check_settings(args: argparse.Namespace):
+    """The profile's settings with ``--max-examples`` and ``--github-artifacts`` applied."""
     from metadata_builders.profiles import example_database, load_profile
-    from metadata_builders.runner import run_property
 
     settings_ = load_profile(args.profile)
     overrides = {}
@@ -72,23 +76,30 @@ def cmd_check(args: argparse.Namespace) -> int:
         from hypothesis import settings
 
         settings_ = settings(settings_, **overrides)
-    _one_torch_thread()
-    builder = get_builder(args.builder, args.device)
-    props = _select(args.properties)
-    _out(f"metadata-builders check: builder={args.builder} device={getattr(builder, 'device', 'n/a')} "
-         f"profile={args.profile} max_examples={settings_.max_examples} properties={','.join(p.name for p in props)}")
-    runs = []
-    last_tick = [0.0]
+    return settings_
 
-    def tick(run) -> None:
+
+class _Ticker:
+    """Progress of a running property: a terminal gets every update on one line; a CI log one line per 10 s."""
+
+    def __init__(self) -> None:
+        self.last = 0.0
+
+    def __call__(self, run) -> None:
         now = time.perf_counter()
-        # A terminal gets every update on one line; a CI log one line per 10 s.
-        if not sys.stderr.isatty() and now - last_tick[0] < 10.0:
+        if not sys.stderr.isatty() and now - self.last < 10.0:
             return
-        last_tick[0] = now
+        self.last = now
         state = "FAILING, shrinking" if run.failure is not None or run.examples_to_failure else "running"
         _progress_line(f"  {run.spec.name} {run.spec.title}: {run.examples} examples ({state})")
 
+
+def _run_check(props: list[PropertySpec], builder, settings_) -> list:
+    """Each property's run, in order, with a progress line per property on stderr."""
+    from metadata_builders.runner import run_property
+
+    runs = []
+    tick = _Ticker()
     for spec in props:
         run = run_property(spec, builder, settings_, progress=tick)
         runs.append(run)
@@ -96,9 +107,13 @@ def cmd_check(args: argparse.Namespace) -> int:
         _progress_line(f"  {spec.name} {spec.title}: {status} after {run.examples} examples in {run.seconds:.1f}s")
         if sys.stderr.isatty():
             sys.stderr.write("\n")
+    return runs
+
+
+def _check_rows(args: argparse.Namespace, runs: list, known: dict[str, str | None]) -> tuple[list, list[tuple[str, str]]]:
+    """The result table's rows, and a replay file (with a picture when it can) per failed property."""
     rows = []
     replay_files: list[tuple[str, str]] = []
-    known = {run.spec.name: _known(args.builder, run) for run in runs}
     for run in runs:
         status = run.status if known[run.spec.name] is None else f"FAILED (known {known[run.spec.name]})"
         rows.append([run.spec.name, run.spec.title, run.examples, 0 if run.passed else 1, f"{run.seconds:.1f}s",
@@ -107,6 +122,30 @@ def cmd_check(args: argparse.Namespace) -> int:
             path = write_replay_file(args.failures_dir, run.spec.name, run.batch, run.failure, args.builder)
             replay_files.append((run.spec.name, path))
             _maybe_picture(path, run.batch, args.builder, args.device)
+    return rows, replay_files
+
+
+def _write_check_junit(path: str, builder: str, runs: list) -> None:
+    """One JUnit testcase per property: its time, the failure as the message, its notes."""
+    cases = []
+    for run in runs:
+        msg = None if run.passed else str(run.failure)
+        notes = "\n".join(run.notes)
+        cases.append((f"{run.spec.name} {run.spec.title}", run.seconds, msg, notes))
+    write_junit(path, f"metadata-builders[{builder}]", cases)
+    _out(f"JUnit XML: {path}")
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    settings_ = _check_settings(args)
+    _one_torch_thread()
+    builder = get_builder(args.builder, args.device)
+    props = _select(args.properties)
+    _out(f"metadata-builders check: builder={args.builder} device={getattr(builder, 'device', 'n/a')} "
+         f"profile={args.profile} max_examples={settings_.max_examples} properties={','.join(p.name for p in props)}")
+    runs = _run_check(props, builder, settings_)
+    known = {run.spec.name: _known(args.builder, run) for run in runs}
+    rows, replay_files = _check_rows(args, runs, known)
     _out()
     _out(format_table(["property", "what", "examples", "failures", "time", "result"], rows))
     if args.show_coverage:
@@ -127,13 +166,7 @@ def cmd_check(args: argparse.Namespace) -> int:
              "its first failure; for a verdict that sees past them, `metadata-builders gate` compares a change "
              "with its base on every example.")
     if args.junit_xml:
-        cases = []
-        for run in runs:
-            msg = None if run.passed else str(run.failure)
-            notes = "\n".join(run.notes)
-            cases.append((f"{run.spec.name} {run.spec.title}", run.seconds, msg, notes))
-        write_junit(args.junit_xml, f"metadata-builders[{args.builder}]", cases)
-        _out(f"JUnit XML: {args.junit_xml}")
+        _write_check_junit(args.junit_xml, args.builder, runs)
     return 0 if all(r.passed for r in runs) else 1
 
 
@@ -312,22 +345,19 @@ def _run_ahead(batch: VerifyBatch):
 # -- main ----------------------------------------------------------------------------------------
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="metadata-builders",
-        description="Property-based correctness harness for SGLang DeepSeek-V4 HIP target-verify metadata builders.",
-    )
-    sub = parser.add_subparsers(dest="command", required=True)
+def _common(p: argparse.ArgumentParser) -> None:
+    """The options check and replay share: which builder, on which device, which properties."""
+    p.add_argument("--builder", default="hip",
+                   help='"hip" (bundled, default), "reference", "sglang" (installed SGLang) or "module:attr"')
+    p.add_argument("--device", default="auto",
+                   help="auto (GPU if torch.cuda.is_available(), ROCm included, else cpu) | cpu | cuda | cuda:N | meta")
+    p.add_argument("--properties", default=None, help="comma-separated subset, e.g. P1,P6 (default: all)")
 
-    def common(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--builder", default="hip",
-                       help='"hip" (bundled, default), "reference", "sglang" (installed SGLang) or "module:attr"')
-        p.add_argument("--device", default="auto",
-                       help="auto (GPU if torch.cuda.is_available(), ROCm included, else cpu) | cpu | cuda | cuda:N | meta")
-        p.add_argument("--properties", default=None, help="comma-separated subset, e.g. P1,P6 (default: all)")
 
+def _add_check(sub: Any) -> None:
+    """Register ``check``."""
     check = sub.add_parser("check", help="run every property with Hypothesis; exit 0 only if all hold")
-    common(check)
+    _common(check)
     check.add_argument("--profile", default="dev", choices=["dev", "ci", "nightly"],
                        help="dev: quick, local example database; ci: derandomized, reproducible; nightly: large")
     check.add_argument("--max-examples", type=int, default=None, help="override the profile's examples per property")
@@ -339,31 +369,37 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--show-coverage", action="store_true", help="print boundary hits per 100 examples")
     check.set_defaults(func=cmd_check)
 
+
+def _add_replay(sub: Any) -> None:
+    """Register ``replay``."""
     replay = sub.add_parser("replay", help="run every property on one batch file; exit 1 on any failure")
     replay.add_argument("file", help="a replay file (schema metadata-builders/verify-batch@1)")
-    common(replay)
+    _common(replay)
     replay.add_argument("--png", default=None, metavar="OUT.png", help="draw the batch and its disagreements")
     replay.add_argument("--html", default=None, metavar="OUT.html", help="self-contained HTML picture with hover details")
     replay.set_defaults(func=cmd_replay)
 
+
+def _add_variants(sub: Any) -> None:
+    """Register ``variants``."""
     variants = sub.add_parser("variants", help="list paths/variants with their expected syncs and fault exposure")
     variants.set_defaults(func=cmd_variants)
 
-    try:
-        from metadata_builders.mutants import add_cli as add_mutants_cli
-    except ImportError:
-        add_mutants_cli = None
-    if add_mutants_cli is not None:
-        add_mutants_cli(sub)
-    from metadata_builders.gate import add_cli as add_gate_cli
 
-    add_gate_cli(sub)
-    try:
-        from metadata_builders.bench import add_cli as add_bench_cli
-    except ImportError:
-        add_bench_cli = None
-    if add_bench_cli is not None:
-        add_bench_cli(sub)
+SUBCOMMANDS: tuple[Callable[[Any], None], ...] = (
+    _add_check, _add_replay, _add_variants, gate.add_cli, mutants.add_cli, power.add_cli, bench.add_cli,
+)
+"""Every subcommand's registrar, in ``--help`` order; each adds exactly one subparser."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="metadata-builders",
+        description="Property-based correctness harness for SGLang DeepSeek-V4 HIP target-verify metadata builders.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    for register in SUBCOMMANDS:
+        register(sub)
     return parser
 
 

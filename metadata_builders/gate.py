@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import importlib.util
 import json
 import os
 import shutil
@@ -59,21 +60,7 @@ CHUNKS = 16
 
 ENV_CORPUS, ENV_OUT, ENV_BUILDER, ENV_DEVICE, ENV_PROPERTIES = (
     "MB_GATE_CORPUS", "MB_GATE_OUT", "MB_GATE_BUILDER", "MB_GATE_DEVICE", "MB_GATE_PROPERTIES")
-"""How the gate tells :mod:`metadata_builders.gate_items` (in each xdist worker) what to run."""
-
-
-@dataclass(frozen=True)
-class Side:
-    """One side of the comparison: a builder, imported with ``pythonpath`` first on ``sys.path``."""
-
-    name: str
-    """``base`` or ``head``."""
-    builder: str
-    """A ``get_builder`` name: ``sglang`` for a gate on SGLang's code."""
-    pythonpath: str | None = None
-    """The side's ``python/`` tree (SGLang imported from there), or None for the environment's."""
-    label: str = ""
-    """What the side is, for people: a ref and commit, or a builder name."""
+"""How ``metadata-builders gate`` tells each side's pytest run (and its xdist workers) what to run."""
 
 
 @dataclass(frozen=True)
@@ -82,7 +69,7 @@ class Outcome:
 
     prop: str
     index: int
-    """Position of the batch in the property's corpus."""
+    """Position of the batch in the corpus."""
     status: Literal["held", "failed", "partial", "not applicable"]
     signature: tuple[str, ...] = ()
     """What failed, stable across runs and sides: (variant, field) -- values left out."""
@@ -97,6 +84,20 @@ class Outcome:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Outcome:
         return cls(d["prop"], d["index"], d["status"], tuple(d["signature"]), d["message"], d["why"])
+
+
+@dataclass(frozen=True)
+class Side:
+    """One side of the comparison: a builder, imported with ``pythonpath`` first on ``sys.path``."""
+
+    name: str
+    """``base`` or ``head``."""
+    builder: str
+    """A ``get_builder`` name: ``sglang`` for a gate on SGLang's code."""
+    pythonpath: str | None = None
+    """The side's ``python/`` tree (SGLang imported from there), or None for the environment's."""
+    label: str = ""
+    """What the side is, for people: a ref and commit, or a builder name."""
 
 
 # -- the corpus ----------------------------------------------------------------------------------
@@ -160,8 +161,7 @@ def read_corpus(path: str) -> list[VerifyBatch]:
 def run_side(side: Side, corpus_path: str, props: list[PropertySpec], workdir: str, workers: str,
              device: str) -> list[Outcome]:
     """Evaluate every property on the corpus with ``side``'s code: a pytest-xdist run of ``gate_items``."""
-    from metadata_builders import gate_items
-
+    items = importlib.util.find_spec("metadata_builders.gate_items").origin  # run by pytest, never imported here
     out = os.path.join(workdir, side.name)
     os.makedirs(out, exist_ok=True)
     env = dict(os.environ)
@@ -172,7 +172,7 @@ def run_side(side: Side, corpus_path: str, props: list[PropertySpec], workdir: s
     ini = os.path.join(workdir, "pytest.ini")
     with open(ini, "w") as fh:
         fh.write("[pytest]\naddopts = -p no:cacheprovider\n")
-    command = [sys.executable, "-m", "pytest", gate_items.__file__, "-c", ini, "--rootdir", workdir, "-q",
+    command = [sys.executable, "-m", "pytest", items, "-c", ini, "--rootdir", workdir, "-q",
                "-p", "no:randomly", "-n", workers, "--junit-xml", os.path.join(out, "junit.xml")]
     start = time.perf_counter()
     done = subprocess.run(command, env=env, cwd=workdir, capture_output=True, text=True)

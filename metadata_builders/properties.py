@@ -739,9 +739,21 @@ def verdict(spec: PropertySpec, builder: Any, batch: VerifyBatch) -> PropertyRes
     except PropertyFailure as failure:
         return PropertyResult(spec.name, "failed", (), failure)
     except Exception as exc:  # noqa: BLE001 - a crashing builder fails the property; report, don't crash
-        return PropertyResult(spec.name, "failed", (), PropertyFailure(spec.name, f"builder raised {type(exc).__name__}: {exc}"))
+        return PropertyResult(spec.name, "failed", (), PropertyFailure(spec.name, _raised(exc)))
     status: Status = "partial" if any(isinstance(n, Partial) for n in notes) else "held"
     return PropertyResult(spec.name, status, tuple(notes))
+
+
+def _raised(exc: BaseException) -> str:
+    """``builder raised IndexError: ... (at deepseek_v4_backend_hip_radix.py:3660 in get_swa_page_indices)``."""
+    import traceback
+
+    frames = traceback.extract_tb(exc.__traceback__)
+    where = ""
+    if frames:
+        last = frames[-1]
+        where = f" (at {last.filename.rsplit('/', 1)[-1]}:{last.lineno} in {last.name})"
+    return f"builder raised {type(exc).__name__}: {str(exc).splitlines()[0][:300] if str(exc) else ''}{where}"
 
 
 def run_all(builder, batch: VerifyBatch, props: Iterable[PropertySpec] = PROPERTIES) -> dict[str, PropertyResult]:

@@ -63,7 +63,9 @@ class PropertyRun:
 def _as_failure(spec: PropertySpec, exc: BaseException) -> PropertyFailure:
     if isinstance(exc, PropertyFailure):
         return exc
-    return PropertyFailure(spec.name, f"builder raised {type(exc).__name__}: {exc}")
+    from metadata_builders.properties import _raised
+
+    return PropertyFailure(spec.name, _raised(exc))
 
 
 def run_property(

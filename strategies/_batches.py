@@ -263,6 +263,50 @@ def _draw_tier(draw: st.DrawFn, plan: _TierPlan, real: list[int] | None, bs: int
     return GraphTier(padded_bs, sum(real) + slack, cap)
 
 
+def _draw_prefixes(
+    draw: st.DrawFn, geo: Geometry, draft: int, real: list[int], lens: list[int], tier: GraphTier | None
+) -> tuple[list[int], int]:
+    """Each real request's prefix and the table width ``max_context``.
+
+    A real row's graph-path length (tier slack included) bounds its prefix; the
+    slack the last real row absorbed may run past the width (F2c), its own tokens not.
+    """
+    bs = len(real)
+    fits = list(lens)
+    past_width = tier is not None and tier.padded_bs == bs and lens[-1] > real[-1] and draw(_PAST_WIDTH)
+    if past_width:
+        fits[bs - 1] = real[-1]
+    limits = [MAX_CONTEXT - e for e in fits[:bs]]
+    seq_lens = [_draw_prefix(draw, geo, draft, e, limit) for e, limit in zip(real, limits)]
+    if draw(st.booleans()):
+        _snap_to_page_edge(draw, seq_lens, limits, geo, draft)
+    need = max([s + e for s, e in zip(seq_lens, fits)] + [1 + e for e in fits[bs:]])
+    max_context = _draw_max_context(draw, need, geo.page_size)
+    if past_width:
+        # The last row's own tokens end at the width or just before it; its absorbed slack goes past.
+        room = max_context - real[-1]
+        seq_lens[-1] = room - draw(st.integers(0, min(lens[-1] - real[-1], room) - 1))
+    return seq_lens, max_context
+
+
+def _draw_holes(
+    draw: st.DrawFn, table: list[list[int]], full_to_swa: list[int], used: list[tuple[int, int]], geo: Geometry
+) -> None:
+    """A few ``-1`` / sentinel entries in the cells requests read, and ``-1`` holes in ``full_to_swa``.
+
+    ``used`` is each real request's (slot, end of its verify positions).
+    """
+    sentinel = len(full_to_swa) - 1
+    for _ in range(draw(_TABLE_OVERRIDES)):
+        slot, end = used[draw(st.integers(0, len(used) - 1))]
+        table[slot][_draw_column(draw, end, geo)] = draw(st.sampled_from((-1, sentinel)))
+    for _ in range(draw(_SWA_HOLES)):
+        slot, end = used[draw(st.integers(0, len(used) - 1))]
+        location = table[slot][_draw_column(draw, end, geo)]
+        if 0 <= location < sentinel:
+            full_to_swa[location] = -1
+
+
 def _draw_prefix(draw: st.DrawFn, geo: Geometry, draft: int, e_real: int, limit: int) -> int:
     """One request's accepted prefix, aimed at a boundary; always in ``1..limit``."""
     kind = draw(_PREFIX_KIND)
@@ -445,6 +489,16 @@ def variants(batch: VerifyBatch, *, path: Path | None = None) -> st.SearchStrate
     return st.sampled_from(options)
 
 
+def _check_batch_arguments(
+    min_requests: int, max_requests: int, num_draft_tokens: int | None, max_pad_rows: int, geometry: Geometry | None
+) -> None:
+    _check_range("min_requests", min_requests, "max_requests", max_requests, 1)
+    _check_count("num_draft_tokens", num_draft_tokens, 1)
+    _check_count("max_pad_rows", max_pad_rows, 0, optional=False)
+    if geometry is not None and not isinstance(geometry, Geometry):
+        raise InvalidArgument(f"geometry={geometry!r} must be None (draw it) or a Geometry")
+
+
 @st.composite
 def verify_batches(
     draw: st.DrawFn,
@@ -476,11 +530,7 @@ def verify_batches(
     Shrinks towards one uniform eager EAGLE request with seq_len 1, one verify
     token, no padding, no divergence and the small geometry with every dimension 1.
     """
-    _check_range("min_requests", min_requests, "max_requests", max_requests, 1)
-    _check_count("num_draft_tokens", num_draft_tokens, 1)
-    _check_count("max_pad_rows", max_pad_rows, 0, optional=False)
-    if geometry is not None and not isinstance(geometry, Geometry):
-        raise InvalidArgument(f"geometry={geometry!r} must be None (draw it) or a Geometry")
+    _check_batch_arguments(min_requests, max_requests, num_draft_tokens, max_pad_rows, geometry)
     # The categorical choices come first, where their odds hold best (see _TierPlan).
     dspark = draw(st.booleans()) if is_dspark is None else is_dspark
     attach = draw(st.booleans()) if divergence is None else divergence
@@ -504,23 +554,7 @@ def verify_batches(
         else:
             lens = [draft] * tier.padded_bs
 
-    # A real row's graph-path length (tier slack included) bounds its prefix; the
-    # slack the last real row absorbed may run past the width (F2c), its own tokens not.
-    fits = list(lens)
-    past_width = tier is not None and tier.padded_bs == bs and lens[-1] > real[-1] and draw(_PAST_WIDTH)
-    if past_width:
-        fits[bs - 1] = real[-1]
-    limits = [MAX_CONTEXT - e for e in fits[:bs]]
-    seq_lens = [_draw_prefix(draw, geo, draft, e, limit) for e, limit in zip(real, limits)]
-    if draw(st.booleans()):
-        _snap_to_page_edge(draw, seq_lens, limits, geo, draft)
-    need = max([s + e for s, e in zip(seq_lens, fits)] + [1 + e for e in fits[bs:]])
-    max_context = _draw_max_context(draw, need, geo.page_size)
-    if past_width:
-        # The last row's own tokens end at the width or just before it; its absorbed slack goes past.
-        room = max_context - real[-1]
-        seq_lens[-1] = room - draw(st.integers(0, min(lens[-1] - real[-1], room) - 1))
-
+    seq_lens, max_context = _draw_prefixes(draw, geo, draft, real, lens, tier)
     spare_slots = draw(_SPARE_SLOTS)
     slots = draw(st.permutations(range(1, bs + spare_slots + 1)))[:bs]
     if geo.ring_size in HUGE_RING_SIZES:
@@ -528,30 +562,9 @@ def verify_batches(
         geo = dataclasses.replace(geo, ring_size=2**31 // (bs + spare_slots + 1) - draw(st.integers(0, 3)))
     table, full_to_swa = _build_tables(draw, bs + spare_slots + 1, max_context, geo)
     out_cache_loc = [table[slot][s + j] for slot, s, e in zip(slots, seq_lens, real) for j in range(e)]
-
-    sentinel = len(full_to_swa) - 1
-    for _ in range(draw(_TABLE_OVERRIDES)):
-        b = draw(st.integers(0, bs - 1))
-        column = _draw_column(draw, seq_lens[b] + real[b], geo)
-        table[slots[b]][column] = draw(st.sampled_from((-1, sentinel)))
-    for _ in range(draw(_SWA_HOLES)):
-        b = draw(st.integers(0, bs - 1))
-        location = table[slots[b]][_draw_column(draw, seq_lens[b] + real[b], geo)]
-        if 0 <= location < sentinel:
-            full_to_swa[location] = -1
-
-    batch = VerifyBatch(
-        seq_lens=seq_lens,
-        req_pool_indices=slots,
-        verify_lens=real if is_ragged else None,
-        num_draft_tokens=draft,
-        out_cache_loc=out_cache_loc,
-        req_to_token=table,
-        full_to_swa=full_to_swa,
-        is_dspark=dspark,
-        geometry=geo,
-        graph=tier,
-    )
+    _draw_holes(draw, table, full_to_swa, [(slot, s + e) for slot, s, e in zip(slots, seq_lens, real)], geo)
+    batch = VerifyBatch(seq_lens, slots, real if is_ragged else None, draft, out_cache_loc, table, full_to_swa,
+                        dspark, geo, tier)
     if attach:
         drawn_divergence, _ = _draw_divergence(draw, batch, None)
         # divergence=True promises one: reject the rare batch that cannot take any.

@@ -7,7 +7,14 @@ kill table is ``metadata-builders mutants``.
 
 from __future__ import annotations
 
+import argparse
+import ast
+import importlib
 import json
+import multiprocessing
+import pathlib
+import subprocess
+import sys
 
 import pytest
 from _examples import EXAMPLES
@@ -22,15 +29,8 @@ from metadata_builders import (
     variants_for,
 )
 from metadata_builders import hip as hip_module
+from metadata_builders.cli import SUBCOMMANDS, build_parser
 from metadata_builders.cli import main as cli_main
-from metadata_builders.mutants import (
-    MUTANTS,
-    MutantBuilder,
-    MutantDoesNotApply,
-    MutantSpec,
-    mutant_builder,
-    mutated_source,
-)
 from metadata_builders.properties import (
     PROPERTIES,
     check_p5_graph_vs_eager,
@@ -39,6 +39,14 @@ from metadata_builders.properties import (
     same_tier_batch,
 )
 from metadata_builders.runner import run_property
+from metadata_builders.tools.mutants import (
+    MUTANTS,
+    MutantBuilder,
+    MutantDoesNotApply,
+    MutantSpec,
+    mutant_builder,
+    mutated_source,
+)
 
 EXTRA_BATCHES: dict[str, VerifyBatch] = {
     "dspark_host_mirror_run_ahead": EXAMPLES["single_request"].replace(is_dspark=True, divergence=Divergence((3,))),
@@ -116,7 +124,7 @@ def _observable(builder, batch: VerifyBatch) -> list:
 
 def test_catalogue_has_at_least_fifteen_documented_mutants() -> None:
     """At least 15 mutants, each with a stage, a bug class and a docstring on its factory."""
-    from metadata_builders import mutants
+    from metadata_builders.tools import mutants
 
     assert len(MUTANTS) >= 15
     for name, spec in MUTANTS.items():
@@ -221,8 +229,8 @@ def test_the_mutated_stage_is_restored_after_every_build() -> None:
 
 
 def test_mutants_load_as_module_attr_builders() -> None:
-    """get_builder('metadata_builders.mutants:<name>') gives the audited mutant, device passed through."""
-    builder = get_builder("metadata_builders.mutants:causal_start_off_by_one", device="cpu")
+    """get_builder('metadata_builders.tools.mutants:<name>') gives the audited mutant, device passed through."""
+    builder = get_builder("metadata_builders.tools.mutants:causal_start_off_by_one", device="cpu")
     assert isinstance(builder.inner, MutantBuilder)
     assert builder.inner.spec is MUTANTS["causal_start_off_by_one"]
     assert "P1" in _failures(builder, EXAMPLES["single_request"])
@@ -274,10 +282,103 @@ def test_the_random_baseline_never_kills_hip() -> None:
     """Baseline batches are valid and hip passes every property on them (no false kills in the benchmark)."""
     import random
 
-    from metadata_builders.power import first_failure, random_batches
+    from metadata_builders.tools.power import first_failure, random_batches
 
     batches = random_batches(random.Random(0), graph=True)
     for _ in range(3):
         batch = next(batches)
         assert batch.graph is not None
         assert first_failure(HIP, batch) is None
+
+
+# -- the house: where the tools live and who imports whom ------------------------------------------------
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+def _imported(path: pathlib.Path) -> set[str]:
+    """Every module a file names in an import statement, at module level or inside a function."""
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names |= {node.module} | {f"{node.module}.{alias.name}" for alias in node.names}
+    return names
+
+
+def test_the_tools_import_each_other_one_way_only() -> None:
+    """power imports the mutants package; no module of the mutants package imports power or bench.
+
+    (No import cycle at all among the harness's modules: tests/test_layout.py.)
+    """
+    tools = ROOT / "metadata_builders" / "tools"
+    assert "metadata_builders.tools.mutants" in _imported(tools / "power.py")
+    for path in (tools / "mutants").glob("*.py"):
+        assert not {n for n in _imported(path) if n.endswith((".power", ".bench"))}, path.name
+
+
+def test_the_catalogue_imports_without_torch() -> None:
+    """Importing the mutants package (catalogue and factories included) does not import torch."""
+    code = "import sys, metadata_builders.tools.mutants as m; m.dropped_dspark_gate; print('torch' in sys.modules)"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
+    assert result.stdout.strip() == "False"
+
+
+def test_the_old_import_paths_still_work_and_warn(monkeypatch) -> None:
+    """metadata_builders.mutants, .power and .bench import with a DeprecationWarning and hand out the new objects."""
+    from metadata_builders.tools import bench, mutants, power
+
+    for old, new in (("mutants", mutants), ("power", power), ("bench", bench)):
+        monkeypatch.delitem(sys.modules, f"metadata_builders.{old}", raising=False)
+        with pytest.warns(DeprecationWarning, match=f"metadata_builders.{old} moved to metadata_builders.tools.{old}"):
+            alias = importlib.import_module(f"metadata_builders.{old}")
+        assert alias.__all__ == new.__all__
+        assert all(getattr(alias, name) is getattr(new, name) for name in new.__all__)
+    from metadata_builders.mutants import MUTANTS as old_catalogue
+    from metadata_builders.mutants import mutant_builder as old_mutant_builder
+
+    assert (old_catalogue, old_mutant_builder) == (MUTANTS, mutant_builder)
+    builder = get_builder("metadata_builders.mutants:dropped_dspark_gate")
+    assert builder.inner.spec is MUTANTS["dropped_dspark_gate"]
+
+
+class _Recorder:
+    """A stand-in for argparse's subparsers that records the name of each parser added."""
+
+    def __init__(self) -> None:
+        self.names: list[str] = []
+        self._sub = argparse.ArgumentParser().add_subparsers()
+
+    def add_parser(self, name: str, **kwargs) -> argparse.ArgumentParser:
+        self.names.append(name)
+        return self._sub.add_parser(name, **kwargs)
+
+
+def test_every_subcommand_is_registered_once_from_one_list() -> None:
+    """Each registrar of cli.SUBCOMMANDS adds exactly one subcommand; together they are the seven of --help."""
+    added = []
+    for register in SUBCOMMANDS:
+        recorder = _Recorder()
+        register(recorder)
+        added.append(recorder.names)
+    assert added == [["check"], ["replay"], ["variants"], ["gate"], ["mutants"], ["power"], ["bench"]]
+    usage = build_parser().format_help()
+    assert "{check,replay,variants,gate,mutants,power,bench}" in usage
+
+
+_STALE = MutantSpec("stale_in_a_worker", "core_metadata", "test", "test", "this text is not in hip.py", "")
+"""A mutant whose find text is not in hip.py: compiling it raises MutantDoesNotApply."""
+
+
+@pytest.mark.skipif(multiprocessing.get_start_method() != "fork", reason="the stale mutant reaches workers by fork")
+def test_a_mutant_that_no_longer_applies_in_a_worker_arrives_as_itself(monkeypatch, capsys) -> None:
+    """With --jobs 2 a worker's MutantDoesNotApply reaches the command whole (not a broken pool): exit 2."""
+    from metadata_builders.tools.mutants.runner import _run_jobs
+
+    monkeypatch.setitem(MUTANTS, _STALE.name, _STALE)
+    with pytest.raises(MutantDoesNotApply) as info:
+        _run_jobs([(_STALE.name, 1, "cpu", "[1/1]")], workers=2)
+    assert (info.value.name, info.value.stage, info.value.occurrences) == (_STALE.name, "core_metadata", 0)
+    assert cli_main(["mutants", "--only", _STALE.name, "--jobs", "2", "--json", ""]) == 2
+    assert "error: MutantDoesNotApply" in capsys.readouterr().err

@@ -14,8 +14,18 @@ from pathlib import Path
 import pytest
 from _examples import EXAMPLES, make_batch
 
-from metadata_builders import Divergence, GraphTier, ReferenceBuilder, VerifyBatch, VerifyMetadata, get_builder
+from metadata_builders import (
+    Divergence,
+    GraphTier,
+    ReferenceBuilder,
+    VerifyBatch,
+    VerifyMetadata,
+    get_builder,
+    variants_for,
+)
 from metadata_builders import render
+from metadata_builders.errors import PlotExtraMissing
+from metadata_builders.metadata import first_difference
 from metadata_builders.render import (
     MAX_ROWS,
     MAX_TOKENS_PER_ROW,
@@ -26,6 +36,7 @@ from metadata_builders.render import (
     render_html,
     render_png,
 )
+from metadata_builders.render.analysis import every_difference
 
 matplotlib = pytest.importorskip("matplotlib")
 np = pytest.importorskip("numpy")
@@ -33,6 +44,8 @@ np = pytest.importorskip("numpy")
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 RED = (0xD6 / 255, 0x27 / 255, 0x28 / 255)
 REGRESSIONS = sorted(glob.glob(os.path.join(os.path.dirname(__file__), "regressions", "*.json")))
+AMD_FAULT = os.path.join(os.path.dirname(__file__), "regressions", "eagle_host_mirror_run_ahead.json")
+"""The README's picture: EAGLE, host mirror, device lengths one token ahead."""
 
 UNIFORM_EAGLE = make_batch([5, 3, 7], [2, 1, 3], 2, graph=GraphTier(4, 8))
 """Three requests verifying 2 tokens each, one pad row in a tier of 8 tokens."""
@@ -155,7 +168,7 @@ def test_variants_are_also_compared_with_each_other(monkeypatch: pytest.MonkeyPa
     """Where the reference itself varies by variant, a variant is flagged against the first variant of its path."""
     batch = EXAMPLES["uniform_eagle_batch_of_three"]
     assert analyse(batch, "reference").disagreements == ()
-    monkeypatch.setattr(render, "ReferenceBuilder", UngatedSwaLocOffByOne)
+    monkeypatch.setattr(render.analysis, "ReferenceBuilder", UngatedSwaLocOffByOne)
     a = analyse(batch, builder=UngatedSwaLocOffByOne())
     assert {(d.field, d.index, d.against) for d in a.disagreements} == {
         ("swa_loc", (0,), "eager mirror=host gate=dspark"),
@@ -199,6 +212,35 @@ def test_big_batches_are_capped_per_row_and_in_rows() -> None:
     assert 37 in {line.row.index for line in rows}
     assert any(line.row is None and line.hidden_rows > 0 for line in lines)
     assert all(line.hidden_cells == draft - (MAX_TOKENS_PER_ROW - 1) for line in rows)
+
+
+def test_the_fault_models_out_of_bounds_read_is_not_expected_of_the_builder() -> None:
+    """The fault model's oob_read (a literal gather past the table, F2c) is no fault a correct builder must show."""
+    f2c = os.path.join(os.path.dirname(__file__), "regressions", "sglang", "f2c_capped_absorb_past_table_width.json")
+    batch = _load(f2c)
+    batch = batch.replace(divergence=Divergence(list(batch.extend_lens)))
+    reference = get_builder("reference")
+    assert any(f.kind == "oob_read" for v in variants_for(batch) for f in reference.build(batch, v).audit.faults)
+    a = analyse(batch, "hip", "cpu")
+    assert a.faults == () and a.notes == ()
+
+
+@pytest.mark.parametrize(
+    ("expected", "actual", "found"),
+    [
+        pytest.param([1, 2, 3], [1, 5, 6], [((1,), 2, 5), ((2,), 3, 6)], id="every_token"),
+        pytest.param([[0, 1], [2, 3], [4, 5]], [[0, 1], [2, 9], [7, 5]], [((1, 1), 3, 9), ((2, 0), 4, 7)],
+                     id="first_column_of_each_2d_row"),
+        pytest.param([[0, 1], [2, 3]], [[0, 1], [2]], [((1,), "length 2", "length 1")], id="short_2d_row"),
+        pytest.param([1, 2], [1, 2, 3], [(None, "length 2", "length 3")], id="lengths_differ"),
+        pytest.param([1, 2], [1, 2], [], id="equal"),
+    ],
+)
+def test_every_difference_extends_first_difference_to_every_token(expected, actual, found) -> None:
+    """every_difference gives each differing token's first element; its first entry is metadata's first_difference."""
+    diffs = every_difference({"swa_loc": expected}, {"swa_loc": actual})
+    assert [(d.index, d.expected, d.actual) for d in diffs] == found
+    assert (diffs[0] if diffs else None) == first_difference({"swa_loc": expected}, {"swa_loc": actual})
 
 
 # -- the PNG ---------------------------------------------------------------------------------------
@@ -309,6 +351,57 @@ def test_render_files_writes_png_and_html_next_to_the_replay_file(tmp_path: Path
     out = render_files(RUN_AHEAD, str(replay), builder_name="hip", device="cpu")
     assert out == [str(tmp_path / "P6.png"), str(tmp_path / "P6.html")]
     assert all(Path(p).stat().st_size > 1000 for p in out)
+
+
+def test_the_page_inlines_the_packaged_style_and_script() -> None:
+    """The page carries render/assets/page.css and page.js inline: installed, they ship as package data."""
+    from importlib import resources
+
+    assets = resources.files("metadata_builders.render").joinpath("assets")
+    page = html_page(analyse(RUN_AHEAD, "hip", "cpu"))
+    css = assets.joinpath("page.css").read_text(encoding="utf-8")
+    js = assets.joinpath("page.js").read_text(encoding="utf-8")
+    assert ".cell{" in css and "data-tokens" in js
+    assert f"<style>\n{css}</style>" in page and f"<script>\n{js}</script>" in page
+
+
+# -- without matplotlib ----------------------------------------------------------------------------
+
+
+@pytest.fixture
+def without_matplotlib(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every matplotlib module unimportable, as in an install without the ``plot`` extra."""
+    for name in [n for n in sys.modules if n == "matplotlib" or n.startswith("matplotlib.")]:
+        monkeypatch.setitem(sys.modules, name, None)
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+
+
+def test_replay_png_without_matplotlib_exits_2_naming_the_plot_extra(
+    without_matplotlib: None, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``replay --png`` without matplotlib exits 2, saying the PNG needs the plot extra and how to install it."""
+    from metadata_builders.cli import main
+
+    out = tmp_path / "x.png"
+    assert main(["replay", AMD_FAULT, "--png", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "PlotExtraMissing" in err and "the PNG picture needs matplotlib" in err
+    assert "pip install 'metadata-builders[plot]'" in err
+    assert not out.exists()
+
+
+def test_render_png_without_matplotlib_fails_before_any_build(without_matplotlib: None, tmp_path: Path) -> None:
+    """PlotExtraMissing comes first: a builder that cannot even be found is never reached."""
+    with pytest.raises(PlotExtraMissing) as info:
+        render_png(RUN_AHEAD, tmp_path / "x.png", builder_name="no_such_module:nothing")
+    assert info.value.field == "matplotlib" and isinstance(info.value, ImportError)
+
+
+def test_render_files_without_matplotlib_writes_the_page_alone(without_matplotlib: None, tmp_path: Path) -> None:
+    """``check`` still gets a picture of a failure without the plot extra: the HTML page."""
+    out = render_files(RUN_AHEAD, str(tmp_path / "P6.json"), builder_name="hip", device="cpu")
+    assert out == [str(tmp_path / "P6.html")]
+    assert not (tmp_path / "P6.png").exists()
 
 
 def test_importing_render_does_not_import_matplotlib() -> None:

@@ -310,7 +310,7 @@ HIT_RATE_FLOORS = {
     "pad_row_zero_tokens": 3,
     "pad_rows_clamped": 1,  # F2b: a cap may only clamp shares above max(verify_lens)
     "capped_uncovered_tail": 5,
-    "capped_no_pad_rows": 3,
+    "capped_no_pad_rows": 2,
     "cap_not_binding": 5,
     "page_size_small": 20,
     "page_size_upstream": 20,

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import os
 
-from metadata_builders.mutants import MUTANTS, mutant_builder
 from metadata_builders.profiles import load_profile
 from metadata_builders.properties import PROPERTIES
 from metadata_builders.runner import run_property
+from metadata_builders.tools.mutants import MUTANTS, mutant_builder
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 

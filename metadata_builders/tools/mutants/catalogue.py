@@ -1,0 +1,306 @@
+"""The mutant catalogue as data: each mutant's stage, bug class, summary, edit and incident.
+
+Nothing here compiles or runs a mutant (that is :mod:`.patching` and
+:mod:`.runner`); this module imports nothing of the harness, so the catalogue
+can be read, listed and diffed without torch.
+
+A mutant is a one-place source edit of one stage of :mod:`metadata_builders.hip`
+(``find`` -> ``replace`` in that function's source text).  Worked example
+(``causal_start_off_by_one``): stage ``causal_expansion``::
+
+    - casual = layout.seq_lens.to(_I64)[r] - extend[r] + 1 + (t - start[r])
+    + casual = layout.seq_lens.to(_I64)[r] - extend[r] + (t - start[r])
+
+A request with ``seq_lens=[5]`` verifying 2 tokens then reports
+``seq_lens_casual = [5, 6]`` instead of ``[6, 7]``.  When ``hip.py`` changes so
+that a ``find`` text no longer occurs exactly once, update it here.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from dataclasses import dataclass
+
+__all__ = ["MUTANTS", "MutantSpec"]
+
+
+@dataclass(frozen=True, slots=True)
+class MutantSpec:
+    """One mutant: where it edits ``hip.py``, what bug it models, and the edit itself."""
+
+    name: str
+    """Identifier, also the ``metadata_builders.tools.mutants:<name>`` factory."""
+    stage: str
+    """A function of :mod:`metadata_builders.hip`, or ``HipBuilder.<method>``."""
+    bug_class: str
+    """The kind of bug, in a few words."""
+    summary: str
+    """What the edit does and what it breaks."""
+    find: str
+    """Source text of the stage, exactly as in ``hip.py``, that the mutant replaces (once)."""
+    replace: str
+    """The buggy text put in its place."""
+    incident: str | None = None
+    """The upstream incident or bug report it resembles, if one exists."""
+
+    @property
+    def docstring(self) -> str:
+        """The factory's docstring: bug class, summary, incident, the diff."""
+        text = f"Mutant of hip.{self.stage} -- {self.bug_class}.\n\n{self.summary}\n"
+        if self.incident:
+            text += f"\nResembles: {self.incident}\n"
+        return text + "\n" + self.diff + "\n"
+
+    @property
+    def diff(self) -> str:
+        """The edit as a two-sided diff (``-`` original, ``+`` mutant), indentation stripped."""
+        old = textwrap.dedent(self.find).strip("\n").splitlines() or [""]
+        new = textwrap.dedent(self.replace).strip("\n").splitlines() or ["(line removed)"]
+        return "\n".join([f"- {line}" for line in old] + [f"+ {line}" for line in new])
+
+
+_AMD_FAULT = "the AMD MTP/EAGLE 'GPU memory access fault' after output_size=num_tokens was passed to repeat_interleave"
+_TOLIST_STALL = "the seq_lens.tolist() D2H sync in init_forward_metadata_target_verify (2-xx ms decode bubbles)"
+
+_SPECS: tuple[MutantSpec, ...] = (
+    # -- the entry point and the mirror -------------------------------------------------------------
+    MutantSpec(
+        "mirror_not_plumbed", "target_verify", "host mirror dropped, fallback syncs",
+        "The caller's seq_lens_cpu is ignored and the builder falls back to seq_lens.tolist() on the "
+        "host-mirror path too: the regression the CPU-mirror fix removed.",
+        "if inputs.verify_lens is None and inputs.variant.mirror == \"tolist\":",
+        "if inputs.verify_lens is None and inputs.variant.mirror in (\"tolist\", \"host\"):",
+        _TOLIST_STALL,
+    ),
+    MutantSpec(
+        "debug_log_formats_device_tensor", "target_verify", "hidden sync in a log line",
+        "A debug log line is rewritten as an f-string that prints the device-resident extend lengths: the "
+        "f-string is formatted (a D2H copy) whether or not debug logging is on.",
+        "_log.debug(\"target verify %s: %d rows, %d tokens\", inputs.variant.label, inputs.rows, layout.num_tokens)",
+        "_log.debug(f\"target verify {inputs.variant.label}: extend_seq_lens={layout.extend_seq_lens}\")",
+        "debug logging of tensors in hot paths (every f-string with a CUDA tensor is a cudaMemcpy + sync)",
+    ),
+    # -- stage 1: verify extension --------------------------------------------------------------
+    MutantSpec(
+        "dropped_dspark_gate", "verify_extension", "gate dropped (ungated rule under gate=dspark)",
+        "The fix `exact_num_tokens = exact_num_tokens and is_dspark` is lost: an exact EAGLE layout passes "
+        "output_size and trusts the host count on HIP.",
+        "exact_num_tokens=apply_gate(inputs.variant.gate, exact, inputs.is_dspark),",
+        "exact_num_tokens=exact and inputs.variant.gate != \"always_sync\",",
+        _AMD_FAULT,
+    ),
+    MutantSpec(
+        "uncapped_tier_exact", "verify_extension", "host total trusted as exact",
+        "A layout's host total (an uncapped graph tier's tier, an eager host sum) is marked exact, so the "
+        "token map passes it as output_size whatever the device lengths hold.",
+        "num_tokens, exact = inputs.num_tokens_cpu, False",
+        "num_tokens, exact = inputs.num_tokens_cpu, True",
+        _AMD_FAULT,
+    ),
+    MutantSpec(
+        "capped_tier_output_size_tier", "verify_extension", "capped tier passes output_size=tier",
+        "A capped tier skips the device-sum read and claims the tier as its exact total; the clamped rows "
+        "sum to less, so the map leaves an uninitialised tail on HIP.",
+        "            num_tokens, exact = int(extend.sum().item()), True",
+        "            num_tokens = inputs.graph.graph_num_tokens if inputs.graph else int(extend.sum().item())\n"
+        "            exact = True",
+        _AMD_FAULT,
+    ),
+    MutantSpec(
+        "max_seq_len_without_draft", "verify_extension", "max_seq_len not advanced by the draft tokens",
+        "max_seq_len misses `+ num_draft_tokens`: the page table ends one verify step early and the decision "
+        "reports the pre-verify length.",
+        "else inputs.max_seq_len + draft",
+        "else inputs.max_seq_len",
+        "F3 in docs/FINDINGS.md: SGLang's DSpark raw-verify path reports max_seq_len without + num_draft_tokens",
+    ),
+    MutantSpec(
+        "inclusive_cumsum_start_loc", "verify_extension", "inclusive instead of exclusive cumsum",
+        "extend_start_loc = cumsum(extend) without subtracting extend: every row starts at its own end.",
+        "start = torch.cumsum(extend, 0, dtype=_I32) - extend",
+        "start = torch.cumsum(extend, 0, dtype=_I32)",
+    ),
+    MutantSpec(
+        "uniform_total_item_sync", "verify_extension", "hidden .item() in a sync-free path",
+        "The uniform total is re-read from the device 'to be safe' instead of draft * rows: a D2H sync on "
+        "the host-mirror path that claims to be sync-free (and breaks graph capture).",
+        "num_tokens, exact = draft * rows, True",
+        "num_tokens, exact = int(extend.sum().item()), True",
+        _TOLIST_STALL,
+    ),
+    MutantSpec(
+        "uniform_total_host_loop", "verify_extension", "hidden syncs in a helper loop",
+        "The uniform total is summed in Python over the device extend lengths (`int(e)` per row): one D2H "
+        "sync per request, spelled so no `.item()` appears.",
+        "num_tokens, exact = draft * rows, True",
+        "num_tokens, exact = sum(int(e) for e in extend), True",
+        _TOLIST_STALL,
+    ),
+    MutantSpec(
+        "device_total_as_slice_bound", "verify_extension", "'sync-free' total kept on the device",
+        "The uniform total is kept as a device tensor to avoid a sync, then used as output_size, a slice "
+        "bound and a pad length downstream: each use converts it to a Python int, a sync per use.",
+        "num_tokens, exact = draft * rows, True",
+        "num_tokens, exact = extend.sum(), True",
+        "'keep it on the device' refactors whose tensor later meets int(), range() or a slice",
+    ),
+    MutantSpec(
+        "seq_lens_updated_in_place", "verify_extension", "caller's seq_lens updated in place",
+        "verify extension adds the draft tokens into the caller's seq_lens tensor instead of a new one: the "
+        "metadata is right, but the caller's (the graph runner's) buffer now holds the extended lengths.",
+        "seq_lens = inputs.seq_lens + extend",
+        "seq_lens = inputs.seq_lens.add_(extend)",
+        "in-place updates of forward_batch.seq_lens, the classic graph-replay corruption",
+    ),
+    # -- stage 1: tier padding (pad_verify_lens_to_bucket) ----------------------------------------
+    MutantSpec(
+        "tier_slack_first_real_row", "pad_verify_lens_to_bucket", "tier slack given to the wrong row",
+        "With no pad rows the *first* real row absorbs the leftover instead of the last.",
+        "out[-1] += leftover.to(_I32)",
+        "out[0] += leftover.to(_I32)",
+        "F2 in docs/FINDINGS.md: which row absorbs tier slack (ragged_verify.py)",
+    ),
+    MutantSpec(
+        "tier_remainder_to_last_pad_rows", "pad_verify_lens_to_bucket", "uneven slack spread the wrong way",
+        "The leftover % npad extra tokens go to the last pad rows instead of the first.",
+        "(torch.arange(npad, device=verify_lens.device) < rem)",
+        "(torch.arange(npad, device=verify_lens.device) >= npad - rem)",
+        "pad_verify_lens_to_bucket in sglang/srt/speculative/ragged_verify.py",
+    ),
+    MutantSpec(
+        "tier_cap_ignored", "pad_verify_lens_to_bucket", "cap not applied",
+        "Rows are not clamped to the tier's cap, so a capped tier covers slack it must leave uncovered (and "
+        "its total changes).",
+        "        out = out.clamp(max=cap)\n",
+        "        out = out\n",
+        "F2/F2b in docs/FINDINGS.md: where padded_to_bucket applies the cap (ragged_verify.py)",
+    ),
+    # -- stage 2: causal expansion -----------------------------------------------------------------
+    MutantSpec(
+        "causal_start_off_by_one", "causal_expansion", "off-by-one causal start",
+        "seq_lens_casual drops the `+ 1`: every verify token sees one token too few.",
+        "casual = layout.seq_lens.to(_I64)[r] - extend[r] + 1 + (t - start[r])",
+        "casual = layout.seq_lens.to(_I64)[r] - extend[r] + (t - start[r])",
+        "ExpandPrefillCausally's seq_len rule",
+    ),
+    MutantSpec(
+        "pad_tokens_first_row_slot", "causal_expansion", "pad tokens given the wrong slot",
+        "Tokens of a capped tier's uncovered tail take row 0's slot instead of the last row's, so their "
+        "stores land in a real request's state.",
+        "r = torch.where(is_real, r, torch.full_like(r, rows - 1))",
+        "r = torch.where(is_real, r, torch.zeros_like(r))",
+    ),
+    MutantSpec(
+        "pad_tokens_casual_zero", "causal_expansion", "pad tokens given the wrong seq_lens_casual",
+        "Uncovered-tail tokens get seq_lens_casual 0 (position -1) instead of 1.",
+        "casual = torch.where(is_real, casual, torch.ones_like(casual))",
+        "casual = torch.where(is_real, casual, torch.zeros_like(casual))",
+    ),
+    # -- stage 3: core metadata --------------------------------------------------------------------
+    MutantSpec(
+        "swa_topk_clamp_window_minus_one", "core_metadata", "clamp at window - 1",
+        "swa_topk_lengths is clamped at swa_window - 1: a token past the window attends one SWA entry short.",
+        "torch.clamp(seq_lens_casual, max=geo.swa_window)",
+        "torch.clamp(seq_lens_casual, max=geo.swa_window - 1)",
+    ),
+    MutantSpec(
+        "page_table_floor_page_count", "core_metadata", "page_table one column short",
+        "The page count is max_seq_len // page_size (floor, not ceil): the last partial page is missing.",
+        "page_table = inputs.req_to_token[slots, : layout.max_seq_len : geo.page_size]",
+        "page_table = inputs.req_to_token[slots, : layout.max_seq_len // geo.page_size * geo.page_size : geo.page_size]",
+    ),
+    MutantSpec(
+        "sentinel_clamp_negative_positions", "core_metadata", "-1 sentinel mishandled (negative positions)",
+        "Positions before 0 are clamped to 0 and looked up, instead of reading the -1 sentinel: the SWA "
+        "window of an early token repeats position 0's location.",
+        "raw = inputs.req_to_token[slots.unsqueeze(1), offsets].to(_I64).masked_fill(invalid, -1)",
+        "raw = inputs.req_to_token[slots.unsqueeze(1), offsets].to(_I64)",
+    ),
+    MutantSpec(
+        "sentinel_minus1_reads_swa0", "core_metadata", "-1 sentinel mishandled (req_to_token holes)",
+        "Indices are clamped to >= 0 before the full_to_swa lookup (as a kernel port without negative "
+        "indexing would): a -1 hole in req_to_token maps to full_to_swa[0] instead of -1.",
+        "swa = inputs.full_to_swa[raw].to(_I32)",
+        "swa = inputs.full_to_swa[raw.clamp(min=0)].masked_fill(invalid, -1).to(_I32)",
+    ),
+    MutantSpec(
+        "swa_window_reads_past_table", "core_metadata", "out-of-bounds gather",
+        "The SWA-window gather masks only positions before 0, as upstream's get_swa_page_indices does: "
+        "tier slack a real row absorbed at the end of its context reads past req_to_token's width.",
+        "invalid = (offsets < 0) | (offsets >= width)",
+        "invalid = offsets < 0",
+        "F2c in docs/FINDINGS.md: upstream's latent out-of-bounds read (get_swa_page_indices)",
+    ),
+    # -- stage 4: unified prefill meta (the token map) ---------------------------------------------
+    MutantSpec(
+        "zero_length_row_check", "unified_prefill_meta", "hidden sync in a membership test",
+        "A guard for zero-length rows, `if 0 in ext:`, is added before the token map: Tensor.__contains__ "
+        "reads the comparison back, a sync on every path that claims to be sync-free.",
+        "    seq_lens = layout.seq_lens.to(_I64)\n",
+        "    if 0 in ext:\n        ext = ext.clamp(min=0)\n    seq_lens = layout.seq_lens.to(_I64)\n",
+        "defensive checks on device tensors (`if (x == 0).any():`) in graph-captured code",
+    ),
+    MutantSpec(
+        "inclusive_cumsum_pf_cu_q", "unified_prefill_meta", "inclusive instead of exclusive cumsum",
+        "pf_cu_q is recomputed as an inclusive cumsum (cu_seqlens without its leading 0).",
+        "cu_q = layout.extend_start_loc.to(_I64)[bid]",
+        "cu_q = torch.cumsum(ext, 0)[bid]",
+    ),
+    MutantSpec(
+        "pad_tokens_final_pos_zero", "unified_prefill_meta", "pad tokens given the wrong pf_final_pos",
+        "Uncovered-tail tokens get pf_final_pos 0 instead of unified_swa_window, so the SWA store's "
+        "`pos <= final_pos - win` guard no longer skips them: they write into a real ring.",
+        "final_pos = F.pad(final_pos, (0, pad), value=inputs.geometry.unified_swa_window)",
+        "final_pos = F.pad(final_pos, (0, pad), value=0)",
+    ),
+    MutantSpec(
+        "output_size_is_padded_tokens", "unified_prefill_meta", "output_size = buffer length",
+        "The token map is given the padded buffer length as output_size instead of num_tokens: a capped "
+        "tier's uncovered tail is left uninitialised and the pf_* fields come out too long.",
+        "output_size=layout.num_tokens if layout.exact_num_tokens",
+        "output_size=inputs.out_cache_loc.shape[0] if layout.exact_num_tokens",
+        _AMD_FAULT,
+    ),
+    # -- stage 5: decode streams -------------------------------------------------------------------
+    MutantSpec(
+        "ring_modulo_by_window", "decode_streams", "ring size confused with the window",
+        "Positions wrap modulo swa_window instead of ring_size (= window + num_draft - 1 upstream): draft "
+        "tokens overwrite window entries still in use.",
+        "torch.remainder(positions.to(_I64), ring)",
+        "torch.remainder(positions.to(_I64), inputs.geometry.swa_window)",
+    ),
+    # -- graph replay --------------------------------------------------------------------------------
+    MutantSpec(
+        "replay_refreshes_captured_rows_only", "HipBuilder.replay", "replay refreshes only the captured rows",
+        "Replay copies the per-row fields only for as many requests as the captured batch had: when a "
+        "larger batch replays the tier, its extra rows keep the captured pad rows' values.",
+        "        for name, t in md.fields.items():\n            _refill(capture.outputs[name], t, name)",
+        "        for name, t in md.fields.items():\n"
+        "            if name in (\"seq_lens\", \"extend_seq_lens\", \"extend_start_loc\"):\n"
+        "                capture.outputs[name][: capture.bs].copy_(t[: capture.bs])\n"
+        "            else:\n"
+        "                _refill(capture.outputs[name], t, name)",
+        "SGLang's CudaGraphRunner.replay_prepare, which must refresh every row whenever bs != raw_bs",
+    ),
+    MutantSpec(
+        "replay_skips_pf_fields", "HipBuilder.replay", "in-place copy misses new fields",
+        "The replay's in-place copy (DSV4AttnMetadata.copy_) predates the unified-KV pf_* fields and "
+        "leaves them as captured: a replayed batch runs with the previous batch's prefill state.",
+        "        for name, t in md.fields.items():\n            _refill(capture.outputs[name], t, name)",
+        "        for name, t in md.fields.items():\n            if not name.startswith(\"pf_\"):\n"
+        "                _refill(capture.outputs[name], t, name)",
+        "DSV4AttnMetadata.copy_ (graph replay copies metadata into captured buffers field by field)",
+    ),
+    MutantSpec(
+        "replay_asserts_on_graph_state", "HipBuilder.replay", "hidden sync on graph state",
+        "Replay asserts that the captured seq_lens fit the table, reading the buffer captured earlier "
+        "(graph state, not an input of this call) back to the host: a sync inside graph replay.",
+        "        md = target_verify(inputs, check_mirror=self.validate_mirror)\n        for name",
+        "        assert int(capture.outputs[\"seq_lens\"][: capture.bs].max()) <= inputs.req_to_token.shape[1]\n"
+        "        md = target_verify(inputs, check_mirror=self.validate_mirror)\n        for name",
+        "debug asserts on persistent CUDA-graph buffers (cudaStreamSynchronize inside replay)",
+    ),
+)
+
+MUTANTS: dict[str, MutantSpec] = {spec.name: spec for spec in _SPECS}
+"""Every mutant by name, in pipeline order."""

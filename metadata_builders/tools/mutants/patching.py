@@ -1,0 +1,179 @@
+"""Turning a catalogue entry into a builder: edit the stage's source, compile it, patch it in.
+
+:func:`mutated_source` applies a mutant's ``find`` -> ``replace`` to the source
+text of its stage and raises :class:`~metadata_builders.errors.MutantDoesNotApply`
+when the text is not there exactly once (``hip.py`` changed), so a stale mutant
+fails loudly instead of silently testing nothing.  :class:`MutantBuilder`
+compiles the edited copy once in ``hip``'s namespace and, for the duration of
+each ``build`` / ``capture`` / ``replay``, puts it in place of the original in
+the ``hip`` module, so the rest of the pipeline calls the mutated stage exactly
+as it would call a buggy upstream one.  Nothing edits outputs after the fact.
+
+Every mutant is also a ``module:attr`` factory (:data:`FACTORIES`, exported by
+the package)::
+
+    metadata-builders check --builder metadata_builders.tools.mutants:dropped_dspark_gate
+
+Importing this module does not import torch: ``hip`` is imported when a mutant
+is first compiled, and :class:`MutantBuilder` (a ``HipBuilder`` subclass) is
+created on first access.
+"""
+
+from __future__ import annotations
+import __future__
+
+import functools
+import inspect
+import linecache
+import textwrap
+from typing import TYPE_CHECKING, Any, Callable
+
+from metadata_builders.errors import MutantDoesNotApply, UnknownMutant
+from metadata_builders.tools.mutants.catalogue import MUTANTS, MutantSpec
+
+if TYPE_CHECKING:
+    from metadata_builders.builders import AuditedBuilder
+    from metadata_builders.hip import GraphCapture
+    from metadata_builders.inputs import VerifyInputs
+    from metadata_builders.metadata import VerifyMetadata
+
+__all__ = [
+    "FACTORIES",
+    "MutantBuilder",  # noqa: F822 - created on first access (module __getattr__), so import stays torch-free
+    "mutant_builder",
+    "mutant_builder_class",
+    "mutated_source",
+]
+
+_PACKAGE = "metadata_builders.tools.mutants"
+"""Where the factories and ``MutantBuilder`` are public (their ``__module__``, so they pickle by that name)."""
+
+
+def _original_stage(stage: str) -> Callable[..., Any]:
+    """The pristine function of ``stage`` (never a mutant left in place)."""
+    from metadata_builders import hip
+
+    if stage.startswith("HipBuilder."):
+        return getattr(hip.HipBuilder, stage.partition(".")[2])
+    fn = getattr(hip, stage)
+    return getattr(fn, "__mutant_original__", fn)
+
+
+def mutated_source(spec: MutantSpec) -> str:
+    """The mutated stage's source text, dedented; raises :class:`MutantDoesNotApply` if the edit misses."""
+    source = inspect.getsource(_original_stage(spec.stage))
+    count = source.count(spec.find)
+    if count != 1:
+        raise MutantDoesNotApply(spec.name, spec.stage, count)
+    return textwrap.dedent(source.replace(spec.find, spec.replace))
+
+
+_COMPILED: dict[str, Callable[..., Any]] = {}
+
+
+def _compile(spec: MutantSpec) -> Callable[..., Any]:
+    """Compile the mutated stage in (a copy of) ``hip``'s namespace; cached per mutant.
+
+    The source is registered with ``linecache`` so tracebacks and ``inspect``
+    show the mutated line.
+    """
+    if spec.name in _COMPILED:
+        return _COMPILED[spec.name]
+    from metadata_builders import hip
+
+    source = mutated_source(spec)
+    filename = f"<mutant {spec.name}: hip.{spec.stage}>"
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    code = compile(source, filename, "exec", flags=__future__.annotations.compiler_flag, dont_inherit=True)
+    namespace = dict(vars(hip))
+    exec(code, namespace)  # noqa: S102 - compiling our own edited copy of hip.py is the point
+    fn = namespace[spec.stage.rpartition(".")[2]]
+    fn.__mutant_original__ = _original_stage(spec.stage)
+    _COMPILED[spec.name] = fn
+    return fn
+
+
+@functools.cache
+def mutant_builder_class() -> type:
+    """``MutantBuilder``, defined on first use (once) so importing this module does not import torch."""
+    from metadata_builders.hip import HipBuilder
+
+    class _MutantBuilder(HipBuilder):
+        """A :class:`~metadata_builders.hip.HipBuilder` with one stage replaced by a mutant.
+
+        During each ``build``/``capture``/``replay`` the mutated function stands in
+        for the original in the ``hip`` module namespace (restored afterwards, even
+        on error); a ``HipBuilder.<method>`` stage replaces that method instead.
+        Keeps no state between builds, like the builder it mutates.
+        """
+
+        def __init__(self, mutant: str | MutantSpec, device: Any = "cpu", *, validate_mirror: bool = False) -> None:
+            super().__init__(device, validate_mirror=validate_mirror)
+            self.spec = MUTANTS[mutant] if isinstance(mutant, str) else mutant
+            self.name = f"mutant:{self.spec.name}"
+            self._mutated = _compile(self.spec)
+
+        def with_mirror_validation(self) -> _MutantBuilder:
+            return type(self)(self.spec, self.device, validate_mirror=True)
+
+        def build(self, inputs: VerifyInputs) -> VerifyMetadata:
+            return self._run("build", inputs)
+
+        def capture(self, inputs: VerifyInputs) -> GraphCapture:
+            return self._run("capture", inputs)
+
+        def replay(self, capture: GraphCapture, inputs: VerifyInputs) -> VerifyMetadata:
+            return self._run("replay", capture, inputs)
+
+        def _run(self, method: str, *args: Any) -> Any:
+            from metadata_builders import hip
+
+            if self.spec.stage == f"HipBuilder.{method}":
+                return self._mutated(self, *args)
+            impl = getattr(HipBuilder, method)
+            if self.spec.stage.startswith("HipBuilder."):
+                return impl(self, *args)
+            stage = self.spec.stage
+            original = vars(hip)[stage]
+            setattr(hip, stage, self._mutated)
+            try:
+                return impl(self, *args)
+            finally:
+                setattr(hip, stage, original)
+
+    _MutantBuilder.__name__ = _MutantBuilder.__qualname__ = "MutantBuilder"
+    _MutantBuilder.__module__ = _PACKAGE
+    return _MutantBuilder
+
+
+def __getattr__(name: str) -> Any:
+    # PEP 562: ``MutantBuilder`` is created on first access (it subclasses the torch builder).
+    if name == "MutantBuilder":
+        return mutant_builder_class()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def mutant_builder(name: str, device: str = "cpu") -> AuditedBuilder:
+    """The audited builder for mutant ``name`` (what ``get_builder("metadata_builders.tools.mutants:<name>")`` returns)."""
+    from metadata_builders.builders import AuditedBuilder, resolve_device
+
+    if name not in MUTANTS:
+        raise UnknownMutant(name, list(MUTANTS))
+    device = resolve_device(device)
+    return AuditedBuilder(mutant_builder_class()(MUTANTS[name], device), device, f"mutants:{name}")
+
+
+def _factory(spec: MutantSpec) -> Callable[..., AuditedBuilder]:
+    """The ``module:attr`` factory of one mutant, documented with its spec (bug class, summary, diff)."""
+
+    def factory(device: str = "cpu") -> AuditedBuilder:
+        return mutant_builder(spec.name, device)
+
+    factory.__name__ = factory.__qualname__ = spec.name
+    factory.__module__ = _PACKAGE
+    factory.__doc__ = spec.docstring
+    return factory
+
+
+FACTORIES: dict[str, Callable[..., AuditedBuilder]] = {name: _factory(spec) for name, spec in MUTANTS.items()}
+"""One ``module:attr`` factory per mutant, by name; the package exports each as an attribute."""

@@ -1,0 +1,250 @@
+"""``metadata-builders mutants``: run the ``ci`` profile against each mutant and tabulate the kills.
+
+:func:`run_mutant` runs the properties in order against one mutant until one
+fails (the mutant is *killed*) and returns a JSON-ready row; the command runs
+the selected mutants in worker processes (``--jobs``), prints the kill table,
+and writes it as JSON and, optionally, as ``docs/MUTANTS.md``.  An error raised
+in a worker (a :class:`~metadata_builders.errors.MutantDoesNotApply` after
+``hip.py`` changed) pickles, so it reaches the command, and the CLI's exit 2,
+as itself.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import os
+import sys
+import time
+from typing import TYPE_CHECKING, Any, Callable
+
+from metadata_builders.errors import UsageError
+from metadata_builders.tools.mutants.catalogue import MUTANTS
+from metadata_builders.tools.mutants.patching import mutant_builder
+
+if TYPE_CHECKING:
+    from metadata_builders.batch import VerifyBatch
+
+__all__ = ["add_cli", "batch_size", "run_mutant", "select_mutants"]
+
+
+def batch_size(batch: VerifyBatch | None) -> dict[str, int] | None:
+    """How big a counterexample is: requests, real verify tokens, graph rows, table width."""
+    if batch is None:
+        return None
+    return {
+        "bs": batch.bs,
+        "tokens": batch.num_real_tokens,
+        "padded_bs": batch.graph.padded_bs if batch.graph is not None else batch.bs,
+        "max_context": batch.max_context,
+    }
+
+
+def run_mutant(
+    name: str, settings_: Any = None, *, device: str = "cpu", progress: Callable[[str], None] | None = None
+) -> dict[str, Any]:
+    """Run the properties in order against mutant ``name`` until one kills it; a JSON-ready row.
+
+    ``settings_`` defaults to the ``ci`` profile.  The row names the killing
+    property, ``examples_to_failure`` of that property's run, the shrunk batch's
+    size and the failure (variant, field, message).
+    """
+    from metadata_builders.profiles import load_profile
+    from metadata_builders.properties import PROPERTIES
+    from metadata_builders.runner import run_property
+
+    spec = MUTANTS[name]
+    settings_ = settings_ if settings_ is not None else load_profile("ci")
+    builder = mutant_builder(name, device)
+    start = time.perf_counter()
+    row: dict[str, Any] = {"mutant": name, "stage": spec.stage, "bug_class": spec.bug_class, "killed": False,
+                           "property": None, "examples_to_failure": None, "examples": 0, "counterexample": None,
+                           "failure": None}
+    for prop in PROPERTIES:
+        if progress is not None:
+            progress(f"{prop.name} ...")
+        run = run_property(prop, builder, settings_)
+        row["examples"] += run.examples
+        if not run.passed:
+            failure = run.failure
+            row.update(
+                killed=True, property=prop.name, examples_to_failure=run.examples_to_failure,
+                counterexample=batch_size(run.batch),
+                failure={"variant": failure.variant, "field": failure.field, "message": failure.message},
+            )
+            break
+    row["seconds"] = round(time.perf_counter() - start, 2)
+    return row
+
+
+# -- the worker side ----------------------------------------------------------------------------------
+
+
+def _single_threaded() -> None:
+    """Worker initialiser: one torch thread per process, so ``--jobs`` processes share the cores."""
+    import torch
+
+    torch.set_num_threads(1)
+
+
+def _progress(label: str, name: str, text: str) -> None:
+    """One progress line on stderr, prefixed with the job's ``[i/n]`` and the mutant."""
+    sys.stderr.write(f"{label} {name}: {text}\n")
+    sys.stderr.flush()
+
+
+def _run_mutant_job(name: str, max_examples: int | None, device: str, label: str) -> dict[str, Any]:
+    """One mutant in a worker process (settings rebuilt there: they do not pickle)."""
+    from hypothesis import settings
+
+    from metadata_builders.profiles import load_profile
+
+    settings_ = load_profile("ci")
+    if max_examples is not None:
+        settings_ = settings(settings_, max_examples=max_examples)
+    progress = functools.partial(_progress, label, name)
+    row = run_mutant(name, settings_, device=device, progress=progress)
+    verdict = f"killed by {row['property']} after {row['examples_to_failure']} examples" if row["killed"] else "SURVIVED"
+    progress(f"{verdict} ({row['seconds']:.1f}s)")
+    return row
+
+
+def _run_jobs(jobs: list[tuple[str, int | None, str, str]], workers: int) -> list[dict[str, Any]]:
+    """Every job's row, in order: in this process for one worker, else in a process pool.
+
+    A worker's exception is re-raised here as itself (the harness's errors pickle).
+    """
+    from concurrent.futures import ProcessPoolExecutor
+
+    if workers <= 1:
+        _single_threaded()
+        return [_run_mutant_job(*job) for job in jobs]
+    with ProcessPoolExecutor(max_workers=workers, initializer=_single_threaded) as pool:
+        return list(pool.map(_run_mutant_job, *zip(*jobs)))
+
+
+# -- output -------------------------------------------------------------------------------------------------
+
+
+def _size_cell(size: dict[str, int] | None) -> str:
+    if size is None:
+        return "-"
+    tier = f" pbs={size['padded_bs']}" if size["padded_bs"] != size["bs"] else ""
+    return f"bs={size['bs']} tok={size['tokens']}{tier}"
+
+
+def _what(failure: dict[str, Any]) -> str:
+    """The failing field, or for a crash the exception's name (``raised IndexError``)."""
+    if not failure:
+        return "-"
+    if failure.get("field"):
+        return failure["field"]
+    message = failure.get("message") or ""
+    return message.removeprefix("builder ").split(":")[0] if message.startswith("builder raised") else message[:30]
+
+
+def _cells(row: dict[str, Any], survived: str) -> list[Any]:
+    """One kill-table row: mutant, stage, killed, by, examples, shrunk batch, field / error, time."""
+    examples = row["examples_to_failure"] if row["examples_to_failure"] is not None else "-"
+    return [row["mutant"], row["stage"], "yes" if row["killed"] else survived, row["property"] or "-", examples,
+            _size_cell(row["counterexample"]), _what(row["failure"] or {}), f"{row['seconds']:.1f}s"]
+
+
+_COLUMNS = ["mutant", "stage", "killed", "by", "examples", "shrunk batch", "field / error", "time"]
+
+
+def _table(rows: list[dict[str, Any]]) -> str:
+    from metadata_builders.report import format_table
+
+    return format_table(_COLUMNS, [_cells(r, "SURVIVED") for r in rows])
+
+
+def _markdown(rows: list[dict[str, Any]], command: str) -> str:
+    """docs/MUTANTS.md: the results table, then each mutant's diff and docstring."""
+    killed = sum(r["killed"] for r in rows)
+    out = [
+        "# Mutant catalogue",
+        "",
+        f"Generated by `{command}`. {killed}/{len(rows)} mutants killed in the `ci` profile (derandomized).",
+        "Each mutant is a one-place source edit of one stage of `metadata_builders/hip.py`",
+        "(`metadata_builders/tools/mutants/catalogue.py`); the properties run in order P1..P7 and stop at the first",
+        "that fails. *examples* is `PropertyRun.examples_to_failure` (examples run by the killing property until its",
+        "first failure), *shrunk batch* the counterexample after Hypothesis shrank it (`pbs` = graph rows).",
+        "",
+        "| " + " | ".join(_COLUMNS) + " |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        mutant, stage, *rest = _cells(r, "**SURVIVED**")
+        out.append(f"| `{mutant}` | `{stage}` | " + " | ".join(str(c) for c in rest) + " |")
+    out += ["", "## The mutants", ""]
+    for spec in MUTANTS.values():
+        out += [f"### `{spec.name}` — {spec.bug_class}", "", f"Stage `hip.{spec.stage}`. {spec.summary}"]
+        if spec.incident:
+            out += ["", f"Resembles: {spec.incident}."]
+        out += ["", "```diff", spec.diff, "```", ""]
+    return "\n".join(out)
+
+
+def _write_outputs(args: argparse.Namespace, rows: list[dict[str, Any]], max_examples: int) -> None:
+    """The kill table as JSON (``--json``) and the catalogue as markdown (``--markdown``)."""
+    if args.json:
+        os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
+        with open(args.json, "w") as fh:
+            json.dump({"profile": "ci", "max_examples": max_examples, "mutants": rows}, fh, indent=1)
+            fh.write("\n")
+        print(f"JSON: {args.json}")
+    if args.markdown:
+        command = "metadata-builders mutants" + (f" --max-examples {args.max_examples}" if args.max_examples else "")
+        command += (f" --json {args.json}" if args.json else "") + f" --markdown {args.markdown}"
+        with open(args.markdown, "w") as fh:
+            fh.write(_markdown(rows, command) + "\n")
+        print(f"markdown: {args.markdown}")
+
+
+# -- the command ----------------------------------------------------------------------------------------------
+
+
+def select_mutants(only: str | None) -> list[str]:
+    """Names from a comma-separated ``--only`` (all when empty); unknown names are a usage error."""
+    if not only:
+        return list(MUTANTS)
+    names = [n.strip() for n in only.split(",") if n.strip()]
+    unknown = [n for n in names if n not in MUTANTS]
+    if unknown:
+        raise UsageError("--only", f"choose from {sorted(MUTANTS)}", f"unknown mutant(s) {unknown}")
+    return names
+
+
+def _cmd_mutants(args: argparse.Namespace) -> int:
+    from metadata_builders.profiles import PROFILE_EXAMPLES
+
+    names = select_mutants(args.only)
+    max_examples = args.max_examples if args.max_examples is not None else PROFILE_EXAMPLES["ci"]
+    print(f"metadata-builders mutants: {len(names)} mutant(s), profile=ci max_examples={max_examples} "
+          f"device={args.device} jobs={args.jobs}", flush=True)
+    jobs = [(name, args.max_examples, args.device, f"[{i}/{len(names)}]") for i, name in enumerate(names, 1)]
+    rows = _run_jobs(jobs, args.jobs)
+    print()
+    print(_table(rows))
+    survivors = [r["mutant"] for r in rows if not r["killed"]]
+    print()
+    print(f"{len(rows) - len(survivors)}/{len(rows)} mutants killed" + (f"; SURVIVED: {', '.join(survivors)}" if survivors else ""))
+    _write_outputs(args, rows, max_examples)
+    return 0 if not survivors else 1
+
+
+def add_cli(sub: Any) -> None:
+    """Register ``mutants`` on the CLI's subparsers."""
+    p = sub.add_parser("mutants", help="run the ci profile against every mutant; exit 0 only if all are killed")
+    p.add_argument("--only", default=None, metavar="NAME[,NAME]", help="run only these mutants (default: all)")
+    p.add_argument("--max-examples", type=int, default=None, help="override the ci profile's examples per property")
+    p.add_argument("--device", default="cpu", help="cpu (default) | cuda | cuda:N")
+    p.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1),
+                   help="mutants run in parallel worker processes (default 2; 1 runs in this process)")
+    p.add_argument("--json", default=os.path.join("build", "mutants.json"), metavar="PATH",
+                   help="write the kill table as JSON (default build/mutants.json; '' to skip)")
+    p.add_argument("--markdown", default=None, metavar="PATH",
+                   help="also write the catalogue with its kill table as markdown (e.g. docs/MUTANTS.md)")
+    p.set_defaults(func=_cmd_mutants)

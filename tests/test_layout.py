@@ -1,0 +1,146 @@
+"""The house: a layout a newcomer can live in.
+
+No import circle among the harness's modules, no function too long to read,
+one exception tree whose every member survives a trip between processes.
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import pathlib
+import pickle
+
+import pytest
+
+import metadata_builders.errors as errors
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+PACKAGES = ("metadata_builders", "strategies")
+MAX_FUNCTION_LINES = 80
+
+
+def _modules() -> dict[str, pathlib.Path]:
+    out = {}
+    for package in PACKAGES:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            parts = path.relative_to(ROOT).with_suffix("").parts
+            name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+            out[name] = path
+    return out
+
+
+def _imports(name: str, path: pathlib.Path, known: set[str]) -> set[str]:
+    """Modules of ``known`` that ``name`` imports, at module level or inside a function."""
+    found = set()
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                base = ".".join(package.split(".")[: len(package.split(".")) - node.level + 1] + ([base] if base else []))
+            targets = [base] + [f"{base}.{alias.name}" for alias in node.names]
+        else:
+            continue
+        for target in targets:
+            while target and target not in known:
+                target = target.rpartition(".")[0]
+            if target and target != name:
+                found.add(target)
+    return found
+
+
+def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node], stack[len(stack):] = 1, [node]
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == 1:
+                return stack[stack.index(nxt):] + [nxt]
+            if nxt not in state and (found := visit(nxt)):
+                return found
+        state[node] = 2
+        stack.pop()
+        return None
+
+    for node in sorted(graph):
+        if node not in state and (found := visit(node)):
+            return found
+    return None
+
+
+def test_no_module_imports_itself_in_a_circle() -> None:
+    """Following imports (module level or inside functions) from any module never leads back to it.
+
+    A package's ``__init__`` re-exporting its modules is not a circle: edges from a
+    package to its own submodules are left out.
+    """
+    modules = _modules()
+    known = set(modules)
+    graph = {
+        name: {t for t in _imports(name, path, known) if not (path.name == "__init__.py" and t.startswith(name + "."))}
+        for name, path in modules.items()
+    }
+    assert _cycle(graph) is None, " -> ".join(_cycle(graph) or [])
+
+
+def test_the_data_model_imports_no_builder() -> None:
+    """batch.py and tier.py know nothing of the builders, the reference included."""
+    modules = _modules()
+    for name in ("metadata_builders.batch", "metadata_builders.tier", "metadata_builders.metadata"):
+        imported = _imports(name, modules[name], set(modules))
+        assert not imported & {"metadata_builders.reference", "metadata_builders.hip", "metadata_builders.builders"}, name
+
+
+def _functions() -> list[tuple[str, int, int]]:
+    out = []
+    for name, path in _modules().items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                out.append((f"{name}.{node.name}", node.lineno, node.end_lineno - node.lineno + 1))
+    return out
+
+
+def test_no_function_is_over_80_lines() -> None:
+    """Every function reads on one screen; data tables are module-level constants, not functions."""
+    long = [(f, n) for f, _, n in _functions() if n > MAX_FUNCTION_LINES]
+    assert not long, long
+
+
+ERRORS = [cls for _, cls in inspect.getmembers(errors, inspect.isclass)
+          if issubclass(cls, errors.MetadataBuildersError)]
+
+SAMPLES = {
+    errors.InvalidBatch: ("verify_lens", 2, "in 1..num_draft_tokens=3", 0),
+    errors.InvalidVariant: ("gate", "one of [...]", "bogus"),
+    errors.InvalidMetadata: ("fields", "every FIELD_NAMES entry", "missing ['swa_loc']"),
+    errors.UsageError: ("--only", "choose from [...]", "unknown ['x']"),
+    errors.BuilderNotFound: ("nosuch", "expected module:attr"),
+    errors.UnknownMutant: ("nosuch", ("a", "b")),
+    errors.StaleMirror: (2, 7, 4),
+    errors.CaptureMismatch: ("seq_lens", (4,), (5,)),
+    errors.MutantDoesNotApply: ("m", "core_metadata", 0),
+    errors.GateError: ("git rev-parse", "unknown revision"),
+    errors.UpstreamNotFound: ("is_unified_kv_triton", "0.5.24", ("a (missing)", "b (missing)")),
+    errors.PlotExtraMissing: ("the PNG picture",),
+}
+
+
+@pytest.mark.parametrize("cls", ERRORS, ids=[c.__name__ for c in ERRORS])
+def test_every_error_round_trips_through_pickle(cls: type) -> None:
+    """Raised in a worker process, an error arrives whole: same class, message and data."""
+    if cls is errors.MetadataBuildersError:
+        error = cls("a message")
+    elif cls is errors.PropertyFailure:
+        error = cls("P1", "fields differ", variant="eager/x", field="swa_loc", index=(3,), expected=1, actual=2)
+    else:
+        error = cls(*SAMPLES[cls])
+    again = pickle.loads(pickle.dumps(error))
+    assert type(again) is cls and str(again) == str(error)
+    assert (again.field, again.index, again.expected, again.actual) == (error.field, error.index, error.expected,
+                                                                       error.actual)
+    assert isinstance(again, errors.MetadataBuildersError) and isinstance(again, cls.__mro__[-3])
