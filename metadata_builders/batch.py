@@ -36,7 +36,11 @@ def _check_int(name: str, value: Any, index: int | None = None, *, minimum: int 
 def _int_tuple(name: str, values: Any, *, minimum: int | None = None) -> tuple[int, ...]:
     if isinstance(values, (str, bytes, Mapping)) or not isinstance(values, Iterable):
         raise InvalidBatch(name, None, "a list of ints", values)
-    return tuple(_check_int(name, v, i, minimum=minimum) for i, v in enumerate(values))
+    out = tuple(values)
+    # Fast path (tables hold thousands of entries): plain ints all, none below the minimum.
+    if set(map(type, out)) <= {int} and (minimum is None or not out or min(out) >= minimum):
+        return out
+    return tuple(_check_int(name, v, i, minimum=minimum) for i, v in enumerate(out))
 
 
 @dataclass(frozen=True, slots=True)
@@ -481,6 +485,15 @@ class VerifyBatch:
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             raise InvalidBatch("json", None, "valid UTF-8 JSON", str(exc)) from exc
         return cls.from_dict(d)
+
+    def without_divergence(self) -> VerifyBatch:
+        """The same batch without fault injection (no re-validation: dropping it keeps a batch valid)."""
+        if self.divergence is None:
+            return self
+        clean = object.__new__(VerifyBatch)
+        for f in fields(self):
+            object.__setattr__(clean, f.name, None if f.name == "divergence" else getattr(self, f.name))
+        return clean
 
     def replace(self, **changes: Any) -> VerifyBatch:
         """A copy with some fields changed, validated again."""

@@ -167,7 +167,7 @@ class AuditedBuilder:
             from metadata_builders.variants import check_variant
 
             check_variant(batch, variant)
-            clean = batch if batch.divergence is None else batch.replace(divergence=None)
+            clean = batch.without_divergence()
             return self._audited(batch, variant, None, lambda: self.inner.build(clean, variant))
         inputs = make_inputs(batch, variant, self.device)
         return self._audited(batch, variant, inputs, lambda: self.inner.build(inputs))

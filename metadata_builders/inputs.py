@@ -176,6 +176,27 @@ def _device_verify_lens(batch: VerifyBatch) -> list[int] | None:
     return list(batch.verify_lens)
 
 
+_TABLES: list[tuple[Any, Any, Any, Any]] = []
+"""The last few batches' tables as host tensors: every variant of a batch uploads the same ones."""
+
+
+def _host_tables(batch: VerifyBatch) -> tuple[torch.Tensor, torch.Tensor]:
+    """``req_to_token`` (int32) and ``full_to_swa`` (int64) as host tensors, converted once per batch.
+
+    Keyed by the identity of the batch's table tuples, which the cache keeps alive.
+    """
+    import torch
+
+    for req_to_token, full_to_swa, table, mapping in _TABLES:
+        if req_to_token is batch.req_to_token and full_to_swa is batch.full_to_swa:
+            return table, mapping
+    table = torch.tensor(batch.req_to_token, dtype=torch.int32)
+    mapping = torch.tensor(batch.full_to_swa, dtype=torch.int64)
+    _TABLES.insert(0, (batch.req_to_token, batch.full_to_swa, table, mapping))
+    del _TABLES[4:]
+    return table, mapping
+
+
 def make_inputs(batch: VerifyBatch, variant: Variant, device: str | torch.device) -> VerifyInputs:
     """The call's arguments for ``batch`` along ``variant`` on ``device``, as upstream's caller makes them.
 
@@ -191,12 +212,13 @@ def make_inputs(batch: VerifyBatch, variant: Variant, device: str | torch.device
     out_cache_loc = torch.zeros(tokens, dtype=torch.int64, device=device)
     _fill_rows(seq_lens, req_pool_indices, out_cache_loc, batch)
     device_verify = _device_verify_lens(batch)
+    table, mapping = _host_tables(batch)
     return VerifyInputs(
         seq_lens=seq_lens,
         req_pool_indices=req_pool_indices,
         out_cache_loc=out_cache_loc,
-        req_to_token=torch.tensor(batch.req_to_token, dtype=torch.int32, device=device),
-        full_to_swa=torch.tensor(batch.full_to_swa, dtype=torch.int64, device=device),
+        req_to_token=table.to(device, copy=True),  # every build gets its own copy of the caller's buffers
+        full_to_swa=mapping.to(device, copy=True),
         verify_lens=None if device_verify is None else torch.tensor(device_verify, dtype=torch.int32, device=device),
         bs=batch.bs,
         num_draft_tokens=batch.num_draft_tokens,

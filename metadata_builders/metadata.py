@@ -260,6 +260,8 @@ class VerifyMetadata:
 
 
 def _first_diff(expected: Any, actual: Any, prefix: tuple[int, ...]) -> tuple[tuple[int, ...] | None, Any, Any] | None:
+    if expected == actual:  # the common case, compared in C; only a difference is walked
+        return None
     if isinstance(expected, list) and isinstance(actual, list):
         if len(expected) != len(actual):
             return (None if not prefix else prefix), f"length {len(expected)}", f"length {len(actual)}"

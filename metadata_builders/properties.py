@@ -78,7 +78,7 @@ def _compare(prop: str, variant: Variant, expected: VerifyMetadata, actual: Veri
 
 def _clean(batch: VerifyBatch) -> VerifyBatch:
     """The batch without fault injection: what metadata properties compare on."""
-    return batch if batch.divergence is None else batch.replace(divergence=None)
+    return batch.without_divergence()
 
 
 # -- variants a builder can express ---------------------------------------------------------

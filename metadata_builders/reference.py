@@ -192,13 +192,11 @@ def core_metadata(batch: VerifyBatch, rows: Rows, casual: list[int], slots: list
     columns = range(0, width, geo.page_size)
     page_table = [[batch.req_to_token[slot][c] // geo.page_size for c in columns] for slot in slots]
     padded = -(-geo.swa_window // geo.page_index_align) * geo.page_index_align
+    width, full_to_swa, tail = batch.max_context, batch.full_to_swa, [-1] * (padded - geo.swa_window)
     swa: list[list[int]] = []
     for pos, slot in zip(positions, slots):
         row = batch.req_to_token[slot]
-        swa.append(
-            [batch.full_to_swa[row[pos - w]] if 0 <= pos - w < batch.max_context else -1 for w in range(geo.swa_window)]
-            + [-1] * (padded - geo.swa_window)
-        )
+        swa.append([full_to_swa[row[pos - w]] if 0 <= pos - w < width else -1 for w in range(geo.swa_window)] + tail)
     return {
         "seq_lens_casual": casual,
         "positions_casual": positions,

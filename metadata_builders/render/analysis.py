@@ -547,7 +547,7 @@ def analyse(
         builder = get_builder(builder_name, device)
     name, on = getattr(builder, "name", builder_name), str(getattr(builder, "device", device))
     reference = ReferenceBuilder()
-    clean = batch if batch.divergence is None else batch.replace(divergence=None)
+    clean = batch.without_divergence()
     variants = variants_for(clean)
     labels = {v: short_label(batch, v) for v in variants}
     path: Path = "graph" if batch.graph is not None else "eager"
