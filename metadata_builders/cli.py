@@ -177,7 +177,7 @@ def _known(builder: str, run) -> str | None:
     from metadata_builders.findings import known_finding
 
     failure = run.failure
-    return known_finding(failure.prop, (str(failure.variant), str(failure.field)), str(failure), run.batch)
+    return known_finding(failure.prop, str(failure.field), str(failure), run.batch)
 
 
 def _coverage_table(runs) -> str:

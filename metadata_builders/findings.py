@@ -71,9 +71,8 @@ FINDINGS: tuple[Finding, ...] = (
 """The findings the gate and ``check --builder sglang`` recognise."""
 
 
-def known_finding(prop: str, signature: tuple[str, ...], message: str, batch: VerifyBatch) -> str | None:
-    """The id of the known finding this failure is, if any (``signature`` is (variant, field))."""
-    field = signature[1] if len(signature) > 1 else ""
+def known_finding(prop: str, field: str, message: str, batch: VerifyBatch) -> str | None:
+    """The id of the known finding a failure of ``prop`` on ``field`` is, if any."""
     for finding in FINDINGS:
         if prop in finding.props and finding.matches(field, message, batch):
             return finding.id

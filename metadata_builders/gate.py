@@ -16,10 +16,11 @@ review against the base it would merge into, on the *same* examples:
    the properties (:class:`~metadata_builders.builders.MemoBuilder`): a failure
    never stops the search, so a known failure cannot mask another;
 3. **verdicts** per (property, batch): ``new`` (held at base, fails at head),
-   ``changed`` (fails at both, differently: recorded, not blocking -- base did not
-   agree with the reference there), ``pre-existing`` (fails the same way at both;
-   a finding id when :mod:`metadata_builders.findings` knows it), ``fixed``.
-   ``new`` blocks.
+   also when both fail but head has a difference base did not have -- every
+   difference from the reference for P1, the failure's place for the others --,
+   ``changed`` (fails at both, head with fewer differences: part fixed),
+   ``pre-existing`` (fails the same way at both; a finding id when
+   :mod:`metadata_builders.findings` knows it), ``fixed``.  ``new`` blocks.
 
 Worked example: head drops the dspark gate.  Base holds P4 on all 100 batches;
 head fails 41 of them (``decision.used_output_size``): P4 is ``NEW 41/100``, the
@@ -72,18 +73,21 @@ class Outcome:
     """Position of the batch in the corpus."""
     status: Literal["held", "failed", "partial", "not applicable"]
     signature: tuple[str, ...] = ()
-    """What failed, stable across runs and sides: (variant, field) -- values left out."""
+    """What failed, stable across runs and sides, as ``variant|field`` entries (values left out): every
+    difference from the reference for P1, the failure's place for the others."""
     message: str = ""
     why: str = ""
     """For ``partial``: the reason."""
+    field: str = ""
+    """The field of the (first) failure, as ``PropertyFailure.field`` names it."""
 
     def to_dict(self) -> dict[str, Any]:
         return {"prop": self.prop, "index": self.index, "status": self.status, "signature": list(self.signature),
-                "message": self.message, "why": self.why}
+                "message": self.message, "why": self.why, "field": self.field}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Outcome:
-        return cls(d["prop"], d["index"], d["status"], tuple(d["signature"]), d["message"], d["why"])
+        return cls(d["prop"], d["index"], d["status"], tuple(d["signature"]), d["message"], d["why"], d["field"])
 
 
 @dataclass(frozen=True)
@@ -238,6 +242,8 @@ def _verdict(base: Outcome, head: Outcome) -> Verdict:
     if head.status == "failed":
         if base.status != "failed":
             return "new"
+        if set(head.signature) - set(base.signature):
+            return "new"  # a difference base did not have: a pre-existing failure must not hide it
         return "pre-existing" if base.signature == head.signature else "changed"
     if base.status == "failed":
         return "fixed"
@@ -269,7 +275,7 @@ def classify(corpus: list[VerifyBatch], props: list[PropertySpec], base: list[Ou
             pv.counts[verdict] += 1
             pv.examples[verdict].append((index, b, h))
             if verdict in ("pre-existing", "changed") and head_side_upstream:
-                finding = known_finding(spec.name, b.signature, b.message, batch)  # what already failed at base
+                finding = known_finding(spec.name, b.field, b.message, batch)  # what already failed at base
                 if finding is not None:
                     pv.findings[finding] += 1
         verdicts.append(pv)
@@ -282,7 +288,7 @@ def _size_key(batch: VerifyBatch) -> tuple[int, ...]:
 
 
 def _write_replays(verdicts: list[PropertyVerdict], corpus: list[VerifyBatch], failures_dir: str,
-                   head: Side) -> list[tuple[str, str, Outcome]]:
+                   head: Side) -> list[tuple[str, str, Outcome, str]]:
     """For each property with new failures, the smallest failing batch as a replay file (deterministic)."""
     written = []
     for pv in verdicts:
@@ -294,15 +300,25 @@ def _write_replays(verdicts: list[PropertyVerdict], corpus: list[VerifyBatch], f
         os.makedirs(failures_dir, exist_ok=True)
         text = batch.to_json()
         path = os.path.join(failures_dir, f"{pv.prop}-{hashlib.sha1(text.encode()).hexdigest()[:10]}.json")
-        why = f"{pv.prop} fails at head ({head.label}), held at base: {head_outcome.message}"
+        new = _new_differences(base_outcome, head_outcome)
+        why = f"{pv.prop} fails at head ({head.label}) with what base did not have: {new}"
         with open(path, "w") as fh:
             fh.write(batch.to_json(why=why.splitlines()[0][:300], meta={
-                "property": pv.prop, "gate": "new", "head": head.label, "signature": list(head_outcome.signature),
-                "base_status": base_outcome.status,
+                "property": pv.prop, "gate": "new", "head": head.label, "new": new,
+                "signature": list(head_outcome.signature), "base_status": base_outcome.status,
             }))
             fh.write("\n")
-        written.append((pv.prop, path, head_outcome))
+        written.append((pv.prop, path, head_outcome, new))
     return written
+
+
+def _new_differences(base: Outcome, head: Outcome) -> str:
+    """What head adds: the failure itself when base held, else the differences base did not have."""
+    if base.status != "failed":
+        return head.message
+    extra = sorted(set(head.signature) - set(base.signature))
+    shown = ", ".join(extra[:4]) + (f" (+{len(extra) - 4} more)" if len(extra) > 4 else "")
+    return f"{shown} (base already failed: {base.message[:120]})"
 
 
 # -- git sides ----------------------------------------------------------------------------------------
@@ -387,9 +403,9 @@ def run_gate(args: argparse.Namespace) -> int:
     print()
     print(format_table(["property", "what", "gate", "verdicts (batches)"], rows))
     blocking = [pv for pv in verdicts if pv.blocking]
-    for prop, path, outcome in replays:
+    for prop, path, outcome, new in replays:
         print()
-        print(f"{prop} NEW at head: {outcome.message}")
+        print(f"{prop} NEW at head: {new}")
         print(f"  replay: metadata-builders replay {path} --builder {head.builder}")
     pre = [pv for pv in verdicts if pv.counts["pre-existing"] or pv.counts["changed"]]
     if pre:

@@ -37,6 +37,22 @@ def _builder():
     return _BUILDER
 
 
+def _signature(prop: str, failure, builder, batch) -> tuple[str, ...]:
+    """What failed, as a set the gate compares between sides: every difference for P1, else the failure's place."""
+    if failure is None:
+        return ()
+    if prop == "P1":
+        from metadata_builders.properties import p1_differences
+
+        try:
+            differences = p1_differences(builder, batch)
+        except Exception:  # noqa: BLE001 - a builder that raises: its failure's place is the signature
+            differences = set()
+        if differences:
+            return tuple(sorted(differences))
+    return (f"{failure.variant}|{failure.field}",)
+
+
 @pytest.mark.parametrize("chunk", range(CHUNKS) if os.environ.get(ENV_CORPUS) else [])
 def test_gate_chunk(chunk: int) -> None:
     """Every property on every ``CHUNKS``-th corpus batch from ``chunk``; every outcome recorded."""
@@ -56,7 +72,7 @@ def test_gate_chunk(chunk: int) -> None:
             for spec in props:
                 result = verdict(spec, memo, batch)
                 failure = result.failure
-                outcome = Outcome(spec.name, index, result.status,
-                                  (str(failure.variant), str(failure.field)) if failure is not None else (),
-                                  str(failure).splitlines()[0][:400] if failure is not None else "", result.why)
+                outcome = Outcome(spec.name, index, result.status, _signature(spec.name, failure, memo, batch),
+                                  str(failure).splitlines()[0][:400] if failure is not None else "", result.why,
+                                  str(failure.field) if failure is not None else "")
                 out.write(json.dumps(outcome.to_dict()) + "\n")

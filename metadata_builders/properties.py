@@ -50,6 +50,7 @@ __all__ = [
     "contract_role",
     "fewer_requests_batch",
     "filled_tier_batch",
+    "p1_differences",
     "replay_sequence",
     "run_all",
     "same_tier_batch",
@@ -126,6 +127,29 @@ def check_p1_reference(builder, batch: VerifyBatch) -> list[str]:
         if actual.audit.faults:
             _fail_on_faults("P1", variant, batch, actual)
     return notes
+
+
+def p1_differences(builder, batch: VerifyBatch) -> set[str]:
+    """Every (variant, field) where the builder differs from the reference: P1's whole verdict, not its first.
+
+    ``check_p1_reference`` stops at the first difference; the gate compares these
+    sets, so a difference the base already had (a known finding on every batch)
+    cannot hide a new one.  Entries read ``"<variant label>|<field>"``.
+    """
+    batch = _clean(batch)
+    found: set[str] = set()
+    for variant in _variants(builder, batch, []):
+        expected = _REFERENCE.build(batch, variant)
+        actual = builder.build(batch, variant)
+        for name in FIELD_NAMES:
+            if name in actual.fields and first_difference(expected.fields, actual.fields, (name,)) is not None:
+                found.add(f"{variant.label}|{name}")
+        for name in ("num_tokens", "max_seq_len", "used_output_size", "exact_num_tokens"):
+            if getattr(expected.decision, name) != getattr(actual.decision, name):
+                found.add(f"{variant.label}|decision.{name}")
+        if actual.audit.faults:
+            found.add(f"{variant.label}|audit.faults")
+    return found
 
 
 def _fail_on_faults(prop: str, variant: Variant, batch: VerifyBatch, md: VerifyMetadata) -> None:

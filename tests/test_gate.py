@@ -120,3 +120,39 @@ def test_an_unknown_ref_or_a_tree_without_sglang_is_a_usage_error(mini_repo, tmp
     assert main(["gate", "--base", "no-such-ref", "--repo", str(mini_repo), *FAST]) == 2
     assert "no-such-ref" in capsys.readouterr().err
     assert main(["gate", "--base", "main", "--repo", str(tmp_path), *FAST]) == 2
+
+
+TWO_BUGS = '''
+from metadata_builders.hip import HipBuilder
+
+
+class KnownBug(HipBuilder):
+    """A failure on every batch, as F5 is on SGLang 0.5.18/0.5.19: max_seq_len one draft short."""
+
+    def build(self, inputs):
+        md = super().build(inputs)
+        return type(md)(md.fields, md.decision.__class__(md.decision.num_tokens, md.decision.exact_num_tokens,
+                                                         md.decision.used_output_size, md.decision.max_seq_len - 1))
+
+
+class KnownBugAndANewOne(KnownBug):
+    """The same, plus a regression in another field."""
+
+    def build(self, inputs):
+        md = super().build(inputs)
+        md.fields["pf_final_pos"] = md.fields["pf_final_pos"] + 1
+        return md
+'''
+
+
+def test_a_failure_on_every_batch_at_base_does_not_hide_a_new_one(tmp_path, monkeypatch, capsys) -> None:
+    """P1 already fails everywhere at base; head adds a difference in another field: NEW, red."""
+    (tmp_path / "gate_two_bugs.py").write_text(TWO_BUGS)
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    args = ["gate", "--base-builder", "gate_two_bugs:KnownBug", "--properties", "P1", "--examples", "10",
+            "--workers", "0", "--failures-dir", str(tmp_path / "f")]
+    assert main([*args, "--head-builder", "gate_two_bugs:KnownBug"]) == 0
+    assert "pre-existing 10/10" in capsys.readouterr().out
+    assert main([*args, "--head-builder", "gate_two_bugs:KnownBugAndANewOne"]) == 1
+    assert "NEW 10/10" in capsys.readouterr().out
