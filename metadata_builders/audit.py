@@ -150,6 +150,11 @@ _SCALAR, _SHAPE, _INDEX, _COPY, _GATHER, _REPEAT, _LIKE, _MUTATES, _OTHER = rang
 _KINDS: dict[Any, int] = {}
 
 
+def _non_blocking(args: tuple, kwargs: dict) -> bool:
+    """``x.to(device, non_blocking=True)`` / ``dst.copy_(src, True)``: the copy is asynchronous."""
+    return bool(kwargs.get("non_blocking")) or (len(args) > 2 and args[2] is True)
+
+
 def _kind(func: Any) -> int:
     """What an aten overload is to the audit (cached: the schema is looked up once per overload)."""
     kind = _KINDS.get(func)
@@ -221,7 +226,6 @@ class DeviceAudit:
         _mark(t, True, frozenset({name}))
         return t
 
-
     # -- records ---------------------------------------------------------------------------
 
     def _record(self, kind: ReadKind, sources: list[torch.Tensor], op: str | None = None) -> None:
@@ -278,7 +282,7 @@ class DeviceAudit:
 
     def _host_to_device(self, func: Callable, args: tuple, kwargs: dict) -> torch.Tensor:
         src = args[0]
-        if kwargs.get("non_blocking") or (len(args) > 2 and args[2] is True):
+        if _non_blocking(args, kwargs):
             src = self._delivered(src)
         out = func(src, *args[1:], **kwargs)
         if out is args[0] or out is src:
@@ -323,9 +327,8 @@ class DeviceAudit:
                     out = self._gather(func, args, kwargs)
                 _mark(out, True, _reads_of(inputs))
                 return out
-        if kind is _COPY and is_device_resident(args[0]) and not is_device_resident(args[1]) and (
-            kwargs.get("non_blocking") or (len(args) > 2 and args[2] is True)
-        ):
+        if (kind is _COPY and is_device_resident(args[0]) and not is_device_resident(args[1])
+                and _non_blocking(args, kwargs)):
             args = (args[0], self._delivered(args[1]), *args[2:])
         out = func(*args, **kwargs)
         if kind is _COPY or kind is _MUTATES:

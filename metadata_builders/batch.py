@@ -253,6 +253,28 @@ class VerifyBatch:
         """Verify tokens of the real requests: the length of ``out_cache_loc``."""
         return sum(self.extend_lens)
 
+    def size_key(self) -> tuple[int, ...]:
+        """Order batches by size, smallest first: what a person reads first in a counterexample."""
+        padded = self.graph.padded_bs if self.graph is not None else self.bs
+        return (self.num_real_tokens, self.bs, padded, self.max_context, self.num_slots)
+
+    def divergence_bounds(self, rows: int) -> tuple[list[int], list[int], list[int], int | None]:
+        """Per row: what the host believes, the least and the most the device may hold; the sum's ceiling.
+
+        Ragged: a stale layout is still a layout (``1..num_draft_tokens``, within the
+        cap, the table and the tier).  Uniform: any count >= 0 whose positions stay
+        inside the table; pad rows (prefix 1) included when ``rows == padded_bs``.
+        """
+        width, draft = self.max_context, self.num_draft_tokens
+        graph = self.graph
+        if self.verify_lens is not None:
+            top = draft if graph is None or graph.cap is None else min(draft, graph.cap)
+            hi = [min(top, width - s) for s in self.seq_lens]
+            ceiling = None if graph is None else graph.graph_num_tokens
+            return list(self.verify_lens), [1] * self.bs, hi, ceiling
+        prefixes = list(self.seq_lens) + [1] * (rows - self.bs)
+        return [draft] * rows, [0] * rows, [width - s for s in prefixes], None
+
     def describe(self) -> str:
         """One line for people: uniform/ragged, EAGLE/DSpark, sizes, tier, divergence."""
         kind = "ragged" if self.is_ragged else "uniform"

@@ -192,9 +192,8 @@ class AuditedBuilder:
         from metadata_builders.inputs import refill_inputs
 
         refill_inputs(captured.inputs, batch)
-        md = self._audited(batch, captured.variant, captured.inputs,
-                           lambda: self.inner.replay(captured.state, captured.inputs), captured=captured)
-        return md
+        return self._audited(batch, captured.variant, captured.inputs,
+                             lambda: self.inner.replay(captured.state, captured.inputs), captured=captured)
 
     def _audited(self, batch: VerifyBatch, variant: Variant, inputs: VerifyInputs | None,
                  call: Callable[[], VerifyMetadata], captured: Captured | None = None) -> VerifyMetadata:
@@ -217,7 +216,7 @@ class AuditedBuilder:
         if audit.token_maps:
             observed = all(tm.output_size is not None for tm in audit.token_maps)
             decision = replace(decision, used_output_size=observed)
-        written = [] if inputs is None or snapshot is None else inputs.changes_since(snapshot)
+        written = [] if snapshot is None else inputs.changes_since(snapshot)
         return VerifyMetadata(fields, decision, Audit(
             list(audit.host_syncs), list(audit.faults), list(audit.token_maps), written, audit.divergence_delivered
         ), tuple(result.not_observable))

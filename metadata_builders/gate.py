@@ -282,11 +282,6 @@ def classify(corpus: list[VerifyBatch], props: list[PropertySpec], base: list[Ou
     return verdicts
 
 
-def _size_key(batch: VerifyBatch) -> tuple[int, ...]:
-    padded = batch.graph.padded_bs if batch.graph is not None else batch.bs
-    return (batch.num_real_tokens, batch.bs, padded, batch.max_context, batch.num_slots)
-
-
 def _write_replays(verdicts: list[PropertyVerdict], corpus: list[VerifyBatch], failures_dir: str,
                    head: Side) -> list[tuple[str, str, Outcome, str]]:
     """For each property with new failures, the smallest failing batch as a replay file (deterministic)."""
@@ -295,7 +290,7 @@ def _write_replays(verdicts: list[PropertyVerdict], corpus: list[VerifyBatch], f
         new = pv.examples.get("new") or []
         if not new:
             continue
-        index, base_outcome, head_outcome = min(new, key=lambda e: (_size_key(corpus[e[0]]), e[0]))
+        index, base_outcome, head_outcome = min(new, key=lambda e: (corpus[e[0]].size_key(), e[0]))
         batch = corpus[index]
         os.makedirs(failures_dir, exist_ok=True)
         text = batch.to_json()

@@ -57,6 +57,8 @@ __all__ = [
 ]
 
 _REFERENCE = ReferenceBuilder()
+_DECISION_NAMES = ("num_tokens", "max_seq_len", "used_output_size", "exact_num_tokens")
+"""The ``Decision`` fields P1 compares, in the order its first failure names them."""
 
 
 class Partial(str):
@@ -120,7 +122,7 @@ def check_p1_reference(builder, batch: VerifyBatch) -> list[str]:
             notes.append(Partial(f"fields not observable in builder {_name(builder)!r}: "
                                  f"{', '.join(actual.not_observable)}"))
         _compare("P1", variant, expected, actual, "builder vs reference")
-        for name in ("num_tokens", "max_seq_len", "used_output_size", "exact_num_tokens"):
+        for name in _DECISION_NAMES:
             e, a = getattr(expected.decision, name), getattr(actual.decision, name)
             if e != a:
                 raise _fail("P1", variant, "decision differs from the reference", field=f"decision.{name}", expected=e, actual=a)
@@ -144,7 +146,7 @@ def p1_differences(builder, batch: VerifyBatch) -> set[str]:
         for name in FIELD_NAMES:
             if name in actual.fields and first_difference(expected.fields, actual.fields, (name,)) is not None:
                 found.add(f"{variant.label}|{name}")
-        for name in ("num_tokens", "max_seq_len", "used_output_size", "exact_num_tokens"):
+        for name in _DECISION_NAMES:
             if getattr(expected.decision, name) != getattr(actual.decision, name):
                 found.add(f"{variant.label}|decision.{name}")
         if actual.audit.faults:

@@ -390,24 +390,6 @@ def _build_tables(
     return table, full_to_swa
 
 
-def _divergence_bounds(batch: VerifyBatch, rows: int) -> tuple[list[int], list[int], list[int], int | None]:
-    """Per row: what the host believes, the least and the most the device may hold; the sum's ceiling.
-
-    Ragged: a stale layout is still a layout (``1..num_draft_tokens``, within the
-    cap, the table and the tier).  Uniform: any count >= 0 whose positions stay
-    inside the table; pad rows (prefix 1) included when ``rows == padded_bs``.
-    """
-    width, draft = batch.max_context, batch.num_draft_tokens
-    graph = batch.graph
-    if batch.verify_lens is not None:
-        top = draft if graph is None or graph.cap is None else min(draft, graph.cap)
-        hi = [min(top, width - s) for s in batch.seq_lens]
-        ceiling = None if graph is None else graph.graph_num_tokens
-        return list(batch.verify_lens), [1] * batch.bs, hi, ceiling
-    prefixes = list(batch.seq_lens) + [1] * (rows - batch.bs)
-    return [draft] * rows, [0] * rows, [width - s for s in prefixes], None
-
-
 def _possible_kinds(host: list[int], lo: list[int], hi: list[int], headroom: int | None) -> list[str]:
     """The divergence kinds rows with these bounds can take: room to run ahead, to fall behind, or both in two rows."""
     up = [i for i in range(len(host)) if host[i] < hi[i]] if headroom != 0 else []
@@ -422,7 +404,7 @@ def _draw_divergence(draw: st.DrawFn, batch: VerifyBatch, kind: str | None) -> t
     rows = batch.bs
     if batch.verify_lens is None and graph is not None and graph.padded_bs != batch.bs and draw(_TIER_ROWS):
         rows = graph.padded_bs
-    host, lo, hi, ceiling = _divergence_bounds(batch, rows)
+    host, lo, hi, ceiling = batch.divergence_bounds(rows)
     headroom = None if ceiling is None else ceiling - sum(host)
     up = [i for i in range(rows) if host[i] < hi[i]] if headroom != 0 else []
     down = [i for i in range(rows) if host[i] > lo[i]]

@@ -170,7 +170,7 @@ def test_divergence_defaults_to_none(batch):
 @pytest.mark.parametrize("kind", DIVERGENCE_KINDS)
 def test_divergences_have_the_requested_kind(kind):
     """A drawn divergence is valid for its batch, and of the requested kind unless its rows cannot take it."""
-    from strategies._batches import _divergence_bounds, _possible_kinds
+    from strategies._batches import _possible_kinds
 
     @FAST
     @given(st.data())
@@ -180,7 +180,7 @@ def test_divergences_have_the_requested_kind(kind):
         diverged = batch.replace(divergence=divergence)
         assert min(divergence.extend_seq_lens) >= (1 if batch.is_ragged else 0)
         if divergence_kind(diverged) != kind:
-            host, lo, hi, ceiling = _divergence_bounds(batch, len(divergence.extend_seq_lens))
+            host, lo, hi, ceiling = batch.divergence_bounds(len(divergence.extend_seq_lens))
             assert kind not in _possible_kinds(host, lo, hi, None if ceiling is None else ceiling - sum(host))
 
     check()

@@ -189,17 +189,10 @@ def _random_divergence(rng: random.Random, batch: VerifyBatch, pinned: bool | No
     rows = batch.bs
     if batch.verify_lens is None and batch.graph is not None and rng.random() < 0.5:
         rows = batch.graph.padded_bs
-    width, draft = batch.max_context, batch.num_draft_tokens
-    host = list(batch.extend_lens) + [draft] * (rows - batch.bs)
+    host, lo, hi, _ = batch.divergence_bounds(rows)
     row = rng.randrange(rows)
-    prefix = batch.seq_lens[row] if row < batch.bs else 1
-    if batch.verify_lens is not None:
-        cap = batch.graph.cap if batch.graph is not None and batch.graph.cap is not None else draft
-        device = list(host)
-        device[row] = rng.randint(1, max(1, min(draft, cap, width - prefix)))
-    else:
-        device = list(host)
-        device[row] = rng.randint(0, width - prefix)
+    device = list(host)
+    device[row] = rng.randint(lo[row], max(lo[row], hi[row]))
     if device == host:
         return None if pinned else batch
     try:
@@ -254,11 +247,6 @@ class Trial:
     shrink_seconds: float = 0.0
 
 
-def _size_key(batch: VerifyBatch) -> tuple[int, ...]:
-    padded = batch.graph.padded_bs if batch.graph is not None else batch.bs
-    return (batch.num_real_tokens, batch.bs, padded, batch.max_context)
-
-
 class _OutOfBudget(BaseException):
     """Stops a Hypothesis run when its time is spent; not an ``Exception``, so it is not shrunk."""
 
@@ -308,7 +296,7 @@ class _HypothesisSearch:
         failure = first_failure(self.builder, batch, (self.killer,))
         if failure is None:
             return
-        if _size_key(batch) < _size_key(self.best):
+        if batch.size_key() < self.best.size_key():
             self.best = batch
         raise failure
 
