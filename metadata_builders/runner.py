@@ -63,7 +63,7 @@ class PropertyRun:
 def _as_failure(spec: PropertySpec, exc: BaseException) -> PropertyFailure:
     if isinstance(exc, PropertyFailure):
         return exc
-    from metadata_builders.properties import _raised
+    from metadata_builders.properties.spec import _raised
 
     return PropertyFailure(spec.name, _raised(exc))
 

@@ -1,0 +1,62 @@
+"""What every property shares: the reference, the failure and note types, the variants a builder expresses."""
+
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+from metadata_builders.batch import VerifyBatch
+from metadata_builders.errors import PropertyFailure
+from metadata_builders.metadata import SyncRecord, VerifyMetadata, first_difference
+from metadata_builders.reference import ReferenceBuilder
+from metadata_builders.variants import Variant, variants_for
+
+_REFERENCE = ReferenceBuilder()
+_DECISION_NAMES = ("num_tokens", "max_seq_len", "used_output_size", "exact_num_tokens")
+"""The ``Decision`` fields P1 compares, in the order its first failure names them."""
+
+
+class Partial(str):
+    """A note saying the property could not fully run for this builder, and why."""
+
+
+
+def _fail(prop: str, variant: Variant | None, message: str, **data: Any) -> PropertyFailure:
+    return PropertyFailure(prop, message, variant=None if variant is None else variant.label, **data)
+
+
+def _compare(prop: str, variant: Variant, expected: VerifyMetadata, actual: VerifyMetadata, what: str) -> None:
+    mismatch = first_difference(expected.fields, actual.fields)
+    if mismatch is not None:
+        raise _fail(
+            prop, variant, f"{what}: fields differ",
+            field=mismatch.field, index=mismatch.index, expected=mismatch.expected, actual=mismatch.actual,
+        )
+
+
+def _clean(batch: VerifyBatch) -> VerifyBatch:
+    """The batch without fault injection: what metadata properties compare on."""
+    return batch.without_divergence()
+
+
+# -- variants a builder can express ---------------------------------------------------------
+
+
+def _variants(builder: Any, batch: VerifyBatch, notes: list[str]) -> list[Variant]:
+    """``variants_for(batch)`` less those the builder says it cannot express (noted as partial)."""
+    everything = variants_for(batch)
+    supported = getattr(builder, "variants_supported", None)
+    allowed = supported(batch) if callable(supported) else None
+    if allowed is None:
+        return everything
+    missing = [v.label for v in everything if v not in allowed]
+    if missing:
+        notes.append(Partial(f"builder {_name(builder)!r} cannot express {len(missing)} variant(s), e.g. {missing[0]}"))
+    return [v for v in everything if v in allowed]
+
+
+def _name(builder: Any) -> str:
+    return getattr(builder, "name", type(builder).__name__)
+
+
+def _describe(records: Iterable[SyncRecord]) -> list[str]:
+    return [f"{s.op}@{s.stage}:{s.kind}" + (f" of {'+'.join(s.reads)}" if s.reads else "") for s in records]

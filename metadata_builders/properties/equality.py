@@ -1,0 +1,142 @@
+"""P1 (every variant = the reference), P3 (output_size map = synced map), P4 (the gate table)."""
+
+from __future__ import annotations
+
+from metadata_builders.batch import VerifyBatch
+from metadata_builders.metadata import FIELD_NAMES, VerifyMetadata, first_difference
+from metadata_builders.properties._common import (
+    _DECISION_NAMES,
+    _REFERENCE,
+    Partial,
+    _clean,
+    _compare,
+    _describe,
+    _fail,
+    _name,
+    _variants,
+)
+from metadata_builders.properties.syncs import contract_role
+from metadata_builders.reference import ReferenceBuilder, verify_extension
+from metadata_builders.variants import Variant, apply_gate
+
+
+def check_p1_reference(builder, batch: VerifyBatch) -> list[str]:
+    """P1: on every variant, every field and the decision equal the pure-Python reference.
+
+    On a batch without divergence no variant may fault either (an out-of-bounds
+    read or write is wrong whatever the fields say).
+    """
+    batch = _clean(batch)
+    notes: list[str] = []
+    for variant in _variants(builder, batch, notes):
+        expected = _REFERENCE.build(batch, variant)
+        actual = builder.build(batch, variant)
+        if actual.not_observable and not any(isinstance(n, Partial) and "not observable" in n for n in notes):
+            notes.append(Partial(f"fields not observable in builder {_name(builder)!r}: "
+                                 f"{', '.join(actual.not_observable)}"))
+        _compare("P1", variant, expected, actual, "builder vs reference")
+        for name in _DECISION_NAMES:
+            e, a = getattr(expected.decision, name), getattr(actual.decision, name)
+            if e != a:
+                raise _fail("P1", variant, "decision differs from the reference", field=f"decision.{name}", expected=e, actual=a)
+        if actual.audit.faults:
+            _fail_on_faults("P1", variant, batch, actual)
+    return notes
+
+
+def p1_differences(builder, batch: VerifyBatch) -> set[str]:
+    """Every (variant, field) where the builder differs from the reference: P1's whole verdict, not its first.
+
+    ``check_p1_reference`` stops at the first difference; the gate compares these
+    sets, so a difference the base already had (a known finding on every batch)
+    cannot hide a new one.  Entries read ``"<variant label>|<field>"``.
+    """
+    batch = _clean(batch)
+    found: set[str] = set()
+    for variant in _variants(builder, batch, []):
+        expected = _REFERENCE.build(batch, variant)
+        actual = builder.build(batch, variant)
+        for name in FIELD_NAMES:
+            if name in actual.fields and first_difference(expected.fields, actual.fields, (name,)) is not None:
+                found.add(f"{variant.label}|{name}")
+        for name in _DECISION_NAMES:
+            if getattr(expected.decision, name) != getattr(actual.decision, name):
+                found.add(f"{variant.label}|decision.{name}")
+        if actual.audit.faults:
+            found.add(f"{variant.label}|audit.faults")
+    return found
+
+
+def _fail_on_faults(prop: str, variant: Variant, batch: VerifyBatch, md: VerifyMetadata) -> None:
+    f = md.audit.faults[0]
+    what = {"oob_read": "read past the end of a device table", "oob_write": "wrote past the token map",
+            "uninitialized_tail": "left the token map's tail unwritten"}[f.kind]
+    raise _fail(prop, variant, f"the build {what} ({f.op} in {f.stage}) on a batch without divergence",
+                field="audit.faults", expected=[], actual=[(x.kind, x.count) for x in md.audit.faults])
+
+
+def check_p3_sync_free(builder, batch: VerifyBatch) -> list[str]:
+    """P3: a token map with ``output_size`` equals the synced one and performs no sync.
+
+    Compared per path/mirror/layout between the variant that passed
+    ``output_size`` and its ``always_sync`` twin, whenever
+    ``num_tokens == sum(extend_seq_lens)`` (no divergence, so always here).
+    """
+    batch = _clean(batch)
+    notes: list[str] = []
+    variants = _variants(builder, batch, notes)
+    for variant in variants:
+        if variant.gate == "always_sync":
+            continue
+        actual = builder.build(batch, variant)
+        if not actual.decision.used_output_size:
+            continue
+        if actual.decision.num_tokens != sum(actual.fields["extend_seq_lens"]):
+            continue
+        synced_v = Variant(variant.path, variant.mirror, variant.layout_total, "always_sync")
+        if synced_v not in variants:
+            continue
+        synced = builder.build(batch, synced_v)
+        _compare("P3", variant, synced, actual, "output_size map vs synced map")
+        map_syncs = [s for s in actual.audit.host_syncs if contract_role(s) == "token_map"]
+        if map_syncs:
+            raise _fail("P3", variant, "the token map passed output_size but still synced",
+                        field="audit.host_syncs", expected=[], actual=_describe(map_syncs))
+    return notes
+
+
+def check_p4_gate(builder, batch: VerifyBatch) -> list[str]:
+    """P4: ``used_output_size`` (as the audit saw the token map) follows the gate table; outputs equal across gates."""
+    batch = _clean(batch)
+    notes: list[str] = []
+    by_recipe: dict[tuple, tuple[Variant, VerifyMetadata]] = {}
+    for variant in _variants(builder, batch, notes):
+        rows = verify_extension(batch, variant)
+        want = apply_gate(variant.gate, rows.exact, batch.is_dspark)
+        actual = builder.build(batch, variant)
+        maps = actual.audit.token_maps
+        if not maps and not isinstance(builder, ReferenceBuilder):
+            notes.append(Partial(f"{variant.label}: the audit saw no token map (repeat_interleave over device "
+                                 "lengths); used_output_size is the builder's own word"))
+        if actual.decision.used_output_size != want:
+            raise _fail(
+                "P4", variant,
+                f"gate={variant.gate}, layout exact={rows.exact}, is_dspark={batch.is_dspark}: wrong output_size decision",
+                field="decision.used_output_size", expected=want, actual=actual.decision.used_output_size,
+            )
+        if actual.decision.exact_num_tokens != want:
+            raise _fail(
+                "P4", variant, "exact_num_tokens must be the gated decision",
+                field="decision.exact_num_tokens", expected=want, actual=actual.decision.exact_num_tokens,
+            )
+        sizes = [m.output_size for m in maps if m.output_size is not None]
+        if sizes and sizes[0] != actual.decision.num_tokens:
+            raise _fail("P4", variant, "the token map was given another output_size than the decision's num_tokens",
+                        field="token_map.output_size", expected=actual.decision.num_tokens, actual=sizes[0])
+        recipe = (variant.path, variant.mirror, variant.layout_total)
+        if recipe in by_recipe:
+            first_v, first = by_recipe[recipe]
+            _compare("P4", variant, first, actual, f"gate={variant.gate} vs gate={first_v.gate}")
+        else:
+            by_recipe[recipe] = (variant, actual)
+    return notes[:1]

@@ -1,0 +1,54 @@
+"""P6: the HIP fault model -- with diverging device lengths, exactly the trusting maps fault."""
+
+from __future__ import annotations
+
+from metadata_builders.batch import VerifyBatch
+from metadata_builders.metadata import first_difference
+from metadata_builders.properties._common import _REFERENCE, _clean, _fail, _variants
+from metadata_builders.reference import expected_faults
+from metadata_builders.variants import divergence_applies
+
+
+def check_p6_fault_model(builder, batch: VerifyBatch) -> list[str]:
+    """P6: with diverging device lengths, exactly the maps that trusted a host count fault, as modelled.
+
+    The harness delivers the divergence (the device layout it hands in; the
+    builder's own asynchronous copies), so the builder is judged on what it does.
+    A fault the model does not predict fails: a synced map, EAGLE under the dspark
+    gate, a ragged total taken from the host and trusted, any out-of-bounds read.
+    A predicted fault must match in kind and count; a build that avoids a predicted
+    fault (its device lengths never took the async copy) is noted, not failed.
+    An uncapped padded tier never passes ``output_size``.
+    """
+    notes: list[str] = []
+    clean = _clean(batch)
+    for variant in _variants(builder, batch, notes):
+        actual = builder.build(batch, variant)
+        want = [(f.kind, f.count) for f in expected_faults(batch, variant) if f.kind != "oob_read"]
+        got = [(f.kind, f.count) for f in actual.audit.faults]
+        oob = [f for f in actual.audit.faults if f.kind == "oob_read"]
+        if oob:
+            model = [f.count for f in expected_faults(batch, variant) if f.kind == "oob_read"]
+            raise _fail("P6", variant, f"out-of-bounds read in {oob[0].stage} ({oob[0].op}); no variant may perform one"
+                        + (f" (a literal gather reads {model[0]} elements past req_to_token here: F2c)" if model else ""),
+                        field="audit.faults", expected=[], actual=got)
+        used = actual.decision.used_output_size
+        if got and not used:
+            raise _fail("P6", variant, "a synced token map faulted", field="audit.faults", expected=[], actual=got)
+        if got and not batch.is_dspark and variant.gate == "dspark":
+            raise _fail("P6", variant, "EAGLE faulted under the dspark gate", field="audit.faults", expected=[], actual=got)
+        g = batch.graph
+        if variant.path == "graph" and batch.is_ragged and g is not None and g.cap is None and used:
+            raise _fail("P6", variant, "an uncapped padded tier passed output_size", field="decision.used_output_size",
+                        expected=False, actual=True)
+        if got != want:
+            if got or not want:
+                raise _fail("P6", variant, "device faults differ from the HIP model", field="audit.faults",
+                            expected=want, actual=got)
+            notes.append(f"{variant.label}: the model predicts {want} but this build's device lengths never took the "
+                         f"diverging copy (delivered {actual.audit.divergence_delivered}x): no exposure")
+        if used and not got and batch.divergence is not None and divergence_applies(batch, variant):
+            mismatch = first_difference(_REFERENCE.build(clean, variant).fields, actual.fields)
+            if mismatch is not None and len(notes) < 5:
+                notes.append(f"{variant.label}: no fault, but wrong metadata (silent on HIP): {mismatch}")
+    return notes

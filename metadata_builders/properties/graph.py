@@ -1,0 +1,248 @@
+"""P5: the graph build equals the eager build, pads are inert, replays equal fresh builds."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from metadata_builders.batch import VerifyBatch
+from metadata_builders.errors import InvalidBatch
+from metadata_builders.metadata import FIELD_NAMES, PER_ROW, VerifyMetadata
+from metadata_builders.properties._common import Partial, _clean, _compare, _fail, _name, _variants
+from metadata_builders.tier import absorbed_slack
+from metadata_builders.variants import Variant
+
+
+def _absorbing_row(batch: VerifyBatch) -> int | None:
+    """The real row that takes tier slack (no pad rows; capped or not), if it absorbed any."""
+    g = batch.graph
+    if g is None or not batch.is_ragged:
+        return None
+    return batch.bs - 1 if absorbed_slack(batch.verify_lens, g.padded_bs, g.graph_num_tokens, g.cap) else None
+
+
+def check_p5_graph_vs_eager(builder, batch: VerifyBatch, second: VerifyBatch | None = None) -> list[str]:
+    """P5: the graph build equals the eager build on real tokens; pads are inert; replays equal fresh builds.
+
+    Documented exceptions: ``page_table`` is compared on the eager build's
+    columns, and the real row that absorbed tier slack keeps its longer
+    ``seq_lens``/``extend_seq_lens`` and the ``pf_final_pos`` of its tokens.
+    The replay half captures the tier once and replays a sequence of batches
+    that grows, fills the tier, shrinks and changes values (:func:`replay_sequence`).
+    """
+    batch = _clean(batch)
+    if batch.graph is None:
+        return ["P5 needs a graph tier; nothing to check"]
+    notes: list[str] = []
+    bs, real = batch.bs, batch.num_real_tokens
+    absorbing = _absorbing_row(batch)
+    variants = _variants(builder, batch, notes)
+    for variant in variants:
+        if variant.path != "graph":
+            continue
+        eager_v = Variant("eager", variant.mirror, "host", variant.gate)
+        if eager_v not in variants:
+            continue
+        graph_md = builder.build(batch, variant)
+        eager_md = builder.build(batch, eager_v)
+        g, e = graph_md.fields, eager_md.fields
+        for name in PER_ROW:
+            if name not in g or name not in e:
+                continue  # not observable in this builder
+            _check_length(variant, name, g[name], e[name], bs)
+            for row in range(bs):
+                if row == absorbing and name in ("seq_lens", "extend_seq_lens"):
+                    continue
+                if g[name][row] != e[name][row]:
+                    raise _fail("P5", variant, "graph vs eager on a real row", field=name, index=(row,),
+                                expected=e[name][row], actual=g[name][row])
+        absorbed = range(0)
+        if absorbing is not None:
+            start = e["extend_start_loc"][absorbing]
+            absorbed = range(start, start + e["extend_seq_lens"][absorbing])
+        for name in FIELD_NAMES:
+            if name in PER_ROW or name not in g or name not in e:
+                continue
+            _check_length(variant, name, g[name], e[name], real)
+            for t in range(real):
+                ev, gv = e[name][t], g[name][t]
+                if name == "page_table":
+                    gv = gv[: len(ev)]
+                if name == "pf_final_pos" and t in absorbed:
+                    continue
+                if ev != gv:
+                    raise _fail("P5", variant, "graph vs eager on a real token", field=name, index=(t,),
+                                expected=ev, actual=gv)
+        _check_pads_inert(batch, variant, graph_md)
+    # The whole sequence replays along the production gate (dspark) of each recipe; P7 also
+    # captures and replays every graph variant once, under the sync contract.
+    replayed = [v for v in variants if v.path == "graph" and v.gate == "dspark"]
+    notes += _check_replay(builder, batch, replayed or [v for v in variants if v.path == "graph"][:1], second)
+    return notes
+
+
+def _check_length(variant: Variant, name: str, graph_values: list, eager_values: list, least: int) -> None:
+    """Both builds cover the real rows or tokens: a short field is a failure, never an IndexError."""
+    for what, values in (("graph", graph_values), ("eager", eager_values)):
+        if len(values) < least:
+            raise _fail("P5", variant, f"the {what} build's field is shorter than the real rows/tokens", field=name,
+                        expected=f"length >= {least}", actual=f"length {len(values)}")
+
+
+def _check_pads_inert(batch: VerifyBatch, variant: Variant, md: VerifyMetadata) -> None:
+    """Pad-row tokens live in slot 0; the uncovered tail is guarded out of the SWA store."""
+    f = md.fields
+    padded = len(f["seq_lens_casual"])
+    short = [n for n in FIELD_NAMES if n in f and n not in PER_ROW and len(f[n]) != padded]
+    if short:
+        raise _fail("P5", variant, "per-token fields must cover every token of the tier", field=short[0],
+                    expected=f"length {padded}", actual=f"length {len(f[short[0]])}")
+    num_tokens = md.decision.num_tokens
+    win = batch.geometry.unified_swa_window
+    ring = batch.geometry.ring_size
+    real_slots = set(batch.req_pool_indices)
+    # Tokens of pad rows start after the last real row; slack absorbed by the last
+    # real row belongs to that row (a documented exception, compared in P5 above).
+    first_pad = sum(f["extend_seq_lens"][: batch.bs]) if len(f["extend_seq_lens"]) > batch.bs else num_tokens
+    slots = f.get("req_pool_indices_repeated", f.get("verify_store_state_slot"))
+    for t in range(max(batch.num_real_tokens, first_pad), len(f["seq_lens_casual"])):
+        slot = slots[t]
+        if t < num_tokens:
+            if slot != 0:
+                raise _fail("P5", variant, "a pad-row token must use the dummy slot 0",
+                            field="req_pool_indices_repeated", index=(t,), expected=0, actual=slot)
+            for name in ("pf_state_slot", "verify_store_state_slot"):
+                if name in f and f[name][t] != 0:
+                    raise _fail("P5", variant, "a pad-row token must store into slot 0",
+                                field=name, index=(t,), expected=0, actual=f[name][t])
+            continue
+        for name, want in (("seq_lens_casual", 1), ("positions_casual", 0), ("pf_chunk_start", 0),
+                           ("pf_cu_q", 0), ("pf_final_pos", win)):
+            if name in f and f[name][t] != want:
+                raise _fail("P5", variant, "an uncovered-tail token is not inert", field=name, index=(t,),
+                            expected=want, actual=f[name][t])
+        if f["positions_casual"][t] > f["pf_final_pos"][t] - win:
+            raise _fail("P5", variant, "a tail token passes the SWA store guard pos <= final_pos - win",
+                        field="pf_final_pos", index=(t,), expected=win, actual=f["pf_final_pos"][t])
+        if slot in real_slots and f["swa_loc"][t] // ring != slot:
+            raise _fail("P5", variant, "a tail token's swa_loc left its slot's ring", field="swa_loc", index=(t,),
+                        expected=f"in [{slot * ring}, {(slot + 1) * ring})", actual=f["swa_loc"][t])
+
+
+def same_tier_batch(batch: VerifyBatch) -> VerifyBatch:
+    """A second batch for the same captured tier: each prefix one shorter, rows' lengths rotated.
+
+    Falls back to the batch itself when the derived one would be invalid.
+    """
+    seq_lens = [max(1, s - 1) for s in batch.seq_lens]
+    verify = None if batch.verify_lens is None else list(batch.verify_lens[1:]) + list(batch.verify_lens[:1])
+    try:
+        return batch.replace(
+            seq_lens=seq_lens,
+            verify_lens=verify,
+            out_cache_loc=[x + 1 for x in batch.out_cache_loc],
+            req_pool_indices=list(batch.req_pool_indices[::-1]),
+        )
+    except InvalidBatch:
+        return batch
+
+
+def fewer_requests_batch(batch: VerifyBatch) -> VerifyBatch | None:
+    """The same tier with the last real request gone: its row becomes a pad row on replay.
+
+    A replay that does not refill the rows a smaller batch leaves to padding keeps
+    the first batch's values there; this second batch exposes it.  None when the
+    batch has one request or the smaller one would be invalid.
+    """
+    if batch.bs < 2:
+        return None
+    keep = batch.num_real_tokens - batch.extend_lens[-1]
+    try:
+        return batch.replace(
+            seq_lens=batch.seq_lens[:-1],
+            req_pool_indices=batch.req_pool_indices[:-1],
+            verify_lens=None if batch.verify_lens is None else batch.verify_lens[:-1],
+            out_cache_loc=batch.out_cache_loc[:keep],
+        )
+    except InvalidBatch:
+        return None
+
+
+def filled_tier_batch(batch: VerifyBatch) -> VerifyBatch | None:
+    """The same tier with every pad row turned into a real request (as far as spare slots allow).
+
+    Each new request has a prefix of 1 and verifies ``num_draft_tokens`` (uniform)
+    or 1 token (ragged), in a slot no real request uses.  A replay that refreshes
+    only the rows it captured leaves these rows stale.  None when the tier has no
+    pad rows, the table no spare slot, or the result would be invalid.
+    """
+    g = batch.graph
+    if g is None or g.padded_bs == batch.bs:
+        return None
+    used = set(batch.req_pool_indices)
+    spare = [s for s in range(1, batch.num_slots) if s not in used][: g.padded_bs - batch.bs]
+    if not spare:
+        return None
+    extend = batch.num_draft_tokens if batch.verify_lens is None else 1
+    added = [batch.req_to_token[slot][1 + j] for slot in spare for j in range(extend)]
+    try:
+        return batch.replace(
+            seq_lens=list(batch.seq_lens) + [1] * len(spare),
+            req_pool_indices=list(batch.req_pool_indices) + spare,
+            verify_lens=None if batch.verify_lens is None else list(batch.verify_lens) + [1] * len(spare),
+            out_cache_loc=list(batch.out_cache_loc) + added,
+        )
+    except InvalidBatch:
+        return None
+
+
+def replay_sequence(batch: VerifyBatch) -> list[VerifyBatch]:
+    """What P5 captures and replays on one tier: capture the first, replay all of them in order.
+
+    Smallest first, so the replays grow (``batch``), fill the tier
+    (:func:`filled_tier_batch`), shrink back and change every value
+    (:func:`same_tier_batch`).  Batches that would be invalid are left out.
+    """
+    batch = _clean(batch)
+    smaller = fewer_requests_batch(batch)
+    sequence = [smaller or batch, batch, filled_tier_batch(batch), smaller, same_tier_batch(batch)]
+    out: list[VerifyBatch] = []
+    for b in sequence:
+        if b is not None and (not out or b != out[-1]):
+            out.append(b)
+    return out
+
+
+def _shapes(fields: dict[str, Any]) -> dict[str, tuple[int, ...]]:
+    def shape(x: Any) -> tuple[int, ...]:
+        return (len(x), *shape(x[0])) if isinstance(x, list) and x else ((0,) if isinstance(x, list) else ())
+
+    return {name: shape(v) for name, v in fields.items()}
+
+
+def _check_replay(builder, batch: VerifyBatch, graph_variants: list[Variant], second: VerifyBatch | None) -> list[str]:
+    if not getattr(builder, "can_replay", False):
+        return [Partial(f"P5 replay not checked: builder {_name(builder)!r} has no capture()/replay()")]
+    sequence = replay_sequence(batch) if second is None else [batch, _clean(second)]
+    for variant in graph_variants:
+        captured = builder.capture(sequence[0], variant)
+        shapes: dict[str, tuple[int, ...]] | None = None
+        for step, other in enumerate(sequence):
+            replayed = builder.replay(captured, other)
+            what = f"replay {step + 1}/{len(sequence)} (bs={other.bs}, captured with bs={sequence[0].bs})"
+            now = _shapes(replayed.fields)
+            if shapes is not None and now != shapes:
+                field = next(n for n in now if now[n] != shapes[n])
+                raise _fail("P5", variant, f"{what} changed a captured buffer's shape", field=field,
+                            expected=shapes[field], actual=now[field])
+            shapes = now
+            if captured.last_output_ptrs != captured.output_ptrs:
+                field = next(n for n in captured.output_ptrs or {} if captured.last_output_ptrs.get(n) != captured.output_ptrs[n])
+                raise _fail("P5", variant, f"{what} returned new storage instead of writing into the captured buffer",
+                            field=field, expected="the captured address", actual="a new tensor")
+            if replayed.audit.inputs_written:
+                change = replayed.audit.inputs_written[0]
+                raise _fail("P8", variant, f"{what} modified the graph runner's static input buffer",
+                            field=change.name, index=change.index, expected=change.before, actual=change.after)
+            fresh = builder.build(other, variant)
+            _compare("P5", variant, fresh, replayed, f"{what} vs a fresh build")
+    return []

@@ -1,0 +1,113 @@
+"""The property table the CLI, the plugin and the gate run, and one verdict per (property, batch)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Literal
+
+from metadata_builders.batch import VerifyBatch
+from metadata_builders.errors import PropertyFailure
+from metadata_builders.properties._common import Partial
+from metadata_builders.properties.equality import check_p1_reference, check_p3_sync_free, check_p4_gate
+from metadata_builders.properties.faults import check_p6_fault_model
+from metadata_builders.properties.graph import check_p5_graph_vs_eager
+from metadata_builders.properties.mirror import check_p2_mirror
+from metadata_builders.properties.state import check_p8_inputs_untouched
+from metadata_builders.properties.syncs import check_p7_capture_safety
+
+
+def _always(batch: VerifyBatch) -> str | None:
+    return None
+
+
+@dataclass(frozen=True)
+class PropertySpec:
+    """A property the CLI and the plugin run: its check and the batches it is drawn on."""
+
+    name: str
+    title: str
+    check: Callable[..., list[str]]
+    focuses: tuple[dict[str, Any], ...]
+    """Keyword arguments for ``strategies.verify_batches``, one Hypothesis run each.
+
+    Several focused runs reach rare shapes (a tier whose slack the last real row
+    absorbs, a capped tail) far more reliably than one run of the same total size,
+    because a run's examples are mutations of each other."""
+    applies: Callable[[VerifyBatch], str | None] = _always
+    """Why the property has nothing to check on ``batch`` (None: it applies)."""
+
+
+def _needs_graph(batch: VerifyBatch) -> str | None:
+    return None if batch.graph is not None else "no graph tier"
+
+
+def _needs_uniform(batch: VerifyBatch) -> str | None:
+    stale = batch.divergence is not None and batch.divergence.seq_lens_cpu is not None
+    return "ragged batch" if batch.is_ragged and not stale else None
+
+
+PROPERTIES: tuple[PropertySpec, ...] = (
+    PropertySpec("P1", "every variant = reference", check_p1_reference,
+                 ({}, {"graph": True, "ragged": True}, {"ragged": False})),
+    PropertySpec("P2", "mirrors agree, only tolist syncs", check_p2_mirror, ({"ragged": False},), _needs_uniform),
+    PropertySpec("P3", "output_size map = synced map", check_p3_sync_free, ({},)),
+    PropertySpec("P4", "gate decision table", check_p4_gate, ({},)),
+    PropertySpec("P5", "graph = eager, pads inert, replay", check_p5_graph_vs_eager,
+                 ({"graph": True}, {"graph": True, "ragged": True}), _needs_graph),
+    PropertySpec("P6", "HIP fault model", check_p6_fault_model, ({"divergence": True},)),
+    PropertySpec("P7", "sync contract, capture safety", check_p7_capture_safety, ({},)),
+    PropertySpec("P8", "inputs untouched", check_p8_inputs_untouched, ({},)),
+)
+
+Status = Literal["held", "failed", "partial", "not applicable"]
+
+
+@dataclass(frozen=True)
+class PropertyResult:
+    """One property's verdict on one batch."""
+
+    prop: str
+    status: Status
+    notes: tuple[str, ...] = ()
+    """Notes the check returned; for ``partial`` the first says why."""
+    failure: PropertyFailure | None = None
+
+    @property
+    def why(self) -> str:
+        """Why the property is ``partial`` or ``not applicable`` (empty otherwise)."""
+        partial = [n for n in self.notes if isinstance(n, Partial)]
+        if self.status == "partial":
+            return partial[0]
+        return self.notes[0] if self.status == "not applicable" and self.notes else ""
+
+
+def verdict(spec: PropertySpec, builder: Any, batch: VerifyBatch) -> PropertyResult:
+    """Run one property on one batch; a crashing builder fails the property, with the exception named."""
+    reason = spec.applies(batch)
+    if reason is not None:
+        return PropertyResult(spec.name, "not applicable", (reason,))
+    try:
+        notes = spec.check(builder, batch)
+    except PropertyFailure as failure:
+        return PropertyResult(spec.name, "failed", (), failure)
+    except Exception as exc:  # noqa: BLE001 - a crashing builder fails the property; report, don't crash
+        return PropertyResult(spec.name, "failed", (), PropertyFailure(spec.name, _raised(exc)))
+    status: Status = "partial" if any(isinstance(n, Partial) for n in notes) else "held"
+    return PropertyResult(spec.name, status, tuple(notes))
+
+
+def _raised(exc: BaseException) -> str:
+    """``builder raised IndexError: ... (at deepseek_v4_backend_hip_radix.py:3660 in get_swa_page_indices)``."""
+    import traceback
+
+    frames = traceback.extract_tb(exc.__traceback__)
+    where = ""
+    if frames:
+        last = frames[-1]
+        where = f" (at {last.filename.rsplit('/', 1)[-1]}:{last.lineno} in {last.name})"
+    return f"builder raised {type(exc).__name__}: {str(exc).splitlines()[0][:300] if str(exc) else ''}{where}"
+
+
+def run_all(builder, batch: VerifyBatch, props: Iterable[PropertySpec] = PROPERTIES) -> dict[str, PropertyResult]:
+    """Run each property on one batch: name -> :class:`PropertyResult`."""
+    return {spec.name: verdict(spec, builder, batch) for spec in props}

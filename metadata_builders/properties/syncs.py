@@ -1,0 +1,76 @@
+"""P7 and the sync contract: which reads a build may make, per (stage, kind of read)."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from metadata_builders.batch import VerifyBatch
+from metadata_builders.metadata import SyncRecord, VerifyMetadata
+from metadata_builders.properties._common import _clean, _describe, _fail, _variants
+from metadata_builders.reference import CONTRACT_STAGES, expected_host_syncs
+from metadata_builders.variants import Variant
+
+
+def contract_role(record: SyncRecord) -> str | None:
+    """Which contracted read a host sync is, judged by what it reads, not how it is spelled.
+
+    ``token_map``: a ``repeat_interleave`` without ``output_size``; ``mirror``: a
+    copy of ``seq_lens`` to the host; ``ragged_total``: a number read from the
+    device layout's lengths.  Anything else (None) is outside the contract.
+    """
+    if record.op.startswith("repeat_interleave"):
+        return "token_map"
+    reads = set(record.reads)
+    if record.kind == "copy" and reads == {"seq_lens"}:
+        return "mirror"
+    if record.kind in ("scalar", "shape") and reads and reads <= {"verify_lens"}:
+        return "ragged_total"
+    return None
+
+
+def _contract_key(record: SyncRecord) -> tuple[str, str]:
+    role = contract_role(record)
+    if role is None:
+        return (f"{record.stage} (reads {', '.join(record.reads) or 'no input'})", record.kind)
+    return (CONTRACT_STAGES[role], record.kind)
+
+
+def check_sync_contract(builder, batch: VerifyBatch) -> list[str]:
+    """The contract per (stage, kind of read): one read each for a tolist mirror, a device total, a synced map.
+
+    ``int(t.sum())`` and ``t.sum().item()`` are the same read; the same number
+    read in another stage, or another number read instead, is a different one.
+    A graph replay is held to the same contract as a fresh build.
+    """
+    batch = _clean(batch)
+    notes: list[str] = []
+    variants = _variants(builder, batch, notes)
+    for variant in variants:
+        _check_contract(batch, variant, builder.build(batch, variant), "")
+    if getattr(builder, "can_replay", False):
+        for variant in (v for v in variants if v.path == "graph"):
+            captured = builder.capture(batch, variant)
+            _check_contract(batch, variant, builder.replay(captured, batch), "graph replay: ")
+    return notes
+
+
+def _check_contract(batch: VerifyBatch, variant: Variant, md: VerifyMetadata, what: str) -> None:
+    want = expected_host_syncs(batch, variant)
+    got = md.audit.host_syncs
+    if Counter((s.stage, s.kind) for s in want) != Counter(_contract_key(s) for s in got):
+        raise _fail("P7", variant, f"{what}host syncs break the sync contract", field="audit.host_syncs",
+                    expected=[f"{s.stage}:{s.kind}" for s in want], actual=_describe(got))
+
+
+def check_p7_capture_safety(builder, batch: VerifyBatch) -> list[str]:
+    """P7: every variant that claims to be sync-free performs zero host syncs (and the contract holds)."""
+    batch = _clean(batch)
+    notes: list[str] = []
+    for variant in _variants(builder, batch, notes):
+        if expected_host_syncs(batch, variant):
+            continue
+        actual = builder.build(batch, variant)
+        if actual.audit.host_syncs:
+            raise _fail("P7", variant, "a path that claims to be sync-free synced", field="audit.host_syncs",
+                        expected=[], actual=_describe(actual.audit.host_syncs))
+    return notes + check_sync_contract(builder, batch)
