@@ -21,20 +21,32 @@ from __future__ import annotations
 import importlib
 import inspect
 import warnings
+from collections import deque
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Callable, Protocol, runtime_checkable
 
 from metadata_builders.errors import BuilderNotFound, InvalidVariant
 from metadata_builders.metadata import Audit, VerifyMetadata
-from metadata_builders.reference import ReferenceBuilder, device_extend_lens, expected_host_syncs, verify_extension
-from metadata_builders.variants import divergence_applies
+from metadata_builders.reference import ReferenceBuilder, diverged_extend_lens, expected_host_syncs, verify_extension
 
 if TYPE_CHECKING:
     from metadata_builders.batch import VerifyBatch
     from metadata_builders.inputs import VerifyInputs
     from metadata_builders.variants import Variant
 
-__all__ = ["AuditedBuilder", "Builder", "Captured", "GraphBuilder", "MemoBuilder", "get_builder", "resolve_device"]
+__all__ = [
+    "HISTORY",
+    "AuditedBuilder",
+    "Builder",
+    "Captured",
+    "GraphBuilder",
+    "MemoBuilder",
+    "get_builder",
+    "resolve_device",
+]
+
+HISTORY = 8
+"""How many of its latest distinct batches an audited builder remembers (a replay file's history)."""
 
 
 @runtime_checkable
@@ -122,10 +134,15 @@ class AuditedBuilder:
     and the audit around it; it builds its own tensors, so P8 has nothing to check.
     """
 
-    def __init__(self, inner: Any, device: str = "cpu", name: str | None = None) -> None:
+    def __init__(self, inner: Any, device: str = "cpu", name: str | None = None, *,
+                 factory: Callable[..., Any] | None = None) -> None:
         self.inner = inner
         self.device = device
         self.name = name or getattr(inner, "name", type(inner).__name__)
+        self.factory = factory
+        """What constructs a fresh ``inner`` (P9, replay files); None: this builder cannot be made afresh."""
+        self.history: deque[VerifyBatch] = deque(maxlen=HISTORY)
+        """The last distinct batches built (or captured, replayed) on this builder, oldest first."""
         self.takes_batch = _takes_batch(inner.build)
         if self.takes_batch:
             warnings.warn(
@@ -133,6 +150,16 @@ class AuditedBuilder:
                 "build(inputs: VerifyInputs) (README: 'Writing a builder')",
                 DeprecationWarning, stacklevel=2,
             )
+
+    def fresh(self) -> AuditedBuilder:
+        """A freshly constructed twin of this builder: same factory, same device, no history."""
+        if self.factory is None:
+            raise AttributeError(f"builder {self.name!r} was not made by a factory; it cannot be made afresh")
+        return AuditedBuilder(_construct(self.factory, self.device), self.device, self.name, factory=self.factory)
+
+    def _remember(self, batch: VerifyBatch) -> None:
+        if not self.history or (self.history[-1] is not batch and self.history[-1] != batch):
+            self.history.append(batch)
 
     @property
     def can_replay(self) -> bool:
@@ -150,7 +177,9 @@ class AuditedBuilder:
         """The same builder with opt-in mirror validation on."""
         if not self.can_validate_mirror:
             raise AttributeError(f"builder {self.name!r} has no with_mirror_validation()")
-        return AuditedBuilder(self.inner.with_mirror_validation(), self.device, self.name)
+        factory = self.factory
+        validating = None if factory is None else _ValidatingFactory(factory)
+        return AuditedBuilder(self.inner.with_mirror_validation(), self.device, self.name, factory=validating)
 
     def variants_supported(self, batch: VerifyBatch) -> list[Variant] | None:
         """The variants the builder can express, when it says (None: all of them)."""
@@ -163,6 +192,7 @@ class AuditedBuilder:
         """Make the inputs for ``batch`` along ``variant``, run the builder on them, audited."""
         from metadata_builders.inputs import make_inputs
 
+        self._remember(batch)
         if self.takes_batch:
             from metadata_builders.variants import check_variant
 
@@ -181,6 +211,7 @@ class AuditedBuilder:
             raise AttributeError(f"builder {self.name!r} has no capture()/replay()")
         if variant.path != "graph":
             raise InvalidVariant("path", "'graph' to capture", variant.path)
+        self._remember(batch)
         inputs = make_inputs(batch, variant, self.device)
         _mark_inputs(inputs)
         with DeviceAudit():
@@ -191,6 +222,7 @@ class AuditedBuilder:
         """Refill the captured input buffers with ``batch`` in place, then replay, audited."""
         from metadata_builders.inputs import refill_inputs
 
+        self._remember(batch)
         refill_inputs(captured.inputs, batch)
         return self._audited(batch, captured.variant, captured.inputs,
                              lambda: self.inner.replay(captured.state, captured.inputs), captured=captured)
@@ -211,6 +243,8 @@ class AuditedBuilder:
             captured.last_output_ptrs = _data_ptrs(result.fields)
             if captured.output_ptrs is None:
                 captured.output_ptrs = dict(captured.last_output_ptrs)
+        dtypes = {name: str(value.dtype).removeprefix("torch.") for name, value in result.fields.items()
+                  if hasattr(value, "dtype")}
         fields = {name: _to_plain(value) for name, value in result.fields.items()}
         decision = result.decision
         if audit.token_maps:
@@ -219,7 +253,7 @@ class AuditedBuilder:
         written = [] if snapshot is None else inputs.changes_since(snapshot)
         return VerifyMetadata(fields, decision, Audit(
             list(audit.host_syncs), list(audit.faults), list(audit.token_maps), written, audit.divergence_delivered
-        ), tuple(result.not_observable))
+        ), tuple(result.not_observable), dtypes)
 
 
 class MemoBuilder:
@@ -245,6 +279,16 @@ class MemoBuilder:
         return getattr(self.inner, name)
 
 
+@dataclass(frozen=True)
+class _ValidatingFactory:
+    """A factory's builder with opt-in mirror validation on (a picklable closure)."""
+
+    factory: Callable[..., Any]
+
+    def __call__(self, **kwargs: Any) -> Any:
+        return _construct(self.factory, kwargs.get("device", "cpu")).with_mirror_validation()
+
+
 def _mark_inputs(inputs: VerifyInputs) -> None:
     from metadata_builders.audit import DeviceAudit
 
@@ -255,25 +299,30 @@ def _mark_inputs(inputs: VerifyInputs) -> None:
 def _delivered_divergence(batch: VerifyBatch, variant: Variant) -> tuple[list[int], list[int]] | None:
     """(clean, device) extend lengths for the builder's asynchronous copies (uniform batches).
 
-    A ragged divergence lives in the device layout the harness hands in
-    (:func:`~metadata_builders.inputs.make_inputs`); nothing to deliver on copies.
+    Delivered to every asynchronous copy of the host-staged lengths *whatever the
+    variant* (DESIGN.md section 2, confirmed decision 1): a builder that stages
+    them on ``mirror="device"``, where the model predicts no exposure, receives the
+    divergence too, and P6 judges what it then does against the model's
+    prediction.  A ragged divergence lives in the device layout the harness hands
+    in (:func:`~metadata_builders.inputs.make_inputs`); nothing to deliver on copies.
     """
-    if batch.is_ragged or not divergence_applies(batch, variant):
+    div = batch.divergence
+    if batch.is_ragged or div is None or div.extend_seq_lens is None:
         return None
     rows = verify_extension(batch, variant)
-    return list(rows.extend_seq_lens), device_extend_lens(batch, variant, rows)
+    return list(rows.extend_seq_lens), diverged_extend_lens(batch, rows)
 
 
 def _construct(factory: Callable[..., Any], device: str) -> Any:
     """Call a builder factory under the audit, so buffers it allocates on the device are known as such."""
-    from metadata_builders.audit import DeviceAudit
+    from metadata_builders.audit import DeviceAudit, device_handle
 
     try:
         params = inspect.signature(factory).parameters
     except (TypeError, ValueError):
         params = {}
     with DeviceAudit():
-        return factory(device=device) if "device" in params else factory()
+        return factory(device=device_handle(device)) if "device" in params else factory()
 
 
 def get_builder(name: str, device: str = "cpu") -> AuditedBuilder | ReferenceBuilder:
@@ -290,12 +339,13 @@ def get_builder(name: str, device: str = "cpu") -> AuditedBuilder | ReferenceBui
     if name == "hip":
         from metadata_builders.hip import HipBuilder
 
-        return AuditedBuilder(_construct(HipBuilder, device), device, "hip")
+        return AuditedBuilder(_construct(HipBuilder, device), device, "hip", factory=HipBuilder)
     if name == "sglang":
         try:
+            from metadata_builders.audit import device_handle
             from metadata_builders.sglang_adapter import SGLangBuilder
 
-            return AuditedBuilder(SGLangBuilder(device), device, "sglang")
+            return AuditedBuilder(SGLangBuilder(device_handle(device)), device, "sglang", factory=SGLangBuilder)
         except ImportError as exc:  # no SGLang, or an upstream piece not found (UpstreamNotFound names it)
             raise BuilderNotFound(name, f"{exc}; see docs/SGLANG.md") from exc
     if ":" not in name:
@@ -317,4 +367,4 @@ def get_builder(name: str, device: str = "cpu") -> AuditedBuilder | ReferenceBui
         return builder
     if not callable(getattr(builder, "build", None)):
         raise BuilderNotFound(name, f"{attr}() returned {type(builder).__name__}, which has no build(inputs)")
-    return AuditedBuilder(builder, device, name)
+    return AuditedBuilder(builder, device, name, factory=factory)

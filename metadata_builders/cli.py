@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from typing import Any, Callable, Sequence
@@ -110,7 +111,8 @@ def _run_check(props: list[PropertySpec], builder, settings_) -> list:
     return runs
 
 
-def _check_rows(args: argparse.Namespace, runs: list, known: dict[str, str | None]) -> tuple[list, list[tuple[str, str]]]:
+def _check_rows(args: argparse.Namespace, runs: list, known: dict[str, str | None],
+                builder) -> tuple[list, list[tuple[str, str]]]:
     """The result table's rows, and a replay file (with a picture when it can) per failed property."""
     rows = []
     replay_files: list[tuple[str, str]] = []
@@ -119,10 +121,29 @@ def _check_rows(args: argparse.Namespace, runs: list, known: dict[str, str | Non
         rows.append([run.spec.name, run.spec.title, run.examples, 0 if run.passed else 1, f"{run.seconds:.1f}s",
                      status])
         if not run.passed and run.batch is not None:
-            path = write_replay_file(args.failures_dir, run.spec.name, run.batch, run.failure, args.builder)
+            path = write_replay_file(args.failures_dir, run.spec.name, run.batch, run.failure, args.builder,
+                                     _reproduced(builder, run))
             replay_files.append((run.spec.name, path))
             _maybe_picture(path, run.batch, args.builder, args.device)
     return rows, replay_files
+
+
+def _reproduced(builder, run) -> dict:
+    """Replay the failure on a fresh builder before its file is written; what the file must carry to reproduce."""
+    from metadata_builders.reproduce import reproduce
+
+    found = reproduce(builder, run.spec, run.batch, run.history)
+    if not found.verified:
+        _out(f"  {run.spec.name}: not verified on a fresh builder ({getattr(builder, 'name', 'builder')} has no factory)")
+        return {"reproduces_on_fresh_builder": None}
+    if found.history is None:
+        _out(f"  {run.spec.name}: WARNING: does not fail on a fresh builder, even after the {len(run.history)} batches "
+             "built before it; the replay file alone will not reproduce it")
+        return {"reproduces_on_fresh_builder": False}
+    if found.history:
+        _out(f"  {run.spec.name}: fails on a fresh builder only after {len(found.history)} earlier batch(es) "
+             "(hidden state); the replay file carries them as its history")
+    return {"reproduces_on_fresh_builder": True, "history": [b.to_dict() for b in found.history]}
 
 
 def _write_check_junit(path: str, builder: str, runs: list) -> None:
@@ -137,6 +158,28 @@ def _write_check_junit(path: str, builder: str, runs: list) -> None:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
+    """Every property on ``--builder``; a name with several routes (``sglang``) runs each, one table per route."""
+    from metadata_builders.routes import routes_of
+
+    routes = routes_of(args.builder)
+    if len(routes) == 1:
+        return _check_one(args, args.builder)
+    codes = []
+    for route in routes:
+        _out(f"== route {route.label} ({route.what}): --builder {route.builder}")
+        junit = args.junit_xml and (args.junit_xml if route.primary else
+                                    os.path.splitext(args.junit_xml)[0] + f"-{route.label}.xml")
+        failures = args.failures_dir if route.primary else os.path.join(args.failures_dir, route.label)
+        codes.append(_check_one(argparse.Namespace(**{**vars(args), "builder": route.builder, "junit_xml": junit,
+                                                      "failures_dir": failures}), args.builder))
+        _out()
+    _out(f"check --builder {args.builder}: " + ", ".join(
+        f"route {route.label} {'held' if code == 0 else 'FAILED'}" for route, code in zip(routes, codes)))
+    return max(codes)
+
+
+def _check_one(args: argparse.Namespace, family: str) -> int:
+    """``check`` on one builder; ``family`` is the name the user gave (findings are upstream's for ``sglang``)."""
     settings_ = _check_settings(args)
     _one_torch_thread()
     builder = get_builder(args.builder, args.device)
@@ -144,8 +187,8 @@ def cmd_check(args: argparse.Namespace) -> int:
     _out(f"metadata-builders check: builder={args.builder} device={getattr(builder, 'device', 'n/a')} "
          f"profile={args.profile} max_examples={settings_.max_examples} properties={','.join(p.name for p in props)}")
     runs = _run_check(props, builder, settings_)
-    known = {run.spec.name: _known(args.builder, run) for run in runs}
-    rows, replay_files = _check_rows(args, runs, known)
+    known = {run.spec.name: _known(family, run) for run in runs}
+    rows, replay_files = _check_rows(args, runs, known, builder)
     _out()
     _out(format_table(["property", "what", "examples", "failures", "time", "result"], rows))
     if args.show_coverage:
@@ -210,26 +253,34 @@ def _maybe_picture(path: str, batch: VerifyBatch, builder_name: str, device: str
 # -- replay ------------------------------------------------------------------------------------
 
 
-def _load_batch(path: str) -> VerifyBatch:
+def _load_batch(path: str) -> tuple[VerifyBatch, list[VerifyBatch], str | None]:
+    """The batch of a replay file, the history to build first (``meta.history``), and its why."""
     try:
         with open(path) as fh:
             text = fh.read()
     except OSError as exc:
         raise UsageError("replay", "a readable batch file", f"cannot read {path}: {exc.strerror}") from exc
-    return VerifyBatch.from_json(text)
+    batch = VerifyBatch.from_json(text)
+    raw = json.loads(text)
+    meta = raw.get("meta") or {}
+    history = [VerifyBatch.from_dict(d) for d in meta.get("history", [])] if isinstance(meta, dict) else []
+    return batch, history, raw.get("why")
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
     from metadata_builders.properties import run_all
+    from metadata_builders.properties.state import play_history
 
-    batch = _load_batch(args.file)
-    with open(args.file) as fh:
-        why = json.load(fh).get("why")
+    batch, history, why = _load_batch(args.file)
     builder = get_builder(args.builder, args.device)
     _out(f"replay {args.file} with builder={args.builder}")
     if why:
         _out(f"why: {why}")
     _out(f"batch: {batch.describe()}, max_context={batch.max_context}")
+    if history:
+        _out(f"history: building {len(history)} earlier batch(es) first, as when the failure was found: "
+             + "; ".join(b.describe() for b in history))
+        play_history(builder, history)
     results = run_all(builder, batch, _select(args.properties))
     rows, failures, notes = [], [], []
     for name, result in results.items():

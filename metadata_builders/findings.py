@@ -11,13 +11,14 @@ builders or the mutant catalogue.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from metadata_builders.batch import VerifyBatch
 
-__all__ = ["FINDINGS", "Finding", "known_finding"]
+__all__ = ["FINDINGS", "JUDGES_DIVERGENCE", "Finding", "known_finding"]
 
 
 @dataclass(frozen=True)
@@ -54,7 +55,10 @@ def _f6(field: str, message: str, batch: VerifyBatch) -> bool:
 
 
 def _f7(field: str, message: str, batch: VerifyBatch) -> bool:
-    return field == "audit.faults" and "out-of-bounds read" in message and batch.divergence is not None
+    # The Triton route reads out of bounds; the torch route's ExpandPrefillCausally fallback trusts the
+    # host's token count in its own repeat_interleave (docs/FINDINGS.md, F7 on the torch route).
+    return field == "audit.faults" and batch.divergence is not None and (
+        "out-of-bounds read" in message or "in expand_prefill_causally" in message)
 
 
 FINDINGS: tuple[Finding, ...] = (
@@ -71,9 +75,19 @@ FINDINGS: tuple[Finding, ...] = (
 """The findings the gate and ``check --builder sglang`` recognise."""
 
 
+JUDGES_DIVERGENCE = ("P6",)
+"""Properties that judge a batch with its divergence; every other property judges it without (``_clean``)."""
+
+
 def known_finding(prop: str, field: str, message: str, batch: VerifyBatch) -> str | None:
-    """The id of the known finding a failure of ``prop`` on ``field`` is, if any."""
+    """The id of the known finding a failure of ``prop`` on ``field`` is, if any.
+
+    A finding is matched on the batch the property judged: P1 and P5 judge a
+    diverging batch without its divergence, so an F2c batch drawn with one is F2c
+    for them as for any other F2c batch (P6 judges it diverged: F7 there).
+    """
+    judged = batch if prop in JUDGES_DIVERGENCE or batch.divergence is None else batch.without_divergence()
     for finding in FINDINGS:
-        if prop in finding.props and finding.matches(field, message, batch):
+        if prop in finding.props and finding.matches(field, message, judged):
             return finding.id
     return None

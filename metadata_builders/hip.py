@@ -263,9 +263,13 @@ def unified_prefill_meta(layout: Layout, inputs: VerifyInputs, slots: torch.Tens
 
 
 def decode_streams(inputs: VerifyInputs, slots: torch.Tensor, positions: torch.Tensor) -> dict[str, torch.Tensor]:
-    """Stage 5 (``_attach_unified_kv_decode_streams``): ``slot * ring + pos % ring`` in int64."""
+    """Stage 5 (``_attach_unified_kv_decode_streams``): ``slot * ring + pos % ring``, computed in int64.
+
+    Stored int32, as the SWA store takes it: every ``swa_loc`` fits (a geometry
+    precondition, DESIGN.md section 2).
+    """
     ring = inputs.geometry.ring_size
-    swa_loc = slots.to(_I64) * ring + torch.remainder(positions.to(_I64), ring)
+    swa_loc = (slots.to(_I64) * ring + torch.remainder(positions.to(_I64), ring)).to(_I32)
     return {"verify_store_state_slot": slots.clone(), "swa_loc": swa_loc}
 
 

@@ -42,6 +42,8 @@ class FieldSpec:
     ``padded_num_tokens`` the real tokens eager, ``graph_num_tokens`` graph."""
     doc: str
     """One line, as DESIGN.md section 2 defines it."""
+    dtype: Literal["int32", "int64"] = "int32"
+    """The dtype upstream's consumers take (SGLang 0.5.23's kernels); a tensor field of another dtype fails P1."""
     dims: int = 1
     """2 when each entry is itself a list (``page_table``, ``swa_page_indices``)."""
 
@@ -56,19 +58,22 @@ FIELDS: Mapping[str, FieldSpec] = _fields(
     FieldSpec("extend_start_loc", "row", "(rows,)", "exclusive cumsum of extend_seq_lens"),
     FieldSpec("seq_lens_casual", "token", "(padded_num_tokens,)", "tokens visible to this token; 1 for tail pads"),
     FieldSpec("positions_casual", "token", "(padded_num_tokens,)", "seq_lens_casual - 1"),
-    FieldSpec("req_pool_indices_repeated", "token", "(padded_num_tokens,)", "the token's request slot"),
+    FieldSpec("req_pool_indices_repeated", "token", "(padded_num_tokens,)", "the token's request slot",
+              dtype="int64"),
     FieldSpec("swa_topk_lengths", "token", "(padded_num_tokens,)", "min(seq_lens_casual, swa_window)"),
     FieldSpec("page_table", "token", "(padded_num_tokens, ceil(min(max_seq_len, max_context) / page_size))",
               "page of positions 0, page_size, 2*page_size, ... of the token's slot", dims=2),
     FieldSpec("swa_page_indices", "token",
               "(padded_num_tokens, ceil(swa_window / page_index_align) * page_index_align)",
               "SWA location of positions pos, pos-1, ..., -1 before 0 and as right padding", dims=2),
-    FieldSpec("raw_out_loc", "token", "(padded_num_tokens,)", "out_cache_loc, zero-padded to the tier"),
-    FieldSpec("pf_state_slot", "token", "(padded_num_tokens,)", "slot of the token's row (token map)"),
-    FieldSpec("pf_chunk_start", "token", "(padded_num_tokens,)", "the row's prefix length; 0 for tail pads"),
-    FieldSpec("pf_cu_q", "token", "(padded_num_tokens,)", "the row's first token; 0 for tail pads"),
-    FieldSpec("pf_final_pos", "token", "(padded_num_tokens,)", "the row's last position; unified_swa_window for tail pads"),
-    FieldSpec("verify_store_state_slot", "token", "(padded_num_tokens,)", "slot the SWA ring store writes to"),
+    FieldSpec("raw_out_loc", "token", "(padded_num_tokens,)", "out_cache_loc, zero-padded to the tier", dtype="int64"),
+    FieldSpec("pf_state_slot", "token", "(padded_num_tokens,)", "slot of the token's row (token map)", dtype="int64"),
+    FieldSpec("pf_chunk_start", "token", "(padded_num_tokens,)", "the row's prefix length; 0 for tail pads",
+              dtype="int64"),
+    FieldSpec("pf_cu_q", "token", "(padded_num_tokens,)", "the row's first token; 0 for tail pads", dtype="int64"),
+    FieldSpec("pf_final_pos", "token", "(padded_num_tokens,)",
+              "the row's last position; unified_swa_window for tail pads", dtype="int64"),
+    FieldSpec("verify_store_state_slot", "token", "(padded_num_tokens,)", "slot the SWA ring store writes to", dtype="int64"),
     FieldSpec("swa_loc", "token", "(padded_num_tokens,)", "slot * ring_size + pos % ring_size"),
 )
 """Every metadata field, in pipeline order, with its shape: the one place these facts live."""
@@ -245,6 +250,9 @@ class VerifyMetadata:
     not_observable: tuple[str, ...] = ()
     """Fields the builder cannot report because the code under test does not compute them
     (absent from ``fields``; properties say so rather than compare a derived value)."""
+    dtypes: Mapping[str, str] = field(default_factory=dict)
+    """The dtype (``"int32"``, ``"int64"``, ...) of each field the builder returned as a tensor;
+    lists have none.  P1 holds them to ``FIELDS[name].dtype``."""
 
     def __post_init__(self) -> None:
         missing = [n for n in FIELD_NAMES if n not in self.fields and n not in self.not_observable]

@@ -36,6 +36,7 @@ __all__ = [
     "core_metadata",
     "decode_streams",
     "device_extend_lens",
+    "diverged_extend_lens",
     "device_token_map",
     "exclusive_cumsum",
     "expected_faults",
@@ -280,6 +281,16 @@ def device_extend_lens(batch: VerifyBatch, variant: Variant, rows: Rows) -> list
     """
     if batch.is_ragged or not divergence_applies(batch, variant):
         return list(rows.extend_seq_lens)
+    return diverged_extend_lens(batch, rows)
+
+
+def diverged_extend_lens(batch: VerifyBatch, rows: Rows) -> list[int]:
+    """What an asynchronous copy of the host-staged extend lengths delivers under ``batch.divergence``.
+
+    A divergence of ``bs`` counts covers the real rows; pad rows keep their truth.
+    Example: extend ``[3, 3, 3, 3]`` (3 real rows and a pad row), divergence
+    ``[4, 3, 3]`` -> ``[4, 3, 3, 3]``.
+    """
     assert batch.divergence is not None and batch.divergence.extend_seq_lens is not None
     div = list(batch.divergence.extend_seq_lens)
     n = len(rows.extend_seq_lens)

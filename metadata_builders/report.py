@@ -25,9 +25,13 @@ def format_table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
 
 
 def write_replay_file(
-    directory: str, prop: str, batch: VerifyBatch, failure: PropertyFailure | None, builder: str
+    directory: str, prop: str, batch: VerifyBatch, failure: PropertyFailure | None, builder: str,
+    extra: dict[str, Any] | None = None,
 ) -> str:
-    """Write ``batch`` as ``DIR/<prop>-<hash>.json`` with a one-line why; return the path."""
+    """Write ``batch`` as ``DIR/<prop>-<hash>.json`` with a one-line why; return the path.
+
+    ``extra`` goes into ``meta`` as is (``history``: the batches to build first).
+    """
     os.makedirs(directory, exist_ok=True)
     text = batch.to_json()
     digest = hashlib.sha1(text.encode()).hexdigest()[:10]
@@ -44,6 +48,7 @@ def write_replay_file(
                 "actual": _jsonable(failure.actual),
             }
         )
+    meta.update(extra or {})
     with open(path, "w") as fh:
         fh.write(batch.to_json(why=why.splitlines()[0][:300], meta=meta))
         fh.write("\n")

@@ -37,6 +37,8 @@ class PropertyRun:
     """The failure on the shrunk batch; None when the property held."""
     batch: VerifyBatch | None = None
     """The shrunk failing batch."""
+    history: tuple[VerifyBatch, ...] = ()
+    """What the builder had built before it failed on :attr:`batch` (its latest distinct batches)."""
     notes: list[str] = field(default_factory=list)
     """Notes the check returned (first few)."""
     partial: str | None = None
@@ -113,11 +115,12 @@ def _run_focus(
             run.events.update(boundary_hits(batch))
         if progress is not None and run.examples % 5 == 0:
             progress(run)
+        before = tuple(getattr(builder, "history", ()))
         result = verdict(spec, builder, batch)
         if result.failure is not None:
             if run.examples_to_failure is None:
                 run.examples_to_failure = run.examples
-            run.batch, run.failure = batch, result.failure
+            run.batch, run.failure, run.history = batch, result.failure, before
             raise result.failure
         if result.status == "partial" and run.partial is None:
             run.partial = result.why

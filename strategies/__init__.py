@@ -2,22 +2,15 @@
 
 ``verify_batches()`` draws whole batches aimed at every boundary of DESIGN.md;
 ``geometries()``, ``verify_lens()``, ``graph_tiers()``, ``variants()`` and
-``divergences()`` draw their parts.  ``boundary_hits(batch)`` names the
+``divergences()`` and ``stale_mirrors()`` draw their parts.  ``boundary_hits(batch)`` names the
 boundaries a batch reaches (the vocabulary is ``COVERAGE_EVENTS``).
 """
 
 from __future__ import annotations
 
-from strategies._batches import (
-    DIVERGENCE_KINDS,
-    MAX_CONTEXT,
-    divergences,
-    graph_tiers,
-    variants,
-    verify_batches,
-    verify_lens,
-)
+from strategies._batches import MAX_CONTEXT, graph_tiers, variants, verify_batches, verify_lens
 from strategies._coverage import COVERAGE_EVENTS, boundary_hits, coverage_events, divergence_kind, host_extend_lens
+from strategies._divergences import DIVERGENCE_KINDS, STALE_MIRROR_KINDS, divergences, stale_mirrors
 from strategies._geometry import HUGE_RING_SIZES, UPSTREAM, geometries
 
 __all__ = [
@@ -25,6 +18,7 @@ __all__ = [
     "DIVERGENCE_KINDS",
     "HUGE_RING_SIZES",
     "MAX_CONTEXT",
+    "STALE_MIRROR_KINDS",
     "UPSTREAM",
     "boundary_hits",
     "coverage_events",
@@ -33,6 +27,7 @@ __all__ = [
     "geometries",
     "graph_tiers",
     "host_extend_lens",
+    "stale_mirrors",
     "variants",
     "verify_batches",
     "verify_lens",

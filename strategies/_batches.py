@@ -37,17 +37,15 @@ from hypothesis import assume, event
 from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 
-from metadata_builders.batch import Divergence, Geometry, GraphTier, VerifyBatch
-from metadata_builders.errors import InvalidBatch
+from metadata_builders.batch import Geometry, GraphTier, VerifyBatch
 from metadata_builders.tier import tier_verify_lens
 from metadata_builders.variants import Path, Variant, variants_for
 from strategies._coverage import boundary_hits
+from strategies._divergences import draw_divergence, stale_mirrors
 from strategies._geometry import HUGE_RING_SIZES, geometries
 
 __all__ = [
-    "DIVERGENCE_KINDS",
     "MAX_CONTEXT",
-    "divergences",
     "graph_tiers",
     "variants",
     "verify_batches",
@@ -56,9 +54,6 @@ __all__ = [
 
 MAX_CONTEXT = 600
 """Upper bound on ``max_context`` (the ``req_to_token`` width) of drawn batches."""
-
-DIVERGENCE_KINDS = ("run_ahead", "fall_behind", "permuted")
-"""Kinds :func:`divergences` draws, in shrink order."""
 
 _PREFIX_KINDS = ("one", "small", "window_edge", "page_edge", "ring_wrap", "any")
 _MAX_REQUESTS = 16
@@ -94,8 +89,6 @@ def _check_range(min_name: str, lo: int, max_name: str, hi: int, minimum: int) -
 _DRAFT_TOKEN_COUNTS = st.one_of(st.integers(1, 4), st.integers(1, 8))
 # A ragged layout can only diverge into another layout when a row has a choice.
 _DIVERGENT_RAGGED_DRAFT_TOKEN_COUNTS = st.one_of(st.integers(2, 4), st.integers(2, 8))
-# A uniform divergence covers the tier's rows (pad rows included) two times in three.
-_TIER_ROWS = st.sampled_from((False, True, True))
 # One absorbing tier in four runs past the table width (F2c).
 _PAST_WIDTH = st.sampled_from((False, False, False, True))
 _PREFIX_KIND = st.sampled_from(_PREFIX_KINDS)
@@ -390,76 +383,6 @@ def _build_tables(
     return table, full_to_swa
 
 
-def _possible_kinds(host: list[int], lo: list[int], hi: list[int], headroom: int | None) -> list[str]:
-    """The divergence kinds rows with these bounds can take: room to run ahead, to fall behind, or both in two rows."""
-    up = [i for i in range(len(host)) if host[i] < hi[i]] if headroom != 0 else []
-    down = [i for i in range(len(host)) if host[i] > lo[i]]
-    pairs = bool(up) and bool(down) and len(set(up) | set(down)) >= 2
-    return [k for k, ok in zip(DIVERGENCE_KINDS, (up, down, pairs)) if ok]
-
-
-def _draw_divergence(draw: st.DrawFn, batch: VerifyBatch, kind: str | None) -> tuple[Divergence | None, str]:
-    """Perturb what the host believes into what device memory holds; None when no valid one exists."""
-    graph = batch.graph
-    rows = batch.bs
-    if batch.verify_lens is None and graph is not None and graph.padded_bs != batch.bs and draw(_TIER_ROWS):
-        rows = graph.padded_bs
-    host, lo, hi, ceiling = batch.divergence_bounds(rows)
-    headroom = None if ceiling is None else ceiling - sum(host)
-    up = [i for i in range(rows) if host[i] < hi[i]] if headroom != 0 else []
-    down = [i for i in range(rows) if host[i] > lo[i]]
-    possible = _possible_kinds(host, lo, hi, headroom)
-    if not possible:
-        return None, "impossible"
-    if kind is None or kind not in possible:
-        kind = draw(st.sampled_from(possible))
-    device = list(host)
-    if kind == "run_ahead":
-        i = draw(st.sampled_from(up))
-        most = hi[i] - host[i] if headroom is None else min(hi[i] - host[i], headroom)
-        device[i] += draw(st.one_of(st.just(1), st.integers(1, most)))
-    elif kind == "fall_behind":
-        i = draw(st.sampled_from(down))
-        device[i] -= draw(st.integers(1, host[i] - lo[i]))
-    else:
-        i = draw(st.sampled_from([i for i in down if any(j != i for j in up)]))
-        j = draw(st.sampled_from([j for j in up if j != i]))
-        moved = draw(st.integers(1, min(host[i] - lo[i], hi[j] - host[j])))
-        device[i] -= moved
-        device[j] += moved
-    divergence = Divergence(tuple(device))
-    try:
-        batch.replace(divergence=divergence)
-    except InvalidBatch:
-        return None, "impossible"
-    return divergence, kind
-
-
-@st.composite
-def divergences(draw: st.DrawFn, batch: VerifyBatch, *, kind: str | None = None) -> Divergence:
-    """A :class:`Divergence` for ``batch``: device extend lengths the host does not expect.
-
-    ``run_ahead``: one row holds more than the host believes (the token map writes
-    out of bounds); ``fall_behind``: one row holds less (an uninitialised tail);
-    ``permuted``: tokens move between two rows, sum kept.  Uniform batches: the
-    list covers the ``bs`` real rows, or (with a graph tier) sometimes every
-    ``padded_bs`` row.  Ragged batches: the device layout, ``bs`` rows, each still
-    a verify length (``1..num_draft_tokens``, within the cap and the tier).  A
-    requested ``kind`` the batch cannot take is replaced by one it can;
-    :func:`~strategies.divergence_kind` tells which kind a divergence is.  When no
-    divergence is valid (a ragged batch with ``num_draft_tokens=1``) the example
-    is rejected.
-
-    Shrinks towards a one-token run-ahead on the first real row.
-    """
-    if kind is not None and kind not in DIVERGENCE_KINDS:
-        raise InvalidArgument(f"kind={kind!r} must be None (draw it) or one of {list(DIVERGENCE_KINDS)}")
-    divergence, drawn_kind = _draw_divergence(draw, batch, kind)
-    assume(divergence is not None)
-    event(f"divergence_{drawn_kind}")
-    return divergence
-
-
 def variants(batch: VerifyBatch, *, path: Path | None = None) -> st.SearchStrategy[Variant]:
     """A :class:`Variant` from ``variants_for(batch)``, optionally only of ``path``.
 
@@ -490,6 +413,7 @@ def verify_batches(
     geometry: Geometry | None = None,
     is_dspark: bool | None = None,
     divergence: bool | None = False,
+    stale_mirror: bool | None = False,
     min_requests: int = 1,
     max_requests: int = _MAX_REQUESTS,
     num_draft_tokens: int | None = None,
@@ -500,7 +424,8 @@ def verify_batches(
     ``ragged`` pins uniform/ragged, ``graph`` forces (``True``) or forbids (``False``)
     a graph tier, ``divergence=True`` attaches one (:func:`divergences`; batches that
     cannot take one, such as a ragged batch pinned to ``num_draft_tokens=1``, are
-    rejected) and ``None`` draws whether to.  Every verify position -- the pad rows' shares
+    rejected) and ``None`` draws whether to; ``stale_mirror=True`` gives the caller's
+    host mirror a stale entry (:func:`stale_mirrors`), ``None`` draws whether to.  Every verify position -- the pad rows' shares
     (seq_len 1, slot 0) included -- fits the row
     width ``max_context``, except that one absorbing tier in four lets the slack the
     last real row absorbed run past it (F2c); slots are distinct and in ``1..num_slots-1``;
@@ -548,11 +473,13 @@ def verify_batches(
     batch = VerifyBatch(seq_lens, slots, real if is_ragged else None, draft, out_cache_loc, table, full_to_swa,
                         dspark, geo, tier)
     if attach:
-        drawn_divergence, _ = _draw_divergence(draw, batch, None)
+        drawn_divergence, _ = draw_divergence(draw, batch, None)
         # divergence=True promises one: reject the rare batch that cannot take any.
         assume(drawn_divergence is not None or divergence is None)
         if drawn_divergence is not None:
             batch = batch.replace(divergence=drawn_divergence)
+    if draw(st.booleans()) if stale_mirror is None else stale_mirror:
+        batch = batch.replace(divergence=draw(stale_mirrors(batch)))
     for name in sorted(boundary_hits(batch)):
         event(name)
     return batch

@@ -124,14 +124,14 @@ def host_extend_lens(batch: VerifyBatch, length: int) -> list[int]:
 
 
 def divergence_kind(batch: VerifyBatch) -> str | None:
-    """``run_ahead``, ``fall_behind``, ``permuted`` or ``same``; ``None`` without a divergence.
+    """``run_ahead``, ``fall_behind``, ``permuted`` or ``same``; ``None`` without diverging extend lengths.
 
     Compares ``batch.divergence.extend_seq_lens`` with :func:`host_extend_lens` of the
     same length: a larger sum runs ahead (the token map writes out of bounds), a
     smaller one falls behind (uninitialised tail), an equal sum with other rows is
     permuted (no fault, wrong rows).
     """
-    if batch.divergence is None:
+    if batch.divergence is None or batch.divergence.extend_seq_lens is None:
         return None
     device = list(batch.divergence.extend_seq_lens)
     host = host_extend_lens(batch, len(device))

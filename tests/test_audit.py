@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from metadata_builders.audit import DeviceAudit, is_device_resident
+from metadata_builders.audit import DEVICE, DEVICE_NAME, DeviceAudit, is_device_resident
 
 
 def _ops(audit: DeviceAudit) -> list[str]:
@@ -43,7 +43,7 @@ def test_each_device_to_host_read_is_recorded_once(name, op):
     """Every D2H read of a device-resident tensor is one sync record naming the op."""
     audit = DeviceAudit()
     with audit:
-        device_tensor = torch.tensor([5, 3, 7], device="cpu")
+        device_tensor = torch.tensor([5, 3, 7], device=DEVICE_NAME)
         op(device_tensor)
     assert len(audit.host_syncs) == 1
     assert audit.host_syncs[0].op.endswith(name)
@@ -54,7 +54,7 @@ def test_residency_propagates_through_arithmetic_and_to():
     audit = DeviceAudit()
     with audit:
         host = torch.tensor([1, 2, 3])
-        moved = host.to("cpu")
+        moved = host.to(DEVICE_NAME)
         derived = (moved + 1).cumsum(0)[1:]
         assert is_device_resident(moved) and is_device_resident(derived) and not is_device_resident(host)
         derived.tolist()
@@ -69,7 +69,7 @@ def test_sync_records_name_the_calling_stage():
 
     audit = DeviceAudit()
     with audit:
-        verify_extension(torch.tensor([1, 2], device="cpu"))
+        verify_extension(torch.tensor([1, 2], device=DEVICE_NAME))
     assert [(s.op, s.stage) for s in audit.host_syncs] == [("Tensor.item", "verify_extension")]
 
 
@@ -77,8 +77,8 @@ def test_repeat_interleave_without_output_size_on_device_repeats_syncs():
     """A token map with device repeats and no output_size reads the sum back: one sync."""
     audit = DeviceAudit()
     with audit:
-        reps = torch.tensor([2, 1], device="cpu")
-        out = torch.repeat_interleave(torch.arange(2, device="cpu"), reps)
+        reps = torch.tensor([2, 1], device=DEVICE_NAME)
+        out = torch.repeat_interleave(torch.arange(2, device=DEVICE_NAME), reps)
     assert out.tolist() == [0, 0, 1]
     assert _ops(audit) == ["repeat_interleave(no output_size)"]
 
@@ -105,7 +105,7 @@ def test_output_size_is_trusted_like_hip(repeats, output_size, fault, result):
     audit = DeviceAudit()
     with audit:
         out = torch.repeat_interleave(
-            torch.arange(2, device="cpu"), torch.tensor(repeats, device="cpu"), output_size=output_size
+            torch.arange(2, device=DEVICE_NAME), torch.tensor(repeats, device=DEVICE_NAME), output_size=output_size
         )
     assert out.tolist() == result
     assert [(f.kind, f.count) for f in audit.faults] == ([fault] if fault else [])
@@ -155,7 +155,7 @@ def test_hidden_item_in_a_user_builder_breaks_the_sync_contract():
 
 def _graph_state_read(t: torch.Tensor) -> None:
     # A buffer the builder allocated before the build (graph state), read after it.
-    buf = torch.zeros(8, dtype=t.dtype, device="cpu")
+    buf = torch.zeros(8, dtype=t.dtype, device=DEVICE_NAME)
     buf[:3] = t
     int(buf[:3].max())
 
@@ -167,7 +167,7 @@ SPELLINGS = [
     ("str", lambda t: str(t), "copy"),
     ("np_asarray", lambda t: np.asarray(t), "copy"),
     ("where_mask", lambda t: torch.where(t > 3), "shape"),
-    ("arange_of_sum", lambda t: torch.arange(t.sum(), device="cpu"), "scalar"),
+    ("arange_of_sum", lambda t: torch.arange(t.sum(), device=DEVICE_NAME), "scalar"),
     ("empty_of_sum", lambda t: torch.empty(t.sum()), "scalar"),
     ("new_zeros_of_sum", lambda t: t.new_zeros(t.sum()), "scalar"),
     ("expand_to_sum", lambda t: t[:1].expand(t.sum()), "scalar"),
@@ -186,7 +186,7 @@ def test_every_spelling_of_a_device_read_is_one_read_of_its_input(name, read, ki
     """Whatever the Python spelling, a read of device data is one record: its kind and the input it reads."""
     audit = DeviceAudit()
     with audit:
-        extend = DeviceAudit.mark_input(torch.tensor([5, 3, 7], device="cpu"), "verify_lens")
+        extend = DeviceAudit.mark_input(torch.tensor([5, 3, 7], device=DEVICE_NAME), "verify_lens")
         read(extend)
     assert [(s.kind, s.reads) for s in audit.host_syncs] == [(kind, ("verify_lens",))], audit.host_syncs
 
@@ -195,7 +195,7 @@ def test_host_values_never_count_as_reads():
     """Shapes, host lists and tensors made without device= are free, whatever is done with them."""
     audit = DeviceAudit()
     with audit:
-        extend = DeviceAudit.mark_input(torch.tensor([5, 3, 7], device="cpu"), "verify_lens")
+        extend = DeviceAudit.mark_input(torch.tensor([5, 3, 7], device=DEVICE_NAME), "verify_lens")
         staged = torch.tensor([2, 2, 2])
         assert len(extend) == 3 and extend.shape[0] == 3
         assert staged.tolist() == [2, 2, 2] and int(staged.sum()) == 6 and f"{staged}"
@@ -206,8 +206,8 @@ def test_reads_carry_the_inputs_they_depend_on():
     """A value computed from two inputs reads both; a fresh device tensor (full_like) reads none."""
     audit = DeviceAudit()
     with audit:
-        seq = DeviceAudit.mark_input(torch.tensor([5, 3], device="cpu"), "seq_lens")
-        lens = DeviceAudit.mark_input(torch.tensor([2, 1], device="cpu"), "verify_lens")
+        seq = DeviceAudit.mark_input(torch.tensor([5, 3], device=DEVICE_NAME), "seq_lens")
+        lens = DeviceAudit.mark_input(torch.tensor([2, 1], device=DEVICE_NAME), "verify_lens")
         (seq + lens).max().item()
         torch.full_like(seq, 3).sum().item()
     assert [s.reads for s in audit.host_syncs] == [("seq_lens", "verify_lens"), ()]
@@ -218,7 +218,7 @@ def test_a_builders_construction_buffers_are_device_memory():
     from metadata_builders.builders import _construct
 
     class WithState:
-        def __init__(self, device="cpu"):
+        def __init__(self, device=DEVICE_NAME):
             self.buf = torch.zeros(4, dtype=torch.int64, device=device)
 
     builder = _construct(WithState, "cpu")
@@ -237,10 +237,10 @@ def test_divergence_reaches_asynchronous_copies_only(non_blocking):
     audit = DeviceAudit(divergence=([2, 2, 2], [3, 2, 2]))
     with audit:
         staged = torch.tensor([2, 2, 2], dtype=torch.int32)
-        moved = staged.to("cpu", non_blocking=non_blocking)
-        into = torch.zeros(3, dtype=torch.int32, device="cpu")
+        moved = staged.to(DEVICE_NAME, non_blocking=non_blocking)
+        into = torch.zeros(3, dtype=torch.int32, device=DEVICE_NAME)
         into.copy_(staged, non_blocking=non_blocking)
-        other = torch.tensor([5, 3, 7], dtype=torch.int32).to("cpu", non_blocking=non_blocking)
+        other = torch.tensor([5, 3, 7], dtype=torch.int32).to(DEVICE_NAME, non_blocking=non_blocking)
     want = [3, 2, 2] if non_blocking else [2, 2, 2]
     assert moved.tolist() == want and into.tolist() == want and other.tolist() == [5, 3, 7]
     assert staged.tolist() == [2, 2, 2]
@@ -251,10 +251,10 @@ def test_a_gather_past_the_table_is_an_out_of_bounds_read():
     """table[rows, cols] with a column past the width records oob_read (one per element) and reads -1 there."""
     audit = DeviceAudit()
     with audit:
-        table = DeviceAudit.mark_input(torch.arange(12, device="cpu").reshape(2, 6), "req_to_token")
-        cols = torch.tensor([[4, 5, 6], [5, 6, 7]], device="cpu")
-        out = table[torch.tensor([[1], [0]], device="cpu"), cols]
-        in_bounds = table[torch.tensor([1], device="cpu"), torch.tensor([-1], device="cpu")]
+        table = DeviceAudit.mark_input(torch.arange(12, device=DEVICE_NAME).reshape(2, 6), "req_to_token")
+        cols = torch.tensor([[4, 5, 6], [5, 6, 7]], device=DEVICE_NAME)
+        out = table[torch.tensor([[1], [0]], device=DEVICE_NAME), cols]
+        in_bounds = table[torch.tensor([1], device=DEVICE_NAME), torch.tensor([-1], device=DEVICE_NAME)]
     assert out.tolist() == [[10, 11, -1], [5, -1, -1]]
     assert in_bounds.tolist() == [11]  # negative indices wrap, as on the device
     assert [(f.kind, f.count) for f in audit.faults] == [("oob_read", 3)]
@@ -265,8 +265,84 @@ def test_other_gathers_past_the_end_are_out_of_bounds_reads(op):
     """index_select and gather past a dimension's end are oob_read too (modelled as -1)."""
     audit = DeviceAudit()
     with audit:
-        src = DeviceAudit.mark_input(torch.tensor([10, 11, 12], device="cpu"), "full_to_swa")
-        idx = torch.tensor([0, 3], device="cpu")
+        src = DeviceAudit.mark_input(torch.tensor([10, 11, 12], device=DEVICE_NAME), "full_to_swa")
+        idx = torch.tensor([0, 3], device=DEVICE_NAME)
         out = src.index_select(0, idx) if op == "index_select" else torch.gather(src, 0, idx)
     assert out.tolist() == [10, -1]
     assert [(f.kind, f.count) for f in audit.faults] == [("oob_read", 1)]
+
+
+# -- the device is not the host, also on CPU -----------------------------------------------------------
+
+DOWN_TO_THE_HOST = [
+    ("to_cpu", lambda t: t.to("cpu"), "copy"),
+    ("to_torch_device_cpu", lambda t: t.to(torch.device("cpu")), "copy"),
+    ("to_cpu_non_blocking", lambda t: t.to("cpu", non_blocking=True), "copy"),
+    ("to_device_kw_with_dtype", lambda t: t.to(device="cpu", dtype=torch.int64), "copy"),
+    ("to_a_host_tensor", lambda t: t.to(torch.zeros(1)), "copy"),
+    ("host_copy_", lambda t: torch.empty(3, dtype=t.dtype, device="cpu").copy_(t), "copy"),
+    ("host_copy_non_blocking", lambda t: torch.empty(3, dtype=t.dtype).copy_(t, non_blocking=True), "copy"),
+    ("cpu", lambda t: t.cpu(), "copy"),
+    ("tolist", lambda t: t.tolist(), "copy"),
+    ("numpy", lambda t: t.numpy(), "copy"),
+    ("item", lambda t: t[0].item(), "scalar"),
+    ("int", lambda t: int(t[0]), "scalar"),
+]
+
+
+@pytest.mark.parametrize(("name", "read", "kind"), DOWN_TO_THE_HOST, ids=[s[0] for s in DOWN_TO_THE_HOST])
+def test_every_device_to_host_spelling_is_a_read_on_cpu(name, read, kind):
+    """On CPU, "cpu" names the host: each way down from the device is one read of the input, as on a GPU."""
+    audit = DeviceAudit()
+    with audit:
+        seq_lens = DeviceAudit.mark_input(torch.tensor([5, 3, 7], device=DEVICE_NAME), "seq_lens")
+        out = read(seq_lens)
+        if isinstance(out, torch.Tensor):
+            assert not is_device_resident(out), "what came down is host memory"
+            out.tolist()  # reading the host copy again is free
+    assert [(s.kind, s.reads) for s in audit.host_syncs] == [(kind, ("seq_lens",))], audit.host_syncs
+
+
+DEVICE_TO_DEVICE = [
+    ("to_inputs_device", lambda t: t.to(t.device)),
+    ("to_device_non_blocking", lambda t: t.to(t.device, non_blocking=True)),
+    ("to_the_builders_device", lambda t: t.to(DEVICE_NAME)),
+    ("to_normalised_device", lambda t: t.to(torch.device(str(t.device)))),
+    ("to_device_kw_with_dtype", lambda t: t.to(device=t.device, dtype=torch.int64)),
+    ("to_another_device_tensor", lambda t: t.to(t + 1)),
+    ("dtype_only", lambda t: t.to(torch.int64)),
+    ("factory_on_its_device", lambda t: torch.zeros(3, dtype=t.dtype, device=t.device).copy_(t)),
+]
+
+
+@pytest.mark.parametrize(("name", "move"), DEVICE_TO_DEVICE, ids=[s[0] for s in DEVICE_TO_DEVICE])
+def test_device_to_device_is_not_a_read(name, move):
+    """A move to the device a tensor lives on (its .device, the builder's device) stays on the device, unread."""
+    audit = DeviceAudit()
+    with audit:
+        seq_lens = DeviceAudit.mark_input(torch.tensor([5, 3, 7], device=DEVICE_NAME), "seq_lens")
+        assert seq_lens.device == DEVICE
+        out = move(seq_lens)
+        assert is_device_resident(out)
+    assert audit.host_syncs == []
+
+
+def test_a_device_to_device_move_does_not_copy():
+    """x.to(x.device) returns x itself, as on a GPU: an in-place update through it reaches the input."""
+    audit = DeviceAudit()
+    with audit:
+        seq_lens = DeviceAudit.mark_input(torch.tensor([5, 3, 7], device=DEVICE_NAME), "seq_lens")
+        assert seq_lens.to(seq_lens.device) is seq_lens
+        assert seq_lens.to(DEVICE_NAME, non_blocking=True) is seq_lens
+
+
+def test_host_memory_spelled_cpu_is_host_and_goes_up_as_a_copy():
+    """A factory with device="cpu" is host memory; .to(the device) of it is a host-to-device copy, no read."""
+    audit = DeviceAudit()
+    with audit:
+        staged = torch.tensor([2, 2, 2], device="cpu")
+        assert not is_device_resident(staged)
+        up = staged.to(DEVICE_NAME, non_blocking=True)
+        assert is_device_resident(up) and up is not staged and up.device == DEVICE
+        staged.tolist()
+    assert audit.host_syncs == []

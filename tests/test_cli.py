@@ -9,6 +9,7 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from metadata_builders.cli import main
+from metadata_builders.properties import PROPERTIES
 
 BUGGY = '''
 from metadata_builders.hip import HipBuilder
@@ -43,7 +44,7 @@ def test_check_holds_on_the_bundled_builder_and_writes_junit(tmp_path, capsys):
     assert code == 0
     assert "P7" in out and "FAILED" not in out
     suite = ET.parse(junit).getroot()
-    assert suite.get("tests") == "8" and suite.get("failures") == "0"
+    assert suite.get("tests") == str(len(PROPERTIES)) == "9" and suite.get("failures") == "0"
 
 
 def test_check_fails_on_a_narrow_bug_writes_a_replay_file_that_reproduces(tmp_path, buggy_module, capsys):

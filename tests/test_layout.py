@@ -1,6 +1,6 @@
 """The house: a layout a newcomer can live in.
 
-No import circle among the harness's modules, no function too long to read,
+No import circle among the harness's modules, no module or function too long to read,
 one exception tree whose every member survives a trip between processes.
 """
 
@@ -18,6 +18,7 @@ import metadata_builders.errors as errors
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PACKAGES = ("metadata_builders", "strategies")
 MAX_FUNCTION_LINES = 80
+MAX_MODULE_LINES = 500
 
 
 def _modules() -> dict[str, pathlib.Path]:
@@ -89,9 +90,11 @@ def test_no_module_imports_itself_in_a_circle() -> None:
 
 
 def test_the_data_model_imports_no_builder() -> None:
-    """batch.py and tier.py know nothing of the builders, the reference included."""
+    """The batch package, tier.py and metadata.py know nothing of the builders, the reference included."""
     modules = _modules()
-    for name in ("metadata_builders.batch", "metadata_builders.tier", "metadata_builders.metadata"):
+    model = [n for n in modules if n == "metadata_builders.batch" or n.startswith("metadata_builders.batch.")]
+    assert len(model) > 1, model
+    for name in (*model, "metadata_builders.tier", "metadata_builders.metadata"):
         imported = _imports(name, modules[name], set(modules))
         assert not imported & {"metadata_builders.reference", "metadata_builders.hip", "metadata_builders.builders"}, name
 
@@ -108,6 +111,32 @@ def _functions() -> list[tuple[str, int, int]]:
 def test_no_function_is_over_80_lines() -> None:
     """Every function reads on one screen; data tables are module-level constants, not functions."""
     long = [(f, n) for f, _, n in _functions() if n > MAX_FUNCTION_LINES]
+    assert not long, long
+
+
+_SPLIT_IN_PROGRESS = frozenset({
+    "metadata_builders.gate",
+})
+"""Rooms being split right now (issue 17): a module in one of these, or below it, is not yet held
+to :data:`MAX_MODULE_LINES`.  When the splits land this becomes ``frozenset()`` and every module is."""
+
+
+def long_modules(max_lines: int = MAX_MODULE_LINES) -> dict[str, int]:
+    """Every module of ``metadata_builders/`` and ``strategies/`` over ``max_lines`` lines, with its length."""
+    lengths = {name: len(path.read_text().splitlines()) for name, path in _modules().items()}
+    return {name: n for name, n in lengths.items() if n > max_lines}
+
+
+def _in_progress(name: str) -> bool:
+    return any(name == room or name.startswith(room + ".") for room in _SPLIT_IN_PROGRESS)
+
+
+def test_no_module_is_over_500_lines() -> None:
+    """Every room holds one concept and reads in one sitting: no module passes 500 lines.
+
+    A concept that grows gets a module in its package, not a longer file (STYLE.md 12).
+    """
+    long = {name: n for name, n in long_modules().items() if not _in_progress(name)}
     assert not long, long
 
 

@@ -17,11 +17,13 @@ import subprocess
 import sys
 
 import pytest
-from _examples import EXAMPLES
+from _examples import EXAMPLES, make_batch
 from hypothesis import Phase, settings
 
 from metadata_builders import (
+    BuilderNotFound,
     Divergence,
+    GraphTier,
     InvalidVariant,
     PropertyFailure,
     VerifyBatch,
@@ -35,9 +37,11 @@ from metadata_builders.properties import (
     PROPERTIES,
     check_p5_graph_vs_eager,
     fewer_requests_batch,
+    history_for,
     run_all,
     same_tier_batch,
 )
+from metadata_builders.properties.state import play_history
 from metadata_builders.runner import run_property
 from metadata_builders.tools.mutants import (
     MUTANTS,
@@ -50,8 +54,13 @@ from metadata_builders.tools.mutants import (
 
 EXTRA_BATCHES: dict[str, VerifyBatch] = {
     "dspark_host_mirror_run_ahead": EXAMPLES["single_request"].replace(is_dspark=True, divergence=Divergence((3,))),
+    "stale_mirror_rows_swapped": EXAMPLES["uniform_eagle_batch_of_three"].replace(
+        divergence=Divergence(None, (3, 5, 7))),
+    "capped_tier_with_a_spare_slot": make_batch([5, 3], [2, 1], 3, verify_lens=[2, 1], num_slots=4,
+                                                graph=GraphTier(3, 8, cap=2)),
 }
-"""Witnesses the shared examples do not cover: a diverging device length."""
+"""Witnesses the shared examples do not cover: a diverging device length, a stale mirror with the same sum,
+a capped tier a later, larger batch can fill (slot 3 is spare)."""
 
 BATCHES = {**EXAMPLES, **EXTRA_BATCHES}
 
@@ -86,6 +95,11 @@ WITNESSES: dict[str, str] = {
     "replay_refreshes_captured_rows_only": "uniform_eagle_batch_of_three",
     "replay_skips_pf_fields": "uniform_eagle_batch_of_three",
     "replay_asserts_on_graph_state": "uniform_eagle_batch_of_three",
+    "seq_lens_to_cpu_async_copy": "single_request",
+    "mirror_validation_by_sum": "stale_mirror_rows_swapped",
+    "async_staging_on_device_mirror": "dspark_host_mirror_run_ahead",
+    "seq_lens_casual_int64": "single_request",
+    "stateful_scratch_tail": "capped_tier_with_a_spare_slot",
 }
 """Each mutant's witness: a named batch on which it must differ from ``hip`` and fail a property."""
 
@@ -97,17 +111,29 @@ def _failures(builder, batch: VerifyBatch) -> dict[str, PropertyFailure]:
 
 
 def _outcome(call, *args) -> object:
-    """What a call shows from outside: fields, decision, syncs, faults and input writes, or the error it raised."""
+    """What a call shows from outside: fields and their dtypes, decision, syncs, faults and input writes, or the
+    error it raised."""
     try:
         md = call(*args)
     except Exception as exc:  # noqa: BLE001 - raising where hip does not is itself a difference
         return ("raised", type(exc).__name__)
-    return (md.fields, md.decision, sorted(s.op for s in md.audit.host_syncs),
+    return (md.fields, dict(md.dtypes), md.decision, sorted(s.op for s in md.audit.host_syncs),
             [(f.kind, f.count) for f in md.audit.faults], [str(c) for c in md.audit.inputs_written])
 
 
 def _observable(builder, batch: VerifyBatch) -> list:
-    """Every variant's build and, on the graph path, replays of a same-size and a smaller batch."""
+    """Every variant's build and, on the graph path, replays of a same-size and a smaller batch;
+    with opt-in mirror validation; then every variant again after P9's history (what a builder that keeps
+    state shows)."""
+    seen = _first_look(builder, batch)
+    validating = builder.with_mirror_validation()
+    seen += [(variant.label, "validating", _outcome(validating.build, batch, variant)) for variant in variants_for(batch)]
+    play_history(builder, history_for(batch))
+    seen += [(variant.label, "after history", _outcome(builder.build, batch, variant)) for variant in variants_for(batch)]
+    return seen
+
+
+def _first_look(builder, batch: VerifyBatch) -> list:
     seen = []
     for variant in variants_for(batch):
         seen.append((variant.label, _outcome(builder.build, batch, variant)))
@@ -313,7 +339,7 @@ def test_the_tools_import_each_other_one_way_only() -> None:
     (No import cycle at all among the harness's modules: tests/test_layout.py.)
     """
     tools = ROOT / "metadata_builders" / "tools"
-    assert "metadata_builders.tools.mutants" in _imported(tools / "power.py")
+    assert "metadata_builders.tools.mutants" in set().union(*map(_imported, (tools / "power").glob("*.py")))
     for path in (tools / "mutants").glob("*.py"):
         assert not {n for n in _imported(path) if n.endswith((".power", ".bench"))}, path.name
 
@@ -325,22 +351,14 @@ def test_the_catalogue_imports_without_torch() -> None:
     assert result.stdout.strip() == "False"
 
 
-def test_the_old_import_paths_still_work_and_warn(monkeypatch) -> None:
-    """metadata_builders.mutants, .power and .bench import with a DeprecationWarning and hand out the new objects."""
-    from metadata_builders.tools import bench, mutants, power
-
-    for old, new in (("mutants", mutants), ("power", power), ("bench", bench)):
-        monkeypatch.delitem(sys.modules, f"metadata_builders.{old}", raising=False)
-        with pytest.warns(DeprecationWarning, match=f"metadata_builders.{old} moved to metadata_builders.tools.{old}"):
-            alias = importlib.import_module(f"metadata_builders.{old}")
-        assert alias.__all__ == new.__all__
-        assert all(getattr(alias, name) is getattr(new, name) for name in new.__all__)
-    from metadata_builders.mutants import MUTANTS as old_catalogue
-    from metadata_builders.mutants import mutant_builder as old_mutant_builder
-
-    assert (old_catalogue, old_mutant_builder) == (MUTANTS, mutant_builder)
-    builder = get_builder("metadata_builders.mutants:dropped_dspark_gate")
-    assert builder.inner.spec is MUTANTS["dropped_dspark_gate"]
+@pytest.mark.parametrize("old", ["mutants", "power", "bench"])
+def test_the_0_1_tool_paths_are_gone(old: str) -> None:
+    """metadata_builders.mutants, .power and .bench (0.1 paths, aliased for one release) no longer import."""
+    assert not (ROOT / "metadata_builders" / f"{old}.py").exists()
+    with pytest.raises(ModuleNotFoundError):
+        importlib.import_module(f"metadata_builders.{old}")
+    with pytest.raises(BuilderNotFound):
+        get_builder(f"metadata_builders.{old}:dropped_dspark_gate")
 
 
 class _Recorder:

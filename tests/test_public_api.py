@@ -85,8 +85,8 @@ class ChattyBuilder:
         return VerifyMetadata(fields, ref.decision, claimed)
 
 
-def make_chatty():
-    return ChattyBuilder()
+def make_chatty(device="cpu"):
+    return ChattyBuilder(device)
 
 
 def make_reference():
@@ -146,10 +146,15 @@ def test_module_attr_builder_is_audited_from_outside(helper_module: str, attr: s
 
 
 def test_module_attr_class_receives_the_device(helper_module: str) -> None:
-    """A builder class that takes a ``device`` keyword is constructed with get_builder's device."""
+    """A builder class that takes a ``device`` keyword is constructed with get_builder's device.
+
+    On CPU that is the device's own name, ``"cpu:0"``: ``"cpu"`` is the host (DESIGN.md section 4).
+    """
+    from metadata_builders.audit import DEVICE_NAME
+
     builder = get_builder(f"{helper_module}:ChattyBuilder", device="cpu")
     assert isinstance(builder, AuditedBuilder)
-    assert builder.inner.device == "cpu"
+    assert builder.inner.device == DEVICE_NAME == "cpu:0"
     assert builder.device == "cpu"
 
 

@@ -83,14 +83,14 @@ def test_capped_tier_with_output_size_equal_to_the_tier_would_fault():
     """Trusting output_size=tier on a capped tier with an uncovered tail leaves the tail uninitialised."""
     import torch
 
-    from metadata_builders.audit import DeviceAudit
+    from metadata_builders.audit import DEVICE_NAME, DeviceAudit
 
     batch, _ = _load(os.path.join(HERE, "capped_tier_uncovered_tail.json"))
     lens = [3, 1, 2, 3, 3]  # the tier-padded lengths: pad rows' shares of 4 clamped to cap=3
     audit = DeviceAudit()
     with audit:
-        repeats = torch.tensor(lens, device="cpu")
-        torch.repeat_interleave(torch.arange(5, device="cpu"), repeats, output_size=batch.graph.graph_num_tokens)
+        repeats = torch.tensor(lens, device=DEVICE_NAME)
+        torch.repeat_interleave(torch.arange(5, device=DEVICE_NAME), repeats, output_size=batch.graph.graph_num_tokens)
     assert [(f.kind, f.count) for f in audit.faults] == [("uninitialized_tail", 2)]
 
 

@@ -23,6 +23,7 @@ from hypothesis import given, settings
 
 from metadata_builders import Divergence, Geometry, GraphTier, Variant, VerifyBatch, get_builder, variants_for
 from metadata_builders.errors import InvalidVariant, PropertyFailure
+from metadata_builders.findings import known_finding
 from metadata_builders.metadata import first_difference
 from metadata_builders.properties import (
     check_p1_reference,
@@ -227,21 +228,22 @@ def test_variants_supported_follow_the_installed_release(sglang, upstream) -> No
 
 def test_pieces_are_found_where_the_backend_imports_them(upstream) -> None:
     """The gate, runtime and kernels modules are the ones the backend's functions import at call time."""
-    from metadata_builders.sglang_adapter import _imports_in
+    from metadata_builders.sglang_adapter.finding import imports_in
 
     cls = upstream.backend_cls
-    assert upstream.gate_module.__name__ in _imports_in(cls._attach_unified_kv_prefill_meta)
-    assert upstream.runtime_module.__name__ in _imports_in(cls._attach_unified_kv_decode_streams)
-    assert upstream.expand_module.__name__ in _imports_in(cls.init_forward_metadata_prefill)
+    assert upstream.gate_module.__name__ in imports_in(cls._attach_unified_kv_prefill_meta)
+    assert upstream.runtime_module.__name__ in imports_in(cls._attach_unified_kv_decode_streams)
+    assert upstream.expand_module.__name__ in imports_in(cls.init_forward_metadata_prefill)
     assert upstream.release in upstream.describe()
 
 
 def test_a_missing_piece_names_itself_the_release_and_every_place_looked(upstream) -> None:
     """``UpstreamNotFound`` carries the piece, the release and each candidate, and survives pickling."""
-    from metadata_builders.sglang_adapter import UpstreamNotFound, _find_module
+    from metadata_builders.sglang_adapter import UpstreamNotFound
+    from metadata_builders.sglang_adapter.finding import find_module
 
     with pytest.raises(UpstreamNotFound) as info:
-        _find_module("frobnicate (a piece no release has)", upstream.release,
+        find_module("frobnicate (a piece no release has)", upstream.release,
                      ["sglang.no_such_module", upstream.gate_module.__name__],
                      lambda m: hasattr(m, "frobnicate"), "def frobnicate_nowhere(")
     err = info.value
@@ -391,6 +393,19 @@ def test_regression_files_explain_themselves() -> None:
         assert {"finding", "check", "fails_on", "fields"} <= d["meta"].keys()
 
 
+def test_f7_on_the_torch_route_the_expansion_trusts_the_host_count(sglang, upstream, sglang_torch_kernels) -> None:
+    """F7, torch route: ExpandPrefillCausally's fallback passes the host's count as output_size; a stale layout
+    leaves uninitialised tails (P6, known F7), while the Triton route holds P6 on the same batch."""
+    batch, meta = _replay("f7_torch_route_expansion_trusts_host_count.json")
+    if upstream.release not in meta["fails_on"]:
+        pytest.skip(f"not checked on SGLang {upstream.release} (docs/FINDINGS.md, F7)")
+    with pytest.raises(PropertyFailure) as info:
+        check_p6_fault_model(sglang_torch_kernels, batch)
+    assert info.value.field == "audit.faults" and "expand_prefill_causally" in info.value.message
+    assert known_finding("P6", info.value.field, str(info.value), batch) == "F7"
+    check_p6_fault_model(sglang, batch)
+
+
 def test_f1_mirrorless_verify_asserts_on_torch_fallback(sglang, upstream, sglang_torch_kernels) -> None:
     """F1: without a mirror, upstream's CPU expand_prefill_causally asserts; the triton kernel builds it."""
     if not upstream.capabilities.mirrorless:
@@ -427,3 +442,71 @@ def test_eager_batches_match_reference(sglang, upstream, batch: VerifyBatch) -> 
         if check is check_p2_mirror and batch.is_ragged:
             continue
         check(sglang, batch)
+
+
+# -- the two kernel routes (metadata_builders/routes.py) ----------------------------------------------
+
+
+def test_sglang_stands_for_both_kernel_routes_each_a_builder_get_builder_resolves(upstream) -> None:
+    """``--builder sglang`` is the triton route then the torch route; each route's name resolves on its own."""
+    from metadata_builders.routes import routes_of
+
+    triton, torch_ = routes_of("sglang")
+    assert (triton.label, triton.builder, triton.prop("P1")) == ("triton", "sglang", "P1")
+    assert (torch_.label, torch_.prop("P1")) == ("torch", "P1-torch")
+    built = get_builder(torch_.builder, "cpu")
+    assert (built.inner.kernels, built.inner.upstream) == ("torch", upstream)
+    assert routes_of("hip") == routes_of("hip")[:1] and routes_of("hip")[0].prop("P1") == "P1"
+
+
+def test_the_torch_route_runs_upstreams_fallbacks_and_no_routed_kernel(sglang_torch_kernels, upstream,
+                                                                      monkeypatch) -> None:
+    """On the torch route the three dispatched kernels take upstream's torch fallbacks, and agree with the reference."""
+    launches = _launched(monkeypatch)
+    reference = get_builder("reference")
+    for batch in (RAGGED, UNIFORM):
+        for variant in sglang_torch_kernels.variants_supported(batch):
+            md = sglang_torch_kernels.build(batch, variant)
+            if not known_findings(batch, upstream):
+                assert first_difference(reference.build(batch, variant).fields, md.fields) is None, variant.label
+    assert not launches["_padded_to_bucket_kernel"] and not launches["_qo_indptr_kernel"]
+    assert not launches["_expand_prefill_causally_kernel"]
+
+
+def test_the_torch_route_leaves_out_mirrorless_uniform_verify(sglang, sglang_torch_kernels) -> None:
+    """F1: the torch fallback needs host mirrors, so ``mirror=device`` is not a uniform variant of the torch route."""
+    torch_variants = sglang_torch_kernels.variants_supported(UNIFORM)
+    assert all(v.mirror != "device" for v in torch_variants)
+    assert torch_variants == [v for v in sglang.variants_supported(UNIFORM) if v.mirror != "device"]
+    assert sglang_torch_kernels.variants_supported(RAGGED) == sglang.variants_supported(RAGGED)
+
+
+def test_the_adapter_never_imports_the_audit() -> None:
+    """Interpreted launches are the audit's business: no module of the adapter imports ``metadata_builders.audit*``."""
+    import ast
+
+    import metadata_builders.sglang_adapter as package
+
+    for path in Path(package.__file__).parent.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else (
+                [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            assert not any(n.startswith("metadata_builders.audit") for n in names), path.name
+
+
+def test_upstream_is_handed_the_harness_device_handle_unchanged(sglang, upstream, monkeypatch) -> None:
+    """The double's ``device`` is the very object the builder was given (never ``torch.device(...)`` of it)."""
+    from metadata_builders.sglang_adapter import double
+
+    handle = sglang.inner.device
+    seen = []
+    make = double.make_backend
+
+    def spying(up, inputs, device, is_dspark, stages):
+        backend = make(up, inputs, device, is_dspark, stages)
+        seen.append((backend.device, backend.cuda_int32_kwargs["device"]))
+        return backend
+
+    monkeypatch.setattr("metadata_builders.sglang_adapter.builder.make_backend", spying)
+    sglang.build(EXAMPLES["single_request"], _native(upstream, EXAMPLES["single_request"]))
+    assert seen and all(a is handle and b is handle for a, b in seen)

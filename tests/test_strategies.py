@@ -22,6 +22,8 @@ from metadata_builders import (
 )
 from metadata_builders.reference import tier_verify_lens
 from strategies import (
+    STALE_MIRROR_KINDS,
+    stale_mirrors,
     COVERAGE_EVENTS,
     DIVERGENCE_KINDS,
     HUGE_RING_SIZES,
@@ -170,7 +172,7 @@ def test_divergence_defaults_to_none(batch):
 @pytest.mark.parametrize("kind", DIVERGENCE_KINDS)
 def test_divergences_have_the_requested_kind(kind):
     """A drawn divergence is valid for its batch, and of the requested kind unless its rows cannot take it."""
-    from strategies._batches import _possible_kinds
+    from strategies._divergences import _possible_kinds
 
     @FAST
     @given(st.data())
@@ -405,3 +407,58 @@ def test_reference_and_hip_agree_on_drawn_batches(data):
     hip = get_builder("hip").build(batch, variant)
     assert first_difference(ref.fields, hip.fields) is None, (batch.to_json(), variant)
     assert ref.decision == hip.decision, (batch.to_json(), variant)
+
+
+# -- stale host mirrors ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", STALE_MIRROR_KINDS)
+def test_stale_mirrors_have_the_requested_kind(kind):
+    """A stale mirror differs from seq_lens; one_row_off in one row by one, swapped and same_sum keep the sum."""
+
+    @FAST
+    @given(st.data())
+    def check(data):
+        batch = data.draw(verify_batches(divergence=None))
+        div = data.draw(stale_mirrors(batch, kind=kind))
+        mirror, truth = list(div.seq_lens_cpu), list(batch.seq_lens)
+        assert mirror != truth and min(mirror) >= 1 and len(mirror) == batch.bs
+        assert div.extend_seq_lens == (None if batch.divergence is None else batch.divergence.extend_seq_lens)
+        batch.replace(divergence=div)  # valid
+        off = [i for i in range(batch.bs) if mirror[i] != truth[i]]
+        possible = kind == "one_row_off" or (kind == "swapped" and len(set(truth)) >= 2) or (
+            kind == "same_sum" and batch.bs >= 2 and max(truth) >= 2)
+        if not possible or kind == "one_row_off":
+            assert len(off) == 1 and abs(mirror[off[0]] - truth[off[0]]) == 1
+            return
+        assert sum(mirror) == sum(truth) and len(off) == 2
+        if kind == "swapped":
+            assert sorted(mirror) == sorted(truth)
+
+    check()
+
+
+def test_every_stale_mirror_kind_is_drawn_often():
+    """Over 100 derandomized examples of P2's stale focus, each kind of stale mirror is drawn."""
+    counts: Counter[str] = Counter()
+
+    @settings(deadline=None, database=None, derandomize=True, max_examples=100)
+    @given(st.data())
+    def collect(data):
+        batch = data.draw(verify_batches(stale_mirror=True))
+        div = batch.divergence
+        off = [i for i, (a, b) in enumerate(zip(div.seq_lens_cpu, batch.seq_lens)) if a != b]
+        same_sum = sum(div.seq_lens_cpu) == sum(batch.seq_lens)
+        swapped = sorted(div.seq_lens_cpu) == sorted(batch.seq_lens)
+        counts["swapped" if swapped else "same_sum" if same_sum else "one_row_off"] += 1
+        assert off
+
+    collect()
+    low = {kind: counts[kind] for kind in STALE_MIRROR_KINDS if counts[kind] < 10}
+    assert not low, f"stale mirror kinds below 10 of 100: {dict(counts)}"
+
+
+def test_stale_mirrors_shrink_to_one_row_one_token_ahead():
+    """The simplest stale mirror is the first row one token ahead, on a single request."""
+    batch = find(verify_batches(stale_mirror=True), lambda b: True, settings=FIND)
+    assert batch.bs == 1 and batch.divergence.seq_lens_cpu == (batch.seq_lens[0] + 1,)

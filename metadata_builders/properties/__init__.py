@@ -1,4 +1,4 @@
-"""Properties P1-P8 of DESIGN.md section 3, as checks any builder can be put to.
+"""Properties P1-P9 of DESIGN.md section 3, as checks any builder can be put to.
 
 Each ``check_*`` takes a builder (an audited one from
 :func:`~metadata_builders.get_builder`) and one batch, and raises
@@ -28,7 +28,7 @@ from metadata_builders.properties.graph import (
 )
 from metadata_builders.properties.mirror import check_p2_mirror
 from metadata_builders.properties.spec import PROPERTIES, PropertyResult, PropertySpec, run_all, verdict
-from metadata_builders.properties.state import check_p8_inputs_untouched
+from metadata_builders.properties.state import check_p8_inputs_untouched, check_p9_no_hidden_state, history_for
 from metadata_builders.properties.syncs import check_p7_capture_safety, check_sync_contract, contract_role
 
 __all__ = [
@@ -44,10 +44,12 @@ __all__ = [
     "check_p6_fault_model",
     "check_p7_capture_safety",
     "check_p8_inputs_untouched",
+    "check_p9_no_hidden_state",
     "check_sync_contract",
     "contract_role",
     "fewer_requests_batch",
     "filled_tier_batch",
+    "history_for",
     "p1_differences",
     "replay_sequence",
     "run_all",

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from metadata_builders.batch import VerifyBatch
-from metadata_builders.metadata import FIELD_NAMES, VerifyMetadata, first_difference
+from metadata_builders.metadata import FIELD_NAMES, FIELDS, VerifyMetadata, first_difference
 from metadata_builders.properties._common import (
     _DECISION_NAMES,
     _REFERENCE,
@@ -35,6 +35,7 @@ def check_p1_reference(builder, batch: VerifyBatch) -> list[str]:
             notes.append(Partial(f"fields not observable in builder {_name(builder)!r}: "
                                  f"{', '.join(actual.not_observable)}"))
         _compare("P1", variant, expected, actual, "builder vs reference")
+        _check_dtypes("P1", variant, actual)
         for name in _DECISION_NAMES:
             e, a = getattr(expected.decision, name), getattr(actual.decision, name)
             if e != a:
@@ -62,9 +63,24 @@ def p1_differences(builder, batch: VerifyBatch) -> set[str]:
         for name in _DECISION_NAMES:
             if getattr(expected.decision, name) != getattr(actual.decision, name):
                 found.add(f"{variant.label}|decision.{name}")
+        found.update(f"{variant.label}|{name}.dtype" for name, _, _ in _wrong_dtypes(actual))
         if actual.audit.faults:
             found.add(f"{variant.label}|audit.faults")
     return found
+
+
+def _wrong_dtypes(md: VerifyMetadata) -> list[tuple[str, str, str]]:
+    """(field, the dtype upstream's consumers take, the builder's) for each tensor field of another dtype."""
+    return [(name, FIELDS[name].dtype, dtype) for name, dtype in md.dtypes.items()
+            if name in FIELDS and dtype != FIELDS[name].dtype]
+
+
+def _check_dtypes(prop: str, variant: Variant, md: VerifyMetadata) -> None:
+    wrong = _wrong_dtypes(md)
+    if wrong:
+        name, want, got = wrong[0]
+        raise _fail(prop, variant, "a tensor field has another dtype than its consumers take (metadata.FIELDS)",
+                    field=f"{name}.dtype", expected=want, actual=got)
 
 
 def _fail_on_faults(prop: str, variant: Variant, batch: VerifyBatch, md: VerifyMetadata) -> None:

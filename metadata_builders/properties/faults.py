@@ -34,7 +34,9 @@ def check_p6_fault_model(builder, batch: VerifyBatch) -> list[str]:
                         field="audit.faults", expected=[], actual=got)
         used = actual.decision.used_output_size
         if got and not used:
-            raise _fail("P6", variant, "a synced token map faulted", field="audit.faults", expected=[], actual=got)
+            first = actual.audit.faults[0]
+            raise _fail("P6", variant, f"a synced token map faulted ({first.op} in {first.stage})", field="audit.faults",
+                        expected=[], actual=got)
         if got and not batch.is_dspark and variant.gate == "dspark":
             raise _fail("P6", variant, "EAGLE faulted under the dspark gate", field="audit.faults", expected=[], actual=got)
         g = batch.graph

@@ -241,7 +241,8 @@ def _check_replay(builder, batch: VerifyBatch, graph_variants: list[Variant], se
                             field=field, expected="the captured address", actual="a new tensor")
             if replayed.audit.inputs_written:
                 change = replayed.audit.inputs_written[0]
-                raise _fail("P8", variant, f"{what} modified the graph runner's static input buffer",
+                raise _fail("P5", variant, f"{what} modified the graph runner's static input buffer (P8's rule, "
+                            "found during P5's replay sequence)",
                             field=change.name, index=change.index, expected=change.before, actual=change.after)
             fresh = builder.build(other, variant)
             _compare("P5", variant, fresh, replayed, f"{what} vs a fresh build")

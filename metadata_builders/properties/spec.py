@@ -12,7 +12,7 @@ from metadata_builders.properties.equality import check_p1_reference, check_p3_s
 from metadata_builders.properties.faults import check_p6_fault_model
 from metadata_builders.properties.graph import check_p5_graph_vs_eager
 from metadata_builders.properties.mirror import check_p2_mirror
-from metadata_builders.properties.state import check_p8_inputs_untouched
+from metadata_builders.properties.state import check_p8_inputs_untouched, check_p9_no_hidden_state
 from metadata_builders.properties.syncs import check_p7_capture_safety
 
 
@@ -49,7 +49,8 @@ def _needs_uniform(batch: VerifyBatch) -> str | None:
 PROPERTIES: tuple[PropertySpec, ...] = (
     PropertySpec("P1", "every variant = reference", check_p1_reference,
                  ({}, {"graph": True, "ragged": True}, {"ragged": False})),
-    PropertySpec("P2", "mirrors agree, only tolist syncs", check_p2_mirror, ({"ragged": False},), _needs_uniform),
+    PropertySpec("P2", "mirrors agree, only tolist syncs, stale mirrors caught", check_p2_mirror,
+                 ({"ragged": False}, {"stale_mirror": True}), _needs_uniform),
     PropertySpec("P3", "output_size map = synced map", check_p3_sync_free, ({},)),
     PropertySpec("P4", "gate decision table", check_p4_gate, ({},)),
     PropertySpec("P5", "graph = eager, pads inert, replay", check_p5_graph_vs_eager,
@@ -57,6 +58,7 @@ PROPERTIES: tuple[PropertySpec, ...] = (
     PropertySpec("P6", "HIP fault model", check_p6_fault_model, ({"divergence": True},)),
     PropertySpec("P7", "sync contract, capture safety", check_p7_capture_safety, ({},)),
     PropertySpec("P8", "inputs untouched", check_p8_inputs_untouched, ({},)),
+    PropertySpec("P9", "no hidden state between builds", check_p9_no_hidden_state, ({},)),
 )
 
 Status = Literal["held", "failed", "partial", "not applicable"]

@@ -1,17 +1,46 @@
-"""P8 (inputs untouched) and P9 (no hidden state between builds)."""
+"""P8 (inputs untouched) and P9 (no hidden state between builds).
+
+P9's history is derived from the batch itself, so a P9 failure replays from the
+batch alone.  Worked example: ``seq_lens=[5, 3]``, ``verify_lens=[2, 1]`` on a tier
+of 3 rows / 8 tokens capped at 2 (pad row 2 takes 2 tokens, tokens 5..7 are an
+uncovered tail in slot 0), table width 12, slot 3 spare.  A fresh builder first
+builds (every variant, and a capture and replay of the graph path) the batch
+with other values (:func:`~metadata_builders.properties.graph.same_tier_batch`),
+then its largest form (:func:`largest_batch`): prefixes as long as the table
+allows, the pad row filled by a request in slot 3, the cap dropped, so the last
+real row covers tokens 3..7.  Then the batch itself: each variant must equal its
+build on a second freshly constructed builder.  A buffer reused across calls and
+refreshed only up to the covered tokens keeps slot 3 in tokens 5..7; a page table
+cached by batch size keeps the wider one.
+"""
 
 from __future__ import annotations
 
-from metadata_builders.batch import VerifyBatch
-from metadata_builders.properties._common import Partial, _fail, _name, _variants
+from typing import Any
+
+from metadata_builders.batch import GraphTier, VerifyBatch
+from metadata_builders.errors import InvalidBatch
+from metadata_builders.metadata import first_difference
+from metadata_builders.properties._common import (
+    _DECISION_NAMES,
+    _REFERENCE,
+    Partial,
+    _clean,
+    _compare,
+    _fail,
+    _name,
+    _variants,
+)
+from metadata_builders.properties.graph import filled_tier_batch, same_tier_batch
 from metadata_builders.reference import ReferenceBuilder
 
 
 def check_p8_inputs_untouched(builder, batch: VerifyBatch) -> list[str]:
-    """P8: a build leaves every input it was handed bit-identical (device tensors and host mirrors).
+    """P8: a build (and a graph replay) leaves every input it was handed bit-identical.
 
     In-place updates of a caller's ``seq_lens`` are the classic graph-replay bug.
-    Replays are checked by P5, which refills the runner's static buffers.
+    A builder that models graph replay is also captured and replayed once, on the
+    first graph variant; P5's longer replay sequence checks the same rule on every step.
     """
     if isinstance(builder, ReferenceBuilder):
         return ["the reference has no device inputs; nothing to check"]
@@ -19,10 +48,146 @@ def check_p8_inputs_untouched(builder, batch: VerifyBatch) -> list[str]:
         return [Partial(f"builder {_name(builder)!r} builds its own inputs from the batch (deprecated "
                         "build(batch, variant)); nothing of the harness's to check")]
     notes: list[str] = []
+    replayed = False
     for variant in _variants(builder, batch, notes):
-        actual = builder.build(batch, variant)
-        if actual.audit.inputs_written:
-            change = actual.audit.inputs_written[0]
-            raise _fail("P8", variant, "the build modified an input it was handed", field=change.name,
-                        index=change.index, expected=change.before, actual=change.after)
+        _check_untouched(variant, builder.build(batch, variant), "the build")
+        if variant.path == "graph" and not replayed and getattr(builder, "can_replay", False):
+            clean, replayed = _clean(batch), True
+            captured = builder.capture(clean, variant)
+            _check_untouched(variant, builder.replay(captured, clean), "a graph replay")
     return notes
+
+
+def _check_untouched(variant, md, what: str) -> None:
+    if md.audit.inputs_written:
+        change = md.audit.inputs_written[0]
+        raise _fail("P8", variant, f"{what} modified an input it was handed", field=change.name,
+                    index=change.index, expected=change.before, actual=change.after)
+
+
+# -- P9 -------------------------------------------------------------------------------------------
+
+
+def longer_prefixes_batch(batch: VerifyBatch) -> VerifyBatch | None:
+    """The batch with every prefix as long as its row of the table allows (a wider page table).
+
+    None when nothing grows or the result would be invalid.
+    """
+    width = batch.max_context
+    seq_lens = [max(s, width - e) for s, e in zip(batch.seq_lens, batch.extend_lens)]
+    if seq_lens == list(batch.seq_lens):
+        return None
+    try:
+        return batch.replace(seq_lens=seq_lens)
+    except InvalidBatch:
+        return None
+
+
+def grown_batch(batch: VerifyBatch) -> VerifyBatch | None:
+    """More requests than the batch: the tier filled (graph), or every spare slot added (eager).
+
+    Each new request has a prefix of 1 and verifies as many tokens as it may.
+    """
+    if batch.graph is not None:
+        return filled_tier_batch(batch)
+    used = set(batch.req_pool_indices)
+    spare = [s for s in range(1, batch.num_slots) if s not in used]
+    if not spare:
+        return None
+    extend = batch.num_draft_tokens
+    added = [batch.req_to_token[slot][1 + j] for slot in spare for j in range(extend)]
+    try:
+        return batch.replace(
+            seq_lens=list(batch.seq_lens) + [1] * len(spare),
+            req_pool_indices=list(batch.req_pool_indices) + spare,
+            verify_lens=None if batch.verify_lens is None else list(batch.verify_lens) + [extend] * len(spare),
+            out_cache_loc=list(batch.out_cache_loc) + added,
+        )
+    except InvalidBatch:
+        return None
+
+
+def uncapped_batch(batch: VerifyBatch) -> VerifyBatch | None:
+    """The batch on its tier without the cap: every token of the tier covered by a row (another graph)."""
+    g = batch.graph
+    if g is None or g.cap is None:
+        return None
+    try:
+        return batch.replace(graph=GraphTier(g.padded_bs, g.graph_num_tokens, None))
+    except InvalidBatch:
+        return None
+
+
+def largest_batch(batch: VerifyBatch) -> VerifyBatch | None:
+    """The most the batch's shape can hold: longer prefixes, then more requests, then no cap (each if valid)."""
+    largest = batch
+    for grow in (longer_prefixes_batch, grown_batch, uncapped_batch):
+        largest = grow(largest) or largest
+    return None if largest == batch else largest
+
+
+def history_for(batch: VerifyBatch) -> list[VerifyBatch]:
+    """What P9 builds on a builder before ``batch``: the batch with other values, then its largest form
+    (last, so what it leaves in a reused buffer is freshest when ``batch`` is built)."""
+    batch = _clean(batch)
+    out: list[VerifyBatch] = []
+    for earlier in (same_tier_batch(batch), largest_batch(batch)):
+        if earlier is not None and earlier != batch and earlier not in out:
+            out.append(earlier)
+    return out
+
+
+def play_history(builder: Any, history: list[VerifyBatch]) -> None:
+    """Build each batch of ``history`` on ``builder``: the first variant of each path, and one graph replay.
+
+    Enough to leave behind whatever a builder keeps between calls; every variant of
+    the batch under test is then compared (:func:`check_p9_no_hidden_state`).
+    """
+    for earlier in history:
+        firsts: dict[str, Any] = {}
+        for variant in _variants(builder, earlier, []):
+            firsts.setdefault(variant.path, variant)
+        for variant in firsts.values():
+            builder.build(earlier, variant)
+        if "graph" in firsts and getattr(builder, "can_replay", False):
+            builder.replay(builder.capture(earlier, firsts["graph"]), earlier)
+
+
+def check_p9_no_hidden_state(builder, batch: VerifyBatch) -> list[str]:
+    """P9: a batch built after other builds and replays equals its build on a freshly constructed builder.
+
+    Each variant built after the history is compared with the reference first; only
+    where it differs is a fresh builder asked (a difference the fresh builder shares
+    is P1's, not hidden state).
+    """
+    if isinstance(builder, ReferenceBuilder):
+        return ["the reference keeps no state; nothing to check"]
+    if not callable(getattr(builder, "fresh", None)) or getattr(builder, "factory", None) is None:
+        return [Partial(f"P9 not checked: builder {_name(builder)!r} cannot be constructed afresh (no factory)")]
+    batch = _clean(batch)
+    history = history_for(batch)
+    if not history:
+        return ["no other batch of this shape to build first; nothing to check"]
+    seasoned = builder.fresh()
+    play_history(seasoned, history)
+    notes: list[str] = []
+    clean = None
+    what = f"after {len(history)} other batch(es) on the same builder vs a freshly constructed one"
+    for variant in _variants(builder, batch, notes):
+        got = seasoned.build(batch, variant)
+        if _same(_REFERENCE.build(batch, variant), got):
+            continue
+        clean = clean or builder.fresh()
+        want = clean.build(batch, variant)
+        _compare("P9", variant, want, got, what)
+        for name in _DECISION_NAMES:
+            if getattr(want.decision, name) != getattr(got.decision, name):
+                raise _fail("P9", variant, f"{what}: the decision differs", field=f"decision.{name}",
+                            expected=getattr(want.decision, name), actual=getattr(got.decision, name))
+    return notes
+
+
+def _same(expected: Any, actual: Any) -> bool:
+    """Fields and decision as the reference has them (the fast path: no fresh builder needed)."""
+    return first_difference(expected.fields, actual.fields) is None and all(
+        getattr(expected.decision, n) == getattr(actual.decision, n) for n in _DECISION_NAMES)

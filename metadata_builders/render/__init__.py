@@ -4,10 +4,14 @@ Engineers debugging a failure would rather look than read 500-element lists.
 The package has one module per job, each importing only the ones above it:
 
 ============  ==============================================================================
-analysis      :func:`analyse` turns a batch into an :class:`Analysis` (pure data: rows, token
-              cells and their kinds, every place a builder disagrees with the reference,
-              every fault the device model saw), on top of ``metadata.first_difference``
-              and ``metadata.FIELDS``; its docstring walks through a worked example
+model         :class:`Analysis` and its parts as pure data (rows, token cells and their
+              kinds, disagreements, faults) and what of it a picture draws
+differences   every place a builder disagrees with the reference (or a variant of its
+              path with another), on top of ``metadata.first_difference`` and
+              ``metadata.FIELDS``
+analysis      :func:`analyse` turns a batch into an :class:`Analysis`: runs the builds,
+              lays out the drawn one, compares, reads the faults; its docstring walks
+              through a worked example
 png           :func:`render_png` draws an analysis with matplotlib (Agg canvas); without
               matplotlib it raises ``PlotExtraMissing`` naming the ``plot`` extra
 html          :func:`render_html` writes one self-contained page (CSS and script from
@@ -20,7 +24,10 @@ matplotlib is imported only when a PNG is drawn, so the package works without it
 
 from __future__ import annotations
 
-from metadata_builders.render.analysis import (
+from metadata_builders.render.analysis import analyse, short_label
+from metadata_builders.render.files import render_files, write_doc_picture
+from metadata_builders.render.html import html_page, render_html
+from metadata_builders.render.model import (
     MAX_LISTED,
     MAX_ROWS,
     MAX_TOKENS_PER_ROW,
@@ -30,11 +37,7 @@ from metadata_builders.render.analysis import (
     DrawnRow,
     FaultMark,
     Row,
-    analyse,
-    short_label,
 )
-from metadata_builders.render.files import render_files, write_doc_picture
-from metadata_builders.render.html import html_page, render_html
 from metadata_builders.render.png import render_png
 
 __all__ = [

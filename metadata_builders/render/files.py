@@ -6,8 +6,9 @@ import os
 from typing import TYPE_CHECKING
 
 from metadata_builders.errors import PlotExtraMissing
-from metadata_builders.render.analysis import Analysis, analyse
+from metadata_builders.render.analysis import analyse
 from metadata_builders.render.html import render_html
+from metadata_builders.render.model import Analysis
 from metadata_builders.render.png import render_png
 
 if TYPE_CHECKING:

@@ -1,4 +1,4 @@
-"""The self-contained HTML page of an :class:`~metadata_builders.render.analysis.Analysis`.
+"""The self-contained HTML page of an :class:`~metadata_builders.render.model.Analysis`.
 
 One file, no network: the style (``assets/page.css``) and the hover script
 (``assets/page.js``) ship as package data and are inlined into every page.  The
@@ -21,13 +21,8 @@ from importlib import resources
 from typing import TYPE_CHECKING
 
 from metadata_builders.render._style import COLOURS, KIND_LABELS
-from metadata_builders.render.analysis import (
-    MAX_TOKENS_PER_ROW,
-    Analysis,
-    Cell,
-    DrawnRow,
-    analyse,
-)
+from metadata_builders.render.analysis import analyse
+from metadata_builders.render.model import MAX_TOKENS_PER_ROW, Analysis, Cell, DrawnRow
 
 if TYPE_CHECKING:
     from collections.abc import Iterable

@@ -1,4 +1,4 @@
-"""The PNG picture of an :class:`~metadata_builders.render.analysis.Analysis` (matplotlib, Agg canvas).
+"""The PNG picture of an :class:`~metadata_builders.render.model.Analysis` (matplotlib, Agg canvas).
 
 The figure is a grid of token cells on the left and a side panel on the right::
 
@@ -25,13 +25,13 @@ from typing import TYPE_CHECKING, Any
 
 from metadata_builders.errors import PlotExtraMissing
 from metadata_builders.render._style import COLOURS, KIND_LABELS
-from metadata_builders.render.analysis import (
+from metadata_builders.render.analysis import analyse
+from metadata_builders.render.model import (
     MAX_LISTED,
     MAX_TOKENS_PER_ROW,
     Analysis,
     DrawnRow,
     FaultMark,
-    analyse,
 )
 
 if TYPE_CHECKING:

@@ -80,6 +80,31 @@ _SPECS: tuple[MutantSpec, ...] = (
         "_log.debug(f\"target verify {inputs.variant.label}: extend_seq_lens={layout.extend_seq_lens}\")",
         "debug logging of tensors in hot paths (every f-string with a CUDA tensor is a cudaMemcpy + sync)",
     ),
+    MutantSpec(
+        "seq_lens_to_cpu_async_copy", "target_verify", "device-to-host copy spelled .to(\"cpu\")",
+        "A host copy of seq_lens is taken with .to(\"cpu\", non_blocking=True) for a debug log: a device-to-host "
+        "read on every path, the sync-free ones included (on CPU \"cpu\" and the device were once the same name).",
+        "    layout = verify_extension(inputs, seq_lens_cpu)\n"
+        "    _log.debug(\"target verify %s: %d rows, %d tokens\", inputs.variant.label, inputs.rows, layout.num_tokens)",
+        "    host_seq_lens = inputs.seq_lens.to(\"cpu\", non_blocking=True)\n"
+        "    layout = verify_extension(inputs, seq_lens_cpu)\n"
+        "    _log.debug(\"target verify %s: %d rows, %d tokens, prefixes %s\", inputs.variant.label, inputs.rows,\n"
+        "               layout.num_tokens, host_seq_lens)",
+        "SGLang spells asynchronous device-to-host copies x.to(\"cpu\", non_blocking=True); the CPU gate once saw none",
+    ),
+    MutantSpec(
+        "mirror_validation_by_sum", "validate_mirror", "stale-mirror check compares sums",
+        "Opt-in mirror validation compares the sums of seq_lens and the host mirror: a stale mirror with two "
+        "rows swapped, or one row ahead and another behind, passes silently.",
+        "    for i, (want, got) in enumerate(zip(seq_lens.tolist(), seq_lens_cpu)):\n"
+        "        if want != got:\n"
+        "            raise StaleMirror(i, want, got)",
+        "    device = seq_lens.tolist()\n"
+        "    if sum(device) != sum(seq_lens_cpu):\n"
+        "        i = next(i for i, (a, b) in enumerate(zip(device, seq_lens_cpu)) if a != b)\n"
+        "        raise StaleMirror(i, device[i], seq_lens_cpu[i])",
+        "cheap consistency checks (a sum, a max) guarding a host mirror of device lengths",
+    ),
     # -- stage 1: verify extension --------------------------------------------------------------
     MutantSpec(
         "dropped_dspark_gate", "verify_extension", "gate dropped (ungated rule under gate=dspark)",
@@ -152,6 +177,16 @@ _SPECS: tuple[MutantSpec, ...] = (
         "seq_lens = inputs.seq_lens.add_(extend)",
         "in-place updates of forward_batch.seq_lens, the classic graph-replay corruption",
     ),
+    MutantSpec(
+        "async_staging_on_device_mirror", "verify_extension", "host staging where the lengths are built on the device",
+        "Without a host mirror the uniform extend lengths are staged on the host and copied over asynchronously, "
+        "like the mirror path, instead of full_like on the device: the copy can be stale or in flight, so the "
+        "sync-free token map of mirror=device can fault where the model says it cannot.",
+        "            extend = torch.full_like(inputs.seq_lens, draft)",
+        "            staged = torch.full((rows,), draft, dtype=_I32)\n"
+        "            extend = staged.to(device, non_blocking=True)",
+        "upstream _move_to_device staging of host-built lengths; " + "the AMD fault needs only one stale async copy",
+    ),
     # -- stage 1: tier padding (pad_verify_lens_to_bucket) ----------------------------------------
     MutantSpec(
         "tier_slack_first_real_row", "pad_verify_lens_to_bucket", "tier slack given to the wrong row",
@@ -195,6 +230,14 @@ _SPECS: tuple[MutantSpec, ...] = (
         "Uncovered-tail tokens get seq_lens_casual 0 (position -1) instead of 1.",
         "casual = torch.where(is_real, casual, torch.ones_like(casual))",
         "casual = torch.where(is_real, casual, torch.zeros_like(casual))",
+    ),
+    MutantSpec(
+        "seq_lens_casual_int64", "causal_expansion", "int64 where consumers take int32",
+        "The causal expansion returns seq_lens_casual in int64 (the torch arithmetic's dtype) instead of the "
+        "int32 the attention kernels take: same values, and positions_casual and swa_topk_lengths follow.",
+        "    return casual.to(_I32), inputs.req_pool_indices[r]",
+        "    return casual, inputs.req_pool_indices[r]",
+        "int64 index tensors handed to kernels compiled for int32 (read as pairs of int32 on the device)",
     ),
     # -- stage 3: core metadata --------------------------------------------------------------------
     MutantSpec(
@@ -270,6 +313,23 @@ _SPECS: tuple[MutantSpec, ...] = (
         "torch.remainder(positions.to(_I64), inputs.geometry.swa_window)",
     ),
     # -- graph replay --------------------------------------------------------------------------------
+    MutantSpec(
+        "stateful_scratch_tail", "HipBuilder.build", "hidden state: a scratch buffer reused across calls",
+        "The per-token store slots go through a scratch buffer the builder grows lazily and reuses across calls, "
+        "refilling only the tokens the rows cover: a padded tail keeps the slots of the last larger batch "
+        "(a fresh builder's zeroed scratch happens to be right).",
+        "        return target_verify(inputs, check_mirror=self.validate_mirror)",
+        "        md = target_verify(inputs, check_mirror=self.validate_mirror)\n"
+        "        slots = md.fields[\"verify_store_state_slot\"]\n"
+        "        scratch = getattr(self, \"_scratch\", None)\n"
+        "        if scratch is None or scratch.shape[0] < slots.shape[0]:\n"
+        "            scratch = self._scratch = torch.zeros_like(slots)\n"
+        "        n = md.decision.num_tokens\n"
+        "        scratch[:n] = slots[:n]\n"
+        "        md.fields[\"verify_store_state_slot\"] = scratch[: slots.shape[0]]\n"
+        "        return md",
+        "persistent buffers sized for the largest batch seen, refreshed only up to the real token count",
+    ),
     MutantSpec(
         "replay_refreshes_captured_rows_only", "HipBuilder.replay", "replay refreshes only the captured rows",
         "Replay copies the per-row fields only for as many requests as the captured batch had: when a "

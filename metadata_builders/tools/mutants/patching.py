@@ -26,6 +26,7 @@ import functools
 import inspect
 import linecache
 import textwrap
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
 from metadata_builders.errors import MutantDoesNotApply, UnknownMutant
@@ -160,7 +161,18 @@ def mutant_builder(name: str, device: str = "cpu") -> AuditedBuilder:
     if name not in MUTANTS:
         raise UnknownMutant(name, list(MUTANTS))
     device = resolve_device(device)
-    return AuditedBuilder(mutant_builder_class()(MUTANTS[name], device), device, f"mutants:{name}")
+    factory = _MutantFactory(name)
+    return AuditedBuilder(factory(device=device), device, f"mutants:{name}", factory=factory)
+
+
+@dataclass(frozen=True)
+class _MutantFactory:
+    """Constructs mutant ``name``'s builder (picklable, so a fresh one can be made in a worker)."""
+
+    name: str
+
+    def __call__(self, device: str = "cpu") -> Any:
+        return mutant_builder_class()(MUTANTS[self.name], device)
 
 
 def _factory(spec: MutantSpec) -> Callable[..., AuditedBuilder]:

@@ -1,0 +1,390 @@
+"""The audit of one build: the two torch layers it watches from, the reads it records, the device it models.
+
+:class:`DeviceAudit` watches a build at two levels of torch at once: the
+**dispatch** level (a ``TorchDispatchMode``: ``aten._local_scalar_dense`` behind
+``item``, ``int()``, ``bool()``, ``0 in t``, slice bounds and sizes; device-to-host
+``copy_``; ops whose output shape depends on device data) and the **function**
+level (a ``TorchFunctionMode``: ``tolist``, ``cpu``, ``numpy``, ``np.asarray``,
+``str``, f-strings, ``torch.tensor([t[0], t[1]])``, ``.to(host)``, factories and
+``.device``).  Each read becomes one :class:`~metadata_builders.metadata.SyncRecord`:
+the op, its kind, the builder function, the harness inputs it depends on
+(:mod:`.residency`).  A divergence is delivered to every asynchronous
+host-to-device copy of the extend lengths it names; kernels follow the HIP model
+(:mod:`.device_model`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator
+
+import torch
+from torch.overrides import TorchFunctionMode
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from metadata_builders.audit.device_model import _caller_stage, _HipDeviceModel, _model_bookkeeping
+from metadata_builders.audit.residency import (
+    _NO_READS,
+    _READS,
+    _RESIDENT,
+    DEVICE,
+    _flat,
+    _host_copy,
+    _host_spelling,
+    _is_device,
+    _mark,
+    _non_blocking,
+    _on_host_device,
+    _placement,
+    _reads,
+    _reads_of,
+    _tensors,
+    is_device_resident,
+)
+from metadata_builders.metadata import FaultRecord, ReadKind, SyncRecord, TokenMap
+
+__all__ = ["DeviceAudit", "kernel_launch"]
+
+aten = torch.ops.aten
+
+_DEVICE_ATTR = torch.Tensor.device
+
+
+
+_FACTORIES = frozenset(
+    {"tensor", "as_tensor", "arange", "zeros", "ones", "full", "empty", "empty_strided", "randint", "rand",
+     "randn", "linspace", "eye", "from_numpy", "range", "zeros_like", "ones_like", "full_like", "empty_like"}
+)
+_HOST_RESULTS = frozenset({"cpu", "numpy", "tolist", "__array__", "__repr__", "__format__", "__str__"})
+_SCALAR_OPS = frozenset({aten._local_scalar_dense, aten.is_nonzero, aten.equal, aten.allclose})
+_SHAPE_OPS = frozenset(
+    {aten.nonzero, aten.argwhere, aten._unique, aten._unique2, aten.unique_dim, aten.unique_consecutive,
+     aten.unique_dim_consecutive, aten.masked_select, aten.bincount}
+)
+_LIKE_FACTORIES = frozenset(
+    {aten.empty_like, aten.zeros_like, aten.ones_like, aten.full_like, aten.rand_like, aten.randn_like,
+     aten.new_empty, aten.new_zeros, aten.new_ones, aten.new_full, aten.new_empty_strided}
+)
+_GATHERS = frozenset({aten.index, aten.index_select, aten.gather})
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+def _op_name(func: Callable) -> str:
+    name = getattr(func, "__name__", repr(func))
+    qual = getattr(func, "__qualname__", "")
+    if qual.startswith(("TensorBase.", "Tensor.")):
+        return f"Tensor.{name}"
+    return f"torch.{name}"
+
+
+_SCALAR, _SHAPE, _INDEX, _COPY, _GATHER, _REPEAT, _LIKE, _MUTATES, _OTHER = range(9)
+_KINDS: dict[Any, int] = {}
+
+
+
+
+def _kind(func: Any) -> int:
+    """What an aten overload is to the audit (cached: the schema is looked up once per overload)."""
+    kind = _KINDS.get(func)
+    if kind is None:
+        packet = func.overloadpacket
+        if func is aten.repeat_interleave.Tensor:
+            kind = _REPEAT
+        elif packet in _SCALAR_OPS:
+            kind = _SCALAR
+        elif packet in _SHAPE_OPS:
+            kind = _SHAPE
+        elif packet is aten.copy_:
+            kind = _COPY
+        elif packet is aten.index:
+            kind = _INDEX
+        elif packet in _GATHERS:
+            kind = _GATHER
+        elif func._schema.is_mutable:
+            kind = _MUTATES
+        elif packet in _LIKE_FACTORIES:
+            kind = _LIKE
+        else:
+            kind = _OTHER
+        _KINDS[func] = kind
+    return kind
+
+
+@dataclass(slots=True)
+class _Call:
+    """The Python-level torch call being handled (the spelling a record names)."""
+
+    func: Callable
+    recorded: bool = False
+
+
+class DeviceAudit(_HipDeviceModel):
+    """Context manager: audit the syncs and model the device faults of one build.
+
+    ``host_syncs``, ``faults`` and ``token_maps`` fill as the builder runs.
+    ``mark_input`` marks a harness-made tensor device-resident under its input
+    name.  ``divergence=(clean, device)`` makes every ``non_blocking``
+    host-to-device copy of a 1-D tensor holding ``clean`` deliver ``device``.
+    """
+
+    def __init__(self, *, divergence: tuple[list[int], list[int]] | None = None) -> None:
+        self.host_syncs: list[SyncRecord] = []
+        self.faults: list[FaultRecord] = []
+        self.token_maps: list[TokenMap] = []
+        self.divergence = divergence
+        self.divergence_delivered = 0
+        """How many asynchronous copies received the divergence."""
+        self._current: _Call | None = None
+        self._suspended = False
+        self._stack = contextlib.ExitStack()
+
+    def __enter__(self) -> DeviceAudit:
+        from metadata_builders.audit_triton import interpreted_launches
+
+        # Any builder's interpreted Triton launch runs inside kernel_launch (only if triton is loaded).
+        self._stack.enter_context(interpreted_launches(kernel_launch))
+        self._stack.enter_context(_DispatchLayer(self))
+        self._stack.enter_context(_FunctionLayer(self))
+        _ACTIVE.append(self)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        _ACTIVE.remove(self)
+        self._stack.close()
+
+    @staticmethod
+    def mark_input(t: torch.Tensor, name: str) -> torch.Tensor:
+        """Mark a harness input device-resident, reading the input ``name``; return it."""
+        _mark(t, True, frozenset({name}))
+        return t
+
+    # -- records ---------------------------------------------------------------------------
+
+    def _record(self, kind: ReadKind, sources: list[torch.Tensor], op: str | None = None) -> None:
+        call = self._current
+        if call is not None:
+            if call.recorded:
+                return
+            call.recorded = True
+        reads = sorted(_reads_of(sources))
+        name = op or (_op_name(call.func) if call is not None else "<dispatch>")
+        self.host_syncs.append(SyncRecord(name, _caller_stage(), "observed", kind=kind, reads=tuple(reads)))
+
+    def _fault(self, kind: str, count: int, op: str, output_size: int | None = None,
+               device_sum: int | None = None) -> None:
+        self.faults.append(FaultRecord(kind, count, op, _caller_stage(), output_size, device_sum))  # type: ignore[arg-type]
+
+    # -- function level --------------------------------------------------------------------
+
+    def on_function(self, func: Callable, args: tuple, kwargs: dict) -> Any:
+        if self._suspended:
+            return func(*args, **kwargs)
+        name = getattr(func, "__name__", "")
+        if name == "__get__":
+            if func.__self__ is _DEVICE_ATTR and args and args[0].is_cpu and getattr(args[0], _RESIDENT, False):
+                return DEVICE
+            return func(*args, **kwargs)
+        call = _Call(func)
+        self._current = call
+        try:
+            first = args[0] if args else None
+            if name in _HOST_RESULTS and is_device_resident(first):
+                return self._read_back(func, name, args, kwargs)
+            if name in _FACTORIES:
+                return self._factory(func, name, args, kwargs)
+            if name == "to" and isinstance(first, torch.Tensor):
+                return self._to(func, args, kwargs)
+            return func(*args, **kwargs)
+        finally:
+            self._current = None
+
+    def _read_back(self, func: Callable, name: str, args: tuple, kwargs: dict) -> Any:
+        """``cpu``, ``tolist``, ``numpy``, ``str``, ``.to(host)`` of a device tensor: one read, recorded."""
+        first = args[0]
+        self._record("scalar" if first.dim() == 0 else "copy", [first])
+        self._suspended = True  # what formatting or the copy does inside is host work
+        try:
+            out = func(*args, **kwargs)
+        finally:
+            self._suspended = False
+        return _host_copy(out, first) if name in ("cpu", "to") else out
+
+    def _to(self, func: Callable, args: tuple, kwargs: dict) -> Any:
+        """``x.to(...)``: down to the host is a read, up to the device a copy the divergence may hit."""
+        where = _placement(args, kwargs)
+        if is_device_resident(args[0]):
+            if where == "host":
+                return self._read_back(func, "to", args, kwargs)
+            if where == "device":  # device to device: no copy, as on a GPU
+                args, kwargs = _on_host_device(args, kwargs)
+            return func(*args, **kwargs)
+        if where == "device":
+            return self._host_to_device(func, args, kwargs)
+        return func(*args, **kwargs)
+
+    def _factory(self, func: Callable, name: str, args: tuple, kwargs: dict) -> Any:
+        if name in ("tensor", "as_tensor") and args and not isinstance(args[0], torch.Tensor):
+            inside = [t for t in _tensors(args[0]) if is_device_resident(t)]
+            if inside:
+                self._record("copy", inside)
+        device = kwargs.get("device")
+        if device is None or kwargs.get("pin_memory") or not _is_device(device):
+            return func(*args, **kwargs)
+        out = func(*args, **{**kwargs, "device": _host_spelling(device)})
+        if any(out is t for t in _tensors(args)):
+            out = out.clone()  # a real device makes a copy; never mark the caller's host tensor
+        _mark(out, True, _NO_READS)
+        return out
+
+    def _host_to_device(self, func: Callable, args: tuple, kwargs: dict) -> torch.Tensor:
+        src = args[0]
+        if _non_blocking(args, kwargs):
+            src = self._delivered(src)
+        args, kwargs = _on_host_device(args, kwargs)
+        out = func(src, *args[1:], **kwargs)
+        if out is args[0] or out is src:
+            out = out.clone()
+        _mark(out, True, _reads(args[0]))
+        return out
+
+    def _delivered(self, src: torch.Tensor) -> torch.Tensor:
+        """What an asynchronous host-to-device copy of ``src`` delivers under the divergence."""
+        if self.divergence is None or src.dim() != 1 or src.device.type != "cpu":
+            return src
+        clean, device = self.divergence
+        if src.shape[0] != len(clean) or src.tolist() != clean:
+            return src
+        self.divergence_delivered += 1
+        return torch.tensor(device, dtype=src.dtype)
+
+    # -- dispatch level ----------------------------------------------------------------------
+
+    def on_dispatch(self, func: Any, args: tuple, kwargs: dict) -> Any:
+        if self._suspended:
+            return func(*args, **kwargs)
+        kind = _kind(func)
+        inputs = _flat(args, kwargs)
+        on_device = [t for t in inputs if is_device_resident(t)] if inputs else inputs
+        if on_device and any(t.is_meta for t in inputs):
+            return func(*args, **kwargs)
+        if on_device:
+            if kind is _REPEAT:
+                with _model_bookkeeping():
+                    return self._repeat_interleave(func, args, kwargs)
+            if kind is _SCALAR:
+                self._record("scalar", on_device)
+            elif kind is _SHAPE:
+                self._record("shape", on_device)
+            elif kind is _INDEX and any(t.dtype in (torch.bool, torch.uint8) for t in _tensors(args[1])):
+                self._record("shape", on_device)
+            elif kind is _COPY and is_device_resident(args[1]) and not is_device_resident(args[0]):
+                self._record("copy", [args[1]])
+            if (kind is _INDEX or kind is _GATHER) and is_device_resident(args[0]):
+                with _model_bookkeeping():
+                    out = self._gather(func, args, kwargs)
+                _mark(out, True, _reads_of(inputs))
+                return out
+        if (kind is _COPY and is_device_resident(args[0]) and not is_device_resident(args[1])
+                and _non_blocking(args, kwargs)):
+            args = (args[0], self._delivered(args[1]), *args[2:])
+        out = func(*args, **kwargs)
+        if kind is _COPY or kind is _MUTATES:
+            # In place (add_, copy_, index_put_, ...): the mutated tensor stays where it
+            # lives and now also depends on what was written into it.
+            reads = _reads_of(inputs)
+            target = args[0] if isinstance(args[0], torch.Tensor) else None
+            while target is not None and reads:
+                # ``buf[:n] = x`` writes through a view: its base now holds x's data too.
+                setattr(target, _READS, reads | _reads(target))
+                target = target._base
+        elif on_device:
+            reads = _NO_READS if kind is _LIKE else _reads_of(inputs)
+            if isinstance(out, torch.Tensor):
+                _mark(out, True, reads)
+            else:
+                for t in _tensors(out):
+                    _mark(t, True, reads)
+        return out
+
+
+
+
+
+
+
+_ACTIVE: list[DeviceAudit] = []
+
+
+@contextlib.contextmanager
+def kernel_launch(arguments: Any) -> Iterator[None]:
+    """Run a kernel outside the audit's view (an interpreted Triton launch copies its
+    arguments to the host, which no GPU launch does), then mark what it wrote: every
+    tensor among ``arguments`` (nested lists, tuples, dicts) may now depend on what any
+    of them read.  Every active audit is suspended (nested audits see each other's ops);
+    any builder's interpreted launch gets here (:mod:`metadata_builders.audit_triton`)."""
+    tensors = list(_tensors(arguments))
+    watching = [audit for audit in _ACTIVE if not audit._suspended]
+    if not watching:
+        yield
+        return
+    for audit in watching:
+        audit._suspended = True
+    try:
+        yield
+    finally:
+        for audit in watching:
+            audit._suspended = False
+    reads = _reads_of(tensors)
+    for t in tensors:
+        if is_device_resident(t) and reads:
+            setattr(t, _READS, reads | _reads(t))
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+class _FunctionLayer(TorchFunctionMode):
+    def __init__(self, audit: DeviceAudit) -> None:
+        super().__init__()
+        self.audit = audit
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        return self.audit.on_function(func, args, kwargs or {})
+
+
+class _DispatchLayer(TorchDispatchMode):
+    def __init__(self, audit: DeviceAudit) -> None:
+        super().__init__()
+        self.audit = audit
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        return self.audit.on_dispatch(func, args, kwargs or {})
+
+
+
+

@@ -1,0 +1,194 @@
+"""The batch itself: one target-verify step as plain data, and the sizes derived from it.
+
+:class:`VerifyBatch` converts its fields to tuples of ints when made, then
+checks every cross-field rule (:mod:`~metadata_builders.batch.validation`); its
+JSON lives in :mod:`~metadata_builders.batch.schema`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from metadata_builders.batch.checks import int_tuple
+from metadata_builders.batch.parts import Divergence, Geometry, GraphTier
+from metadata_builders.batch.schema import (
+    batch_from_dict,
+    batch_from_json,
+    batch_to_dict,
+    batch_to_json,
+)
+from metadata_builders.batch.validation import validate
+from metadata_builders.errors import InvalidBatch
+
+__all__ = ["VerifyBatch"]
+
+
+@dataclass(frozen=True, slots=True)
+class VerifyBatch:
+    """One target-verify step: real requests, their draft tokens and the KV tables.
+
+    Worked example (uniform EAGLE, ``num_draft_tokens=2``): ``seq_lens=[5, 3]``,
+    ``req_pool_indices=[2, 1]`` means request 0 (slot 2) has accepted 5 tokens and
+    verifies positions 5 and 6; request 1 (slot 1) verifies positions 3 and 4.
+    ``out_cache_loc`` then has 4 entries, one per verify token, and every
+    ``req_to_token`` row must be at least 7 wide.
+    """
+
+    seq_lens: tuple[int, ...]
+    """(bs,): accepted-prefix length per real request, each >= 1."""
+    req_pool_indices: tuple[int, ...]
+    """(bs,): distinct request slots, each in 1..num_slots-1 (slot 0 is the padding slot)."""
+    verify_lens: tuple[int, ...] | None
+    """(bs,) ragged verify lengths in 1..num_draft_tokens, or None for uniform."""
+    num_draft_tokens: int
+    """The backend's ``target_verify_num_draft_tokens``."""
+    out_cache_loc: tuple[int, ...]
+    """(num_real_tokens,): KV write location of each real verify token."""
+    req_to_token: tuple[tuple[int, ...], ...]
+    """(num_slots, max_context): full-pool KV location of each position of each slot."""
+    full_to_swa: tuple[int, ...]
+    """(pool_size + 1,): full location -> SWA location; last entry is the -1 sentinel."""
+    is_dspark: bool = False
+    """The speculative algorithm is DSpark (else EAGLE)."""
+    geometry: Geometry = field(default_factory=Geometry)
+    """Backend constants."""
+    graph: GraphTier | None = None
+    """The captured tier for the graph path; None for an eager-only batch."""
+    divergence: Divergence | None = None
+    """Fault injection: the device-resident extend lengths (P6); None = none."""
+
+    def __post_init__(self) -> None:
+        set_ = object.__setattr__
+        set_(self, "seq_lens", int_tuple("seq_lens", self.seq_lens, minimum=1))
+        set_(self, "req_pool_indices", int_tuple("req_pool_indices", self.req_pool_indices))
+        if self.verify_lens is not None:
+            set_(self, "verify_lens", int_tuple("verify_lens", self.verify_lens))
+        set_(self, "out_cache_loc", int_tuple("out_cache_loc", self.out_cache_loc))
+        if isinstance(self.req_to_token, (str, bytes)) or not isinstance(self.req_to_token, Iterable):
+            raise InvalidBatch("req_to_token", None, "a list of rows", self.req_to_token)
+        set_(self, "req_to_token", tuple(int_tuple(f"req_to_token[{i}]", row) for i, row in enumerate(self.req_to_token)))
+        set_(self, "full_to_swa", int_tuple("full_to_swa", self.full_to_swa))
+        if not isinstance(self.is_dspark, bool):
+            raise InvalidBatch("is_dspark", None, "a bool", self.is_dspark)
+        if not isinstance(self.geometry, Geometry):
+            raise InvalidBatch("geometry", None, "a Geometry", self.geometry)
+        if self.graph is not None and not isinstance(self.graph, GraphTier):
+            raise InvalidBatch("graph", None, "a GraphTier or None", self.graph)
+        if self.divergence is not None and not isinstance(self.divergence, Divergence):
+            raise InvalidBatch("divergence", None, "a Divergence or None", self.divergence)
+        validate(self)
+
+    # -- derived sizes -------------------------------------------------------------
+
+    @property
+    def bs(self) -> int:
+        """Number of real requests."""
+        return len(self.seq_lens)
+
+    @property
+    def is_ragged(self) -> bool:
+        """Whether requests verify different numbers of tokens."""
+        return self.verify_lens is not None
+
+    @property
+    def max_context(self) -> int:
+        """Width of ``req_to_token``: the most positions a slot can hold."""
+        return len(self.req_to_token[0])
+
+    @property
+    def num_slots(self) -> int:
+        """Rows of ``req_to_token``."""
+        return len(self.req_to_token)
+
+    @property
+    def extend_lens(self) -> tuple[int, ...]:
+        """(bs,): verify tokens per real request, uniform or ragged."""
+        if self.verify_lens is None:
+            return (self.num_draft_tokens,) * self.bs
+        return self.verify_lens
+
+    @property
+    def num_real_tokens(self) -> int:
+        """Verify tokens of the real requests: the length of ``out_cache_loc``."""
+        return sum(self.extend_lens)
+
+    def size_key(self) -> tuple[int, ...]:
+        """Order batches by size, smallest first: what a person reads first in a counterexample."""
+        padded = self.graph.padded_bs if self.graph is not None else self.bs
+        return (self.num_real_tokens, self.bs, padded, self.max_context, self.num_slots)
+
+    def divergence_bounds(self, rows: int) -> tuple[list[int], list[int], list[int], int | None]:
+        """Per row: what the host believes, the least and the most the device may hold; the sum's ceiling.
+
+        Ragged: a stale layout is still a layout (``1..num_draft_tokens``, within the
+        cap, the table and the tier).  Uniform: any count >= 0 whose positions stay
+        inside the table; pad rows (prefix 1) included when ``rows == padded_bs``.
+        """
+        width, draft = self.max_context, self.num_draft_tokens
+        graph = self.graph
+        if self.verify_lens is not None:
+            top = draft if graph is None or graph.cap is None else min(draft, graph.cap)
+            hi = [min(top, width - s) for s in self.seq_lens]
+            ceiling = None if graph is None else graph.graph_num_tokens
+            return list(self.verify_lens), [1] * self.bs, hi, ceiling
+        prefixes = list(self.seq_lens) + [1] * (rows - self.bs)
+        return [draft] * rows, [0] * rows, [width - s for s in prefixes], None
+
+    def describe(self) -> str:
+        """One line for people: uniform/ragged, EAGLE/DSpark, sizes, tier, divergence."""
+        kind = "ragged" if self.is_ragged else "uniform"
+        algo = "DSpark" if self.is_dspark else "EAGLE"
+        if self.graph is None:
+            tier = "eager only (no graph tier)"
+        else:
+            g = self.graph
+            cap = "uncapped" if g.cap is None else f"cap {g.cap}"
+            tier = f"tier padded_bs={g.padded_bs} graph_num_tokens={g.graph_num_tokens} ({cap})"
+        div = ""
+        if self.divergence is not None and self.divergence.extend_seq_lens is not None:
+            div += f", device extend diverges: {list(self.divergence.extend_seq_lens)}"
+        if self.divergence is not None and self.divergence.seq_lens_cpu is not None:
+            div += f", stale host mirror seq_lens_cpu={list(self.divergence.seq_lens_cpu)}"
+        return (f"{kind} {algo}, bs={self.bs}, num_draft={self.num_draft_tokens}, "
+                f"{self.num_real_tokens} real tokens, {tier}{div}")
+
+    # -- serialisation (metadata_builders.batch.schema) --------------------------------
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-ready data with the schema tag."""
+        return batch_to_dict(self)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> VerifyBatch:
+        """Rebuild a batch; ``schema`` is optional but must match when present.
+
+        Keys ``why`` (a one-line note) and ``meta`` (free-form, e.g. the failing
+        property) are accepted and ignored, so replay files can explain themselves.
+        """
+        return batch_from_dict(cls, d)
+
+    def to_json(self, **extra: Any) -> str:
+        """JSON text; ``extra`` keys (``why``, ``meta``) are written after the schema."""
+        return batch_to_json(self, **extra)
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> VerifyBatch:
+        """Rebuild a batch from JSON text (a replay file's contents)."""
+        return batch_from_json(cls, text)
+
+    def without_divergence(self) -> VerifyBatch:
+        """The same batch without fault injection (no re-validation: dropping it keeps a batch valid)."""
+        if self.divergence is None:
+            return self
+        clean = object.__new__(VerifyBatch)
+        for f in fields(self):
+            object.__setattr__(clean, f.name, None if f.name == "divergence" else getattr(self, f.name))
+        return clean
+
+    def replace(self, **changes: Any) -> VerifyBatch:
+        """A copy with some fields changed, validated again."""
+        d = {f.name: getattr(self, f.name) for f in fields(self)}
+        d.update(changes)
+        return VerifyBatch(**d)

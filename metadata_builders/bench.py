@@ -1,6 +1,0 @@
-"""Deprecated alias of :mod:`metadata_builders.tools.bench` (moved in 0.2); see :mod:`metadata_builders._moved`."""
-
-from metadata_builders._moved import alias
-from metadata_builders.tools import bench as _moved
-
-alias(globals(), _moved)

@@ -1,0 +1,117 @@
+"""P9 and replay files that reproduce: a builder's verdict never depends on what it built before, unseen.
+
+A builder that keeps state between calls (a scratch buffer reused and refreshed
+only in part, a cache keyed by batch size) can fail on a batch only after others.
+P9 builds the batch's own history first; ``check`` replays each failure on a
+fresh builder before writing its file, and a file that needs earlier batches
+carries them (``meta.history``), which ``replay`` builds first.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import textwrap
+
+import pytest
+from _examples import EXAMPLES, make_batch
+
+from metadata_builders import GraphTier, get_builder
+from metadata_builders.builders import AuditedBuilder
+from metadata_builders.cli import main as cli_main
+from metadata_builders.errors import PropertyFailure
+from metadata_builders.hip import HipBuilder
+from metadata_builders.properties import PROPERTIES, check_p9_no_hidden_state, history_for
+from metadata_builders.report import write_replay_file
+from metadata_builders.reproduce import reproduce
+from metadata_builders.tools.mutants import mutant_builder
+
+P1 = next(spec for spec in PROPERTIES if spec.name == "P1")
+CAPPED_WITH_A_SPARE_SLOT = make_batch([5, 3], [2, 1], 3, verify_lens=[2, 1], num_slots=4, graph=GraphTier(3, 8, cap=2))
+"""Pad row 2 takes 2 tokens (cap 2), tokens 5..7 are an uncovered tail in slot 0; slot 3 is spare."""
+
+
+def test_p9_catches_a_scratch_buffer_reused_across_calls() -> None:
+    """After the batch's largest form, a scratch refreshed only up to the covered tokens keeps slot 3 in the tail."""
+    with pytest.raises(PropertyFailure) as info:
+        check_p9_no_hidden_state(mutant_builder("stateful_scratch_tail"), CAPPED_WITH_A_SPARE_SLOT)
+    failure = info.value
+    assert (failure.prop, failure.field, failure.index, failure.expected, failure.actual) == (
+        "P9", "verify_store_state_slot", (5,), 0, 3)
+
+
+@pytest.mark.parametrize("name", ["single_request", "uniform_eagle_batch_of_three", "capped_tier_uncovered_tail"])
+def test_p9_holds_for_the_bundled_builder(name: str) -> None:
+    """The bundled builder keeps no state: every batch builds the same after its history."""
+    assert check_p9_no_hidden_state(get_builder("hip"), EXAMPLES[name]) in ([], [
+        "no other batch of this shape to build first; nothing to check"])
+
+
+def test_p9_history_grows_the_batch_and_changes_its_values() -> None:
+    """The history is the batch with other values, then its largest form: long prefixes, the pad row filled, no cap."""
+    other, largest = history_for(CAPPED_WITH_A_SPARE_SLOT)
+    assert other.graph == CAPPED_WITH_A_SPARE_SLOT.graph and other != CAPPED_WITH_A_SPARE_SLOT
+    assert largest.bs == 3 and largest.req_pool_indices[-1] == 3 and largest.graph.cap is None
+    assert all(s + e == largest.max_context for s, e in zip(largest.seq_lens[:2], largest.extend_lens))
+
+
+def test_p9_is_partial_for_a_builder_that_cannot_be_made_afresh() -> None:
+    """Without a factory there is no fresh builder to compare with: partial, saying why."""
+    notes = check_p9_no_hidden_state(AuditedBuilder(HipBuilder(), "cpu", "no-factory"), CAPPED_WITH_A_SPARE_SLOT)
+    assert notes and "cannot be constructed afresh" in notes[0]
+
+
+def test_reproduce_finds_the_shortest_history_that_fails() -> None:
+    """Fresh, the mutant holds P1 on the batch; after its largest form it fails: a history of one batch."""
+    builder = mutant_builder("stateful_scratch_tail")
+    other, largest = history_for(CAPPED_WITH_A_SPARE_SLOT)
+    found = reproduce(builder, P1, CAPPED_WITH_A_SPARE_SLOT, [largest, other, largest])
+    assert found.verified and found.history == (largest,)
+    assert found.failure.field == "verify_store_state_slot"
+    assert reproduce(get_builder("hip"), P1, CAPPED_WITH_A_SPARE_SLOT, [largest]).history is None
+
+
+def test_a_replay_file_carries_its_history_and_replays_red(tmp_path) -> None:
+    """The file with meta.history fails P1 on replay; the same batch without it holds P1."""
+    largest = history_for(CAPPED_WITH_A_SPARE_SLOT)[-1]
+    name = "metadata_builders.tools.mutants:stateful_scratch_tail"
+    with_history = write_replay_file(str(tmp_path / "h"), "P1", CAPPED_WITH_A_SPARE_SLOT, None, name,
+                                     {"history": [largest.to_dict()]})
+    alone = write_replay_file(str(tmp_path / "a"), "P1", CAPPED_WITH_A_SPARE_SLOT, None, name)
+    assert cli_main(["replay", with_history, "--builder", name, "--properties", "P1"]) == 1
+    assert cli_main(["replay", alone, "--builder", name, "--properties", "P1"]) == 0
+
+
+FORGETFUL = '''
+from metadata_builders.hip import HipBuilder
+
+
+class Forgetful(HipBuilder):
+    """Correct on the first batch it sees; from the second distinct batch on, seq_lens run one ahead."""
+
+    def build(self, inputs):
+        seen = self.__dict__.setdefault("seen", set())
+        seen.add((inputs.bs, inputs.num_draft_tokens, inputs.is_dspark, inputs.geometry))  # host values only
+        md = super().build(inputs)
+        if len(seen) > 1:
+            md.fields["seq_lens"] = md.fields["seq_lens"] + 1
+        return md
+'''
+
+
+def test_check_writes_a_replay_file_that_reproduces_on_a_fresh_builder(tmp_path, monkeypatch, capsys) -> None:
+    """check replays the failure on a fresh builder first; the file it writes, replayed, is red again."""
+    (tmp_path / "tests_support_forgetful.py").write_text(textwrap.dedent(FORGETFUL))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    failures = tmp_path / "failures"
+    name = "tests_support_forgetful:Forgetful"
+    code = cli_main(["check", "--builder", name, "--properties", "P1", "--max-examples", "20",
+                     "--failures-dir", str(failures)])
+    assert code == 1
+    out = capsys.readouterr().out
+    [path] = [str(failures / f) for f in os.listdir(failures) if f.endswith(".json")]
+    meta = json.loads(open(path).read())["meta"]
+    assert meta["reproduces_on_fresh_builder"] is True
+    assert meta.get("history"), out  # one batch alone never fails: the file carries what came before
+    assert "hidden state" in out
+    assert cli_main(["replay", path, "--builder", name, "--properties", "P1"]) == 1
