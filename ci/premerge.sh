@@ -4,8 +4,10 @@
 #
 # If the target-verify metadata builders changed between BASE_REF and the checkout,
 # run the differential gate (base vs the checkout, same derandomized examples) and exit
-# with its code: 0 green, 1 a new failure (replay files in build/failures/), 2 setup
-# error. Without a change, say so and exit 0 (--always runs the gate anyway).
+# with its code: 0 green, 1 a new failure or a head that crashed or hung (replay files
+# and pictures in build/metadata-builders/failures/, a Markdown summary in
+# build/metadata-builders/summary.md; build/ is in SGLang's .gitignore), 2 setup error.
+# Without a change, say so and exit 0 (--always runs the gate anyway).
 set -euo pipefail
 
 base="${1:?usage: ci/premerge.sh BASE_REF [--always] [gate arguments...]}"
@@ -36,5 +38,6 @@ fi
 echo "premerge: changed since $base:"
 printf '  %s\n' $changed
 
-mkdir -p build
-exec metadata-builders gate --base "$base" --junit-xml build/junit-gate.xml --failures-dir build/failures "$@"
+mkdir -p build/metadata-builders
+exec metadata-builders gate --base "$base" --junit-xml build/metadata-builders/junit-gate.xml \
+  --failures-dir build/metadata-builders/failures --summary-md build/metadata-builders/summary.md "$@"

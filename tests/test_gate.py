@@ -18,7 +18,13 @@ import pytest
 from metadata_builders.cli import main
 
 MUTANT = "metadata_builders.tools.mutants:dropped_dspark_gate"
-FAST = ["--properties", "P4", "--examples", "15", "--workers", "0"]
+FAST = ["--properties", "P4", "--examples", "15", "--workers", "0", "--no-pictures"]
+
+
+@pytest.fixture(autouse=True)
+def _own_cache(tmp_path, monkeypatch):
+    """Each test its own side-result cache: nothing read from, or left in, the user's cache directory."""
+    monkeypatch.setenv("METADATA_BUILDERS_CACHE", str(tmp_path / "gate-cache"))
 
 
 def _gate(tmp_path, *args: str) -> int:
@@ -30,7 +36,7 @@ def test_a_regression_at_head_is_red_names_the_property_and_writes_a_replay_file
     assert _gate(tmp_path, "--base-builder", "hip", "--head-builder", MUTANT) == 1
     out = capsys.readouterr().out
     assert "P4" in out and "BLOCKS" in out and "NEW" in out and "gate: RED" in out
-    files = sorted(os.listdir(tmp_path / "failures"))
+    files = sorted(f for f in os.listdir(tmp_path / "failures") if f.endswith(".json"))
     assert len(files) == 1 and files[0].startswith("P4-")
     path = str(tmp_path / "failures" / files[0])
     assert f"metadata-builders replay {path} --builder {MUTANT}" in out
@@ -60,7 +66,7 @@ def test_two_runs_give_the_same_verdicts_and_replay_files(tmp_path, capsys) -> N
     for n in range(2):
         failures = tmp_path / f"run{n}"
         main(["gate", "--base-builder", "hip", "--head-builder", MUTANT, *FAST, "--failures-dir", str(failures)])
-        runs.append({name: (failures / name).read_text() for name in os.listdir(failures)})
+        runs.append({name: (failures / name).read_text() for name in os.listdir(failures) if name.endswith(".json")})
         capsys.readouterr()
     assert runs[0] == runs[1] and runs[0]
 

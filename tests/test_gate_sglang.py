@@ -1,10 +1,17 @@
-"""The gate end to end on real SGLang code: a miniature SGLang repository, base as released, head planted.
+"""The gate end to end on real SGLang code: a miniature SGLang repository, base as released, heads planted.
 
 The repository is made from the installed release: ``python/sglang`` holds the
-HIP backend module as a real file and everything else as symlinks into the
-installed package (git stores them), so a worktree of any commit imports the
-whole release with that commit's backend.  Base is the release; branch ``pr``
-plants a realistic regression in ``deepseek_v4_backend_hip_radix.py``.
+files a regression is planted in as real files and everything else as
+symlinks into the installed package (git stores them), so a worktree of any
+commit imports the whole release with that commit's files.  Base is the
+release; each branch plants one realistic regression:
+
+| branch | file | route it breaks |
+|---|---|---|
+| ``pr`` | ``deepseek_v4_backend_hip_radix.py`` (the builders) | both |
+| ``pr-torch`` | ``ragged_verify_kernels.py``, ``PaddedToBucket``'s torch fallback | ``torch`` only (rows ``P1-torch`` ...) |
+
+The gate runs both kernel routes of ``--builder sglang`` (metadata_builders/routes.py).
 """
 
 from __future__ import annotations
@@ -12,6 +19,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import subprocess
+from dataclasses import dataclass
 
 import pytest
 
@@ -20,39 +28,97 @@ from metadata_builders.cli import main
 pytestmark = pytest.mark.sglang
 
 BACKEND = ("srt", "layers", "attention", "deepseek_v4_backend_hip_radix.py")
+RAGGED_KERNELS = ("kernels", "ops", "speculative", "ragged_verify_kernels.py")
 
-REGRESSIONS = (
-    # (what, find, replace, property that must go red)
-    ("the dspark gate dropped (the AMD memory access fault)",
-     "exact_num_tokens = exact_num_tokens and self.is_dspark", "exact_num_tokens = exact_num_tokens", "P4"),
-    ("pf_final_pos one past the last position",
-     "final_pos = (seq_lens - 1)[bid]", "final_pos = seq_lens[bid]", "P1"),
+
+@dataclass(frozen=True)
+class Plant:
+    """A realistic regression: one edit of one upstream file, and the gate row that must go red."""
+
+    what: str
+    path: tuple[str, ...]
+    find: str
+    replace: str
+    prop: str
+    """The gate row that must block (``P1-torch``: P1 on the torch route)."""
+    catalogue: str = ""
+    """What the bug is and why it is realistic, as docs/MUTANTS.md describes a mutant."""
+
+
+BACKEND_PLANTS = (
+    Plant("the dspark gate dropped (the AMD memory access fault)", BACKEND,
+          "exact_num_tokens = exact_num_tokens and self.is_dspark", "exact_num_tokens = exact_num_tokens", "P4"),
+    Plant("pf_final_pos one past the last position", BACKEND,
+          "final_pos = (seq_lens - 1)[bid]", "final_pos = seq_lens[bid]", "P1"),
 )
-"""Realistic regressions; the first whose line the installed release has is planted."""
+"""Regressions of the builders; the first whose line the installed release has is planted on ``pr``."""
+
+TORCH_FALLBACK_PLANT = Plant(
+    "PaddedToBucket's torch fallback: the tier remainder spread with <= instead of <", RAGGED_KERNELS,
+    "torch.arange(num_pad_reqs, device=device, dtype=torch.int64) < rem",
+    "torch.arange(num_pad_reqs, device=device, dtype=torch.int64) <= rem",
+    "P1-torch",
+    catalogue=(
+        "pad_remainder_off_by_one (ragged_verify_kernels.pad_verify_lens_to_bucket, the CPU route of "
+        "PaddedToBucket): a ragged batch padded to a graph tier with pad rows spreads the leftover "
+        "`graph_num_tokens - sum(verify_lens)` as `base` per pad row, plus one for the first `rem` rows. "
+        "Written `<= rem`, pad row `rem` gets one more too, so the padded lengths sum to graph_num_tokens + 1 "
+        "while the layout's host total stays graph_num_tokens: the device lengths disagree with the host "
+        "count, the very shape of the AMD fault. Worked example: real [3, 1], tier 4 rows / 9 tokens: "
+        "leftover 5 over 2 pad rows is [3, 2]; with <= it is [3, 3] (10 tokens). Realistic: an off-by-one in "
+        "a fallback only CPU callers run, which the Triton kernel a GPU runs does not share -- a gate that "
+        "runs only the Triton route stays green on it. Killed by P1-torch (extend_seq_lens, pf_* of the pad "
+        "rows)."
+    ),
+)
+"""The torch-fallback regression, planted on ``pr-torch``."""
 
 
-def _mirror(installed: str, repo: str) -> str:
-    """``repo/python/sglang``: real directories along the backend's path, symlinks for everything else."""
-    here, there = installed, os.path.join(repo, "python", "sglang")
-    for part in BACKEND:
+def _mirror(installed: str, repo: str, planted: list[tuple[str, ...]]) -> list[str]:
+    """``repo/python/sglang``: real directories along each planted file's path, symlinks for everything else.
+
+    Returns the planted files' paths in the repository (copies of the installed ones).
+    """
+    real_dirs = {path[:i] for path in planted for i in range(len(path))}
+    files = set(planted)
+
+    def fill(rel: tuple[str, ...]) -> None:
+        here, there = os.path.join(installed, *rel), os.path.join(repo, "python", "sglang", *rel)
         os.makedirs(there, exist_ok=True)
         for entry in sorted(os.listdir(here)):
-            if entry in (part, "__pycache__"):
+            child = (*rel, entry)
+            if entry == "__pycache__":
                 continue
-            os.symlink(os.path.join(here, entry), os.path.join(there, entry))
-        here, there = os.path.join(here, part), os.path.join(there, part)
-    with open(here) as src, open(there, "w") as dst:
-        dst.write(src.read())
-    return there
+            if child in real_dirs:
+                fill(child)
+            elif child in files:
+                with open(os.path.join(here, entry)) as src, open(os.path.join(there, entry), "w") as dst:
+                    dst.write(src.read())
+            else:
+                os.symlink(os.path.join(here, entry), os.path.join(there, entry))
+
+    fill(())
+    return [os.path.join(repo, "python", "sglang", *path) for path in planted]
+
+
+def _plant_branch(git, repo: str, branch: str, plant: Plant) -> None:
+    path = os.path.join(repo, "python", "sglang", *plant.path)
+    with open(path) as fh:
+        source = fh.read()
+    git("checkout", "-q", "-b", branch, "main")
+    with open(path, "w") as fh:
+        fh.write(source.replace(plant.find, plant.replace, 1))
+    git("commit", "-q", "-am", f"planted: {plant.what}")
+    git("checkout", "-q", "main")
 
 
 @pytest.fixture(scope="module")
 def planted_repo(tmp_path_factory):
-    """(repo, regression): commit ``main`` = the installed release, branch ``pr`` = one planted regression."""
+    """(repo, {branch: plant}): ``main`` = the installed release, one branch per planted regression."""
     spec = importlib.util.find_spec("sglang")
     installed = os.path.dirname(spec.origin)
     repo = str(tmp_path_factory.mktemp("sglang-mini"))
-    backend = _mirror(installed, repo)
+    backend, kernels = _mirror(installed, repo, [BACKEND, RAGGED_KERNELS])
 
     def git(*args: str) -> None:
         subprocess.run(["git", "-C", repo, "-c", "user.email=gate@test", "-c", "user.name=gate", *args],
@@ -61,32 +127,64 @@ def planted_repo(tmp_path_factory):
     git("init", "-q", "-b", "main")
     git("add", "-A")
     git("commit", "-q", "-m", "release as installed")
-    source = open(backend).read()
-    regression = next(r for r in REGRESSIONS if source.count(r[1]) == 1)
-    git("checkout", "-q", "-b", "pr")
-    with open(backend, "w") as fh:
-        fh.write(source.replace(regression[1], regression[2]))
-    git("commit", "-q", "-am", f"planted: {regression[0]}")
-    return repo, regression
+    plants: dict[str, Plant] = {}
+    with open(backend) as fh:
+        source = fh.read()
+    plants["pr"] = next(p for p in BACKEND_PLANTS if source.count(p.find) == 1)
+    with open(kernels) as fh:
+        fallback = fh.read()
+    if fallback.count(TORCH_FALLBACK_PLANT.find) == 1:
+        plants["pr-torch"] = TORCH_FALLBACK_PLANT
+    for branch, plant in plants.items():
+        _plant_branch(git, repo, branch, plant)
+    return repo, plants
 
 
-def _gate(repo: str, tmp_path, *extra: str) -> int:
-    return main(["gate", "--base", "main", "--repo", repo, "--builder", "sglang", "--properties", "P1,P4",
-                 "--examples", "8", "--workers", "2", "--failures-dir", str(tmp_path / "failures"), *extra])
+@pytest.fixture(scope="module")
+def cache_dir(tmp_path_factory) -> str:
+    """One gate cache for the module: base is evaluated once for every head."""
+    return str(tmp_path_factory.mktemp("gate-cache"))
 
 
-def test_a_planted_regression_gates_red_naming_the_property(planted_repo, tmp_path, capsys) -> None:
-    """Head with the regression: red, the expected property NEW, a replay file written."""
-    repo, (what, _, _, prop) = planted_repo
-    assert _gate(repo, tmp_path) == 1, what
+def _gate(repo: str, tmp_path, cache: str, head: str, *extra: str) -> int:
+    return main(["gate", "--base", "main", "--head", head, "--repo", repo, "--builder", "sglang",
+                 "--properties", "P1,P4", "--examples", "8", "--workers", "2", "--no-pictures",
+                 "--cache-dir", cache, "--failures-dir", str(tmp_path / "failures"), *extra])
+
+
+def _row(out: str, prop: str) -> str:
+    return next(row for row in out.splitlines() if row.startswith(prop + " "))
+
+
+def test_a_planted_regression_gates_red_naming_the_property(planted_repo, cache_dir, tmp_path, capsys) -> None:
+    """Head with a builder regression: red, the expected property NEW, a replay file written."""
+    repo, plants = planted_repo
+    plant = plants["pr"]
+    assert _gate(repo, tmp_path, cache_dir, "pr") == 1, plant.what
     out = capsys.readouterr().out
-    line = next(row for row in out.splitlines() if row.startswith(prop + " "))
-    assert "BLOCKS" in line and "NEW" in line, out
-    assert any(name.startswith(prop + "-") for name in os.listdir(tmp_path / "failures"))
+    assert "BLOCKS" in _row(out, plant.prop) and "NEW" in _row(out, plant.prop), out
+    assert any(name.startswith(plant.prop + "-") for name in os.listdir(tmp_path / "failures"))
 
 
-def test_the_release_against_itself_gates_green(planted_repo, tmp_path, capsys) -> None:
-    """Head = base (both the release): green; whatever fails at both is listed as pre-existing."""
+def test_a_bug_in_upstreams_torch_fallback_gates_red_on_the_torch_route(planted_repo, cache_dir, tmp_path,
+                                                                          capsys) -> None:
+    """``PaddedToBucket``'s torch fallback broken: the torch route blocks, the Triton route does not notice."""
+    repo, plants = planted_repo
+    if "pr-torch" not in plants:
+        pytest.skip(f"the installed release has no {TORCH_FALLBACK_PLANT.find!r} to plant a bug in")
+    plant = plants["pr-torch"]
+    assert _gate(repo, tmp_path, cache_dir, "pr-torch") == 1, plant.what
+    out = capsys.readouterr().out
+    assert "BLOCKS" in _row(out, "P1-torch") and "NEW" in _row(out, "P1-torch"), out
+    assert "BLOCKS" not in _row(out, "P1"), out
+    replays = [n for n in os.listdir(tmp_path / "failures") if n.startswith("P1-torch-") and n.endswith(".json")]
+    assert replays, out
+    assert "--builder metadata_builders.sglang_adapter:torch_route" in out
+
+
+def test_the_release_against_itself_gates_green(planted_repo, cache_dir, tmp_path, capsys) -> None:
+    """Head = base (both the release): green on both routes; whatever fails at both is listed as pre-existing."""
     repo, _ = planted_repo
-    assert _gate(repo, tmp_path, "--head", "main") == 0
-    assert "gate: GREEN" in capsys.readouterr().out
+    assert _gate(repo, tmp_path, cache_dir, "main") == 0
+    out = capsys.readouterr().out
+    assert "gate: GREEN" in out and _row(out, "P1-torch"), out

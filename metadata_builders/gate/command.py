@@ -1,0 +1,252 @@
+"""``metadata-builders gate``: the command that puts the pieces together, and its options."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import signal
+import tempfile
+import threading
+import time
+from dataclasses import replace
+from typing import Any
+
+from metadata_builders.batch import VerifyBatch
+from metadata_builders.errors import GateError
+from metadata_builders.gate import cache
+from metadata_builders.gate.corpus import (
+    PER_KIND,
+    build_corpus,
+    corpus_size,
+    write_corpus,
+)
+from metadata_builders.gate.isolation import find_crash
+from metadata_builders.gate.model import Crash, Outcome, Side
+from metadata_builders.gate.refs import Worktrees, builder_side
+from metadata_builders.gate.replays import draw_pictures, write_replays
+from metadata_builders.gate.sides import log_tail, run_side, side_env
+from metadata_builders.gate.summary import GateResult, markdown, text
+from metadata_builders.gate.verdicts import classify, fill_not_judged
+from metadata_builders.properties import PROPERTIES, PropertySpec
+from metadata_builders.routes import routes_of
+
+__all__ = ["BATCH_TIMEOUT", "DEFAULT_FAILURES_DIR", "add_cli", "run_gate"]
+
+BATCH_TIMEOUT = 600.0
+"""Default per-batch limit in seconds: generous (a large batch under the Triton interpreter takes seconds)."""
+
+DEFAULT_FAILURES_DIR = os.path.join("build", "metadata-builders", "failures")
+"""Under ``build/``, which SGLang's ``.gitignore`` (like most Python projects') already ignores."""
+
+
+def _say(line: str) -> None:
+    print(line, flush=True)
+
+
+def _sides(args: argparse.Namespace, workdir: str, trees: list[Worktrees]) -> tuple[Side, Side]:
+    if args.base is not None:
+        tree = Worktrees(os.path.abspath(args.repo))
+        trees.append(tree)
+        return tree.side("base", args.base, workdir, args.builder), tree.side("head", args.head, workdir, args.builder)
+    if not (args.base_builder and args.head_builder):
+        raise GateError("gate", "give --base REF (an SGLang checkout), or --base-builder and --head-builder")
+    return builder_side("base", args.base_builder), builder_side("head", args.head_builder)
+
+
+class _Run:
+    """One gate run's shared state: options, workdir, corpus, properties."""
+
+    def __init__(self, args: argparse.Namespace, workdir: str, props: list[PropertySpec]) -> None:
+        self.args, self.workdir, self.props = args, workdir, props
+        self.names = [p.name for p in props]
+        self.corpus: list[VerifyBatch] = []
+        self.corpus_path = os.path.join(workdir, "corpus.jsonl")
+        self.corpus_sha = ""
+        self.cache_dir = cache.cache_dir(args.cache_dir)
+        self.notes: list[str] = []
+
+    def draw(self) -> None:
+        sizes = corpus_size(self.props, per_kind=self.args.per_kind, examples=self.args.examples,
+                            profile=self.args.profile)
+        start = time.perf_counter()
+        self.corpus = build_corpus(self.props, sizes)
+        self.corpus_sha = write_corpus(self.corpus, self.corpus_path)
+        _say(f"  corpus: {len(self.corpus)} batches over {len(sizes)} kinds, {len(self.props)} properties each "
+             f"(drawn in {time.perf_counter() - start:.0f}s)")
+
+    def _cached(self, side: Side) -> tuple[dict | None, list[Outcome] | None]:
+        key = None if self.args.no_cache else cache.cache_key(side, self.corpus_sha, self.names, self.args.device)
+        found = cache.load(self.cache_dir, key)
+        if found is not None:
+            _say(f"  {side.name}: {len(found)} outcomes from the cache ({self.cache_dir})")
+        return key, found
+
+    def evaluate(self, side: Side) -> tuple[list[Outcome], Crash | None]:
+        """A side's outcomes (cached when it can be); a base that cannot complete is a setup error."""
+        key, found = self._cached(side)
+        if found is not None:
+            return found, None
+        args = self.args
+        run = run_side(side, self.corpus_path, self.names, self.workdir, args.workers, args.device,
+                       args.batch_timeout, len(self.corpus))
+        if run.ending.completed and len(run.complete) == len(self.corpus):
+            _say(f"  {side.name}: {len(run.outcomes)} (property, batch) outcomes in {run.seconds:.0f}s")
+            cache.store(self.cache_dir, key, run.outcomes)
+            return run.outcomes, None
+        what = f"{run.ending.describe()} after {len(run.complete)}/{len(self.corpus)} batches"
+        if side.name == "base":
+            raise GateError(f"base side ({side.label})", f"evaluation did not complete: {what}; the base must "
+                            f"complete for a verdict (its log, with --keep-workdir: {os.path.join(run.out, 'pytest.log')})\n"
+                            f"{log_tail(run.ending.log)}")
+        _say(f"  {side.name}: did not complete ({what}); running the {len(self.corpus) - len(run.complete)} "
+             f"unfinished batches in isolation, smallest first")
+        found_, crash = find_crash(side, self.corpus, self.corpus_path, run.complete, self.names, self.workdir,
+                                   args.device, args.batch_timeout)
+        if crash is None:
+            self.notes.append(f"head's run did not complete ({what}), but every batch completed in isolation")
+        outcomes = fill_not_judged(run.outcomes + found_, self.names, len(self.corpus),
+                                   f"head {crash.what} on batch {crash.index}" if crash else "")
+        return outcomes, crash
+
+
+def _gate(args: argparse.Namespace, run: _Run, base: Side, head: Side, start: float) -> GateResult:
+    run.draw()
+    verdicts, replays, crash = [], [], None
+    # A builder name with several routes (sglang: triton and torch) is gated route by route; the
+    # second route's rows are named P1-torch, ... (metadata_builders.routes).
+    routes = routes_of(head.builder) if base.builder == head.builder else routes_of(head.builder)[:1]
+    for route in routes:
+        b, h = (base, head) if route.primary else (replace(base, builder=route.builder),
+                                                    replace(head, builder=route.builder))
+        if not route.primary:
+            _say(f"  route {route.label}: {route.what}")
+        base_outcomes, _ = run.evaluate(b)
+        head_outcomes, crashed = run.evaluate(h)
+        found = classify(run.corpus, run.props, base_outcomes, head_outcomes, head_side_upstream=head.builder == "sglang")
+        for pv in found:
+            pv.prop = route.prop(pv.prop)
+        written = write_replays(found, crashed, run.corpus, _failures_dir(args), h)
+        verdicts, replays, crash = verdicts + found, replays + written, crash or crashed
+    if replays and not args.no_pictures:
+        _say(f"  drawing the smallest batch of {len(replays)} blocking result(s)")
+        env = side_env(head, run.corpus_path, run.workdir, run.names, args.device)
+        draw_pictures(replays, env, args.device, args.batch_timeout)
+    return GateResult(base, head, len(run.corpus), verdicts, crash, replays, time.perf_counter() - start, run.notes)
+
+
+def _failures_dir(args: argparse.Namespace) -> str:
+    if args.failures_dir:
+        return args.failures_dir
+    return os.path.join(os.path.abspath(args.repo), DEFAULT_FAILURES_DIR) if args.base else DEFAULT_FAILURES_DIR
+
+
+def _raise_exit(signum: int, frame: Any) -> None:
+    raise SystemExit(128 + signum)
+
+
+def run_gate(args: argparse.Namespace) -> int:
+    """The command; SIGTERM (a cancelled CI job) unwinds like Ctrl-C, so children and worktrees are cleaned up."""
+    if threading.current_thread() is not threading.main_thread():
+        return _run_gate(args)
+    previous = signal.signal(signal.SIGTERM, _raise_exit)
+    try:
+        return _run_gate(args)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _run_gate(args: argparse.Namespace) -> int:
+    props = _select(args.properties)
+    workdir = tempfile.mkdtemp(prefix="metadata-builders-gate-")
+    trees: list[Worktrees] = []
+    try:
+        base, head = _sides(args, workdir, trees)
+        _say(f"metadata-builders gate: base = {base.label}, head = {head.label}; builder {base.builder}, "
+             f"profile {args.profile}, workers {args.workers}, per-batch limit {args.batch_timeout:g}s")
+        result = _gate(args, _Run(args, workdir, props), base, head, time.perf_counter())
+    finally:
+        for tree in trees:
+            tree.remove()
+        if args.keep_workdir:
+            _say(f"workdir kept: {workdir} (corpus.jsonl, each side's outcomes and logs)")
+        else:
+            shutil.rmtree(workdir, ignore_errors=True)
+    _say(text(result))
+    _write_summaries(args, result)
+    if args.junit_xml:
+        _write_junit(args.junit_xml, result)
+    return 1 if result.red else 0
+
+
+def _write_junit(path: str, result: GateResult) -> None:
+    """One testcase per property (and one for a crash at head), the not-judged part in its output."""
+    from metadata_builders.report import write_junit
+
+    cases = [(f"{pv.prop} {pv.title}", 0.0, f"new failures: {pv.summary()}" if pv.blocking else None,
+              pv.summary() + (f"\nnot judged: {pv.not_judged()}" if pv.not_judged() else ""))
+             for pv in result.verdicts]
+    if result.crash is not None:
+        cases.insert(0, ("crash the head's process survives every batch", 0.0, result.rows()[0][3], ""))
+    write_junit(path, "metadata-builders gate", cases)
+
+
+def _write_summaries(args: argparse.Namespace, result: GateResult) -> None:
+    """``--summary-md PATH`` (pictures linked relative to it) and ``$GITHUB_STEP_SUMMARY`` (appended)."""
+    if args.summary_md:
+        directory = os.path.dirname(os.path.abspath(args.summary_md))
+        os.makedirs(directory, exist_ok=True)
+        with open(args.summary_md, "w") as fh:
+            fh.write(markdown(result, relative_to=directory))
+        _say(f"summary: {args.summary_md}")
+    step = os.environ.get("GITHUB_STEP_SUMMARY")
+    if step:
+        with open(step, "a") as fh:
+            fh.write(markdown(result, relative_to=None))
+
+
+def _select(names: str | None) -> list[PropertySpec]:
+    if not names:
+        return list(PROPERTIES)
+    known = {p.name: p for p in PROPERTIES}
+    wanted = [n.strip().upper() for n in names.split(",") if n.strip()]
+    bad = [n for n in wanted if n not in known]
+    if bad:
+        raise GateError("--properties", f"unknown {bad}; choose from {sorted(known)}")
+    return [known[n] for n in wanted]
+
+
+def add_cli(sub: Any) -> None:
+    """Register ``gate`` on the CLI's subparsers."""
+    p = sub.add_parser("gate", help="differential pre-merge gate: base ref vs head on the same examples; "
+                                    "exit 1 only on what head breaks")
+    p.add_argument("--base", default=None, metavar="REF", help="the ref the change merges into (e.g. origin/main)")
+    p.add_argument("--head", default=None, metavar="REF", help="the code under review (default: the checkout itself)")
+    p.add_argument("--repo", default=".", metavar="PATH", help="the SGLang checkout (default: the current directory)")
+    p.add_argument("--builder", default="sglang", help="builder run on both sides (default sglang)")
+    p.add_argument("--base-builder", default=None, metavar="NAME",
+                   help="without --base: compare two builders in this environment (e.g. hip vs a module:attr)")
+    p.add_argument("--head-builder", default=None, metavar="NAME", help="see --base-builder")
+    p.add_argument("--profile", default="ci", choices=sorted(PER_KIND),
+                   help="corpus size: " + ", ".join(f"{k} {v}" for k, v in PER_KIND.items()) + " batches per kind")
+    p.add_argument("--per-kind", type=int, default=None, metavar="N",
+                   help="batches of each kind the properties focus on (overrides the profile)")
+    p.add_argument("--examples", type=int, default=None, help="corpus size in all, spread over the kinds")
+    p.add_argument("--properties", default=None, help="comma-separated subset, e.g. P1,P4 (default: all)")
+    p.add_argument("--workers", "-n", default="auto", help="pytest-xdist workers per side (default auto)")
+    p.add_argument("--device", default="cpu", help="cpu (default) | auto | cuda: the device the builders run on")
+    p.add_argument("--batch-timeout", type=float, default=BATCH_TIMEOUT, metavar="SECONDS",
+                   help=f"per-batch limit: a batch running longer is a hang (default {BATCH_TIMEOUT:g})")
+    p.add_argument("--junit-xml", default=None, metavar="PATH", help="one JUnit testcase per property")
+    p.add_argument("--summary-md", default=None, metavar="PATH",
+                   help="write a Markdown summary (also appended to $GITHUB_STEP_SUMMARY when set)")
+    p.add_argument("--failures-dir", default=None, metavar="DIR",
+                   help=f"where new failures' replay files and pictures go (default {DEFAULT_FAILURES_DIR} "
+                        "in the checkout: ignored by SGLang's .gitignore)")
+    p.add_argument("--no-pictures", action="store_true", help="do not draw the smallest batches")
+    p.add_argument("--cache-dir", default=None, metavar="DIR",
+                   help="where side results are cached (default $METADATA_BUILDERS_CACHE or "
+                        "~/.cache/metadata-builders/gate; delete it to clear)")
+    p.add_argument("--no-cache", action="store_true", help="neither read nor write cached side results")
+    p.add_argument("--keep-workdir", action="store_true", help="keep the corpus, outcomes and pytest logs")
+    p.set_defaults(func=run_gate)

@@ -1,0 +1,123 @@
+"""Evaluating corpus batches with one side's builder: shared by the pytest items and the isolation runner.
+
+Every property runs on every batch (a failure is recorded, never raised, so
+nothing stops the search), the builds shared between properties
+(:class:`~metadata_builders.builders.MemoBuilder`).  Each batch's outcomes are
+written and flushed as soon as it is done, one JSON line per (property, batch),
+and a progress file says which batch is running since when::
+
+    start 12 1764513600.25
+    done 12
+
+so the parent can tell a process that died on batch 12 (no ``done 12``) from one
+that hangs on it (``start 12`` older than the per-batch limit), and everything
+finished before either is kept.
+
+Run as a module it is the isolation runner: ``python -m metadata_builders.gate.evaluate
+CORPUS OUT PROGRESS INDEX...`` evaluates those batches in that order in a fresh
+process, configured like a side's items (:data:`~metadata_builders.gate.model.ENV_BUILDER` ...).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from collections.abc import Iterable
+from typing import Any
+
+from metadata_builders.gate.model import (
+    ENV_BUILDER,
+    ENV_DEVICE,
+    ENV_PROPERTIES,
+    SETUP_ERROR,
+    Outcome,
+    shorten,
+)
+
+__all__ = ["evaluate_batches", "main", "make_builder"]
+
+
+def make_builder(name: str, device: str) -> Any:
+    """This process's builder on ``device`` (``auto``: the xdist worker's GPU), one torch thread."""
+    import torch
+
+    from metadata_builders.builders import get_builder
+
+    torch.set_num_threads(1)
+    if device == "auto" and torch.cuda.is_available():
+        worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
+        device = f"cuda:{int(worker[2:] or 0) % torch.cuda.device_count()}"
+    return get_builder(name, device)
+
+
+def _signature(prop: str, failure: Any, builder: Any, batch: Any) -> tuple[str, ...]:
+    """What failed, as a set the gate compares between sides: every difference for P1, else the failure's place."""
+    if failure is None:
+        return ()
+    if prop == "P1":
+        from metadata_builders.properties import p1_differences
+
+        try:
+            differences = p1_differences(builder, batch)
+        except Exception:  # noqa: BLE001 - a builder that raises: its failure's place is the signature
+            differences = set()
+        if differences:
+            return tuple(sorted(differences))
+    return (f"{failure.variant}|{failure.field}",)
+
+
+def _outcomes(props: list, builder: Any, batch: Any, index: int) -> list[Outcome]:
+    from metadata_builders.builders import MemoBuilder
+    from metadata_builders.properties import verdict
+
+    memo = MemoBuilder(builder)
+    out = []
+    for spec in props:
+        result = verdict(spec, memo, batch)
+        failure = result.failure
+        out.append(Outcome(spec.name, index, result.status, _signature(spec.name, failure, memo, batch),
+                           shorten(str(failure)) if failure is not None else "", result.why,
+                           str(failure.field) if failure is not None else ""))
+    return out
+
+
+def evaluate_batches(builder: Any, corpus_path: str, indices: Iterable[int], out_path: str, progress_path: str,
+                     prop_names: list[str]) -> None:
+    """Every property on each of ``indices`` (in that order); outcomes and progress flushed batch by batch."""
+    from metadata_builders.batch import VerifyBatch
+    from metadata_builders.properties import PROPERTIES
+
+    props = [p for p in PROPERTIES if p.name in prop_names]
+    with open(corpus_path) as fh:
+        lines = fh.readlines()
+    with open(out_path, "a") as out, open(progress_path, "a") as progress:
+        for index in indices:
+            batch = VerifyBatch.from_dict(json.loads(lines[index]))
+            progress.write(f"start {index} {time.time():.3f}\n")
+            progress.flush()
+            text = "".join(json.dumps(o.to_dict()) + "\n" for o in _outcomes(props, builder, batch, index))
+            out.write(text)
+            out.flush()
+            progress.write(f"done {index}\n")
+            progress.flush()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The isolation runner: ``CORPUS OUT PROGRESS INDEX...`` with the side's environment."""
+    from metadata_builders.errors import BuilderNotFound, UpstreamNotFound
+
+    corpus, out, progress, *indices = argv if argv is not None else sys.argv[1:]
+    try:
+        builder = make_builder(os.environ[ENV_BUILDER], os.environ.get(ENV_DEVICE, "cpu"))
+    except (BuilderNotFound, UpstreamNotFound) as exc:
+        sys.stderr.write(f"{type(exc).__name__}: {exc}\n")
+        return SETUP_ERROR
+    evaluate_batches(builder, corpus, [int(i) for i in indices], out, progress,
+                     os.environ[ENV_PROPERTIES].split(","))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,126 @@
+"""Where each side's code comes from: a git ref of the backend's checkout, the checkout itself, or a builder.
+
+A ref becomes a detached ``git worktree`` (removed afterwards) whose ``python/``
+tree goes first on the side's ``PYTHONPATH``.  Mistakes are said plainly:
+``unknown ref `nosuch``` or ``/tmp/x is not inside a git repository``, never a
+git command line and its exit status.  Each side also gets what its results
+depend on (a commit, a builder module's source hash: the cache key's side part)
+and what a replay command needs in front of it to import its builder.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import subprocess
+import sys
+from dataclasses import dataclass, field
+
+from metadata_builders.errors import GateError
+from metadata_builders.gate.model import Side
+
+__all__ = ["Worktrees", "builder_side"]
+
+
+def _git(repo: str, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["git", "-C", repo, *args], capture_output=True, text=True, check=False)
+
+
+def _check_repo(repo: str) -> None:
+    if not os.path.isdir(repo):
+        raise GateError("--repo", f"{repo} does not exist")
+    if _git(repo, "rev-parse", "--git-dir").returncode != 0:
+        raise GateError("--repo", f"{repo} is not inside a git repository: run the gate from an SGLang checkout "
+                                  "(or pass --repo PATH)")
+
+
+def _commit(repo: str, ref: str) -> str:
+    done = _git(repo, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}")
+    if done.returncode != 0:
+        raise GateError(f"unknown ref `{ref}`", f"{repo} has no commit named {ref} (fetch it first, e.g. "
+                                                "`git fetch origin main`, or check the spelling)")
+    return done.stdout.strip()
+
+
+def _sglang_tree(root: str, what: str) -> str:
+    python = os.path.join(root, "python")
+    if not os.path.isdir(os.path.join(python, "sglang")):
+        raise GateError(what, f"{root} has no python/sglang: run the gate from an SGLang checkout (or pass --repo)")
+    return python
+
+
+@dataclass
+class Worktrees:
+    """The sides of a gate on a git repository: detached worktrees made for refs, removed afterwards."""
+
+    repo: str
+    made: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        _check_repo(self.repo)
+
+    def side(self, name: str, ref: str | None, workdir: str, builder: str) -> Side:
+        if ref is None:
+            commit = _commit(self.repo, "HEAD")
+            dirty = _git(self.repo, "status", "--porcelain", "--", "python").stdout.strip()
+            python = _sglang_tree(self.repo, f"{name} (the checkout)")
+            label = f"checkout at {commit[:10]}" + (" + uncommitted changes" if dirty else "")
+            return Side(name, builder, python, label, None if dirty else f"commit:{commit}",
+                        f"PYTHONPATH={python}")
+        commit = _commit(self.repo, ref)
+        path = os.path.join(workdir, f"worktree-{name}")
+        added = _git(self.repo, "worktree", "add", "--detach", "--force", path, commit)
+        if added.returncode != 0:
+            raise GateError(f"{name} ({ref})", f"could not make a worktree of {commit[:10]}: {added.stderr.strip()}")
+        self.made.append(path)
+        python = _sglang_tree(path, f"{name} ({ref})")
+        return Side(name, builder, python, f"{ref} at {commit[:10]}", f"commit:{commit}",
+                    f"PYTHONPATH=<a checkout of {commit[:10]}>/python")
+
+    def remove(self) -> None:
+        for path in self.made:
+            subprocess.run(["git", "-C", self.repo, "worktree", "remove", "--force", path], capture_output=True,
+                           check=False)
+
+
+def _module_root(module: str) -> tuple[str | None, str | None]:
+    """(the ``sys.path`` entry ``module`` imports from, its source file), as far as this process can tell."""
+    try:
+        spec = importlib.util.find_spec(module)
+    except (ImportError, ValueError):
+        return None, None
+    if spec is None or not spec.origin or not os.path.isfile(spec.origin):
+        return None, None
+    root = os.path.dirname(spec.origin)
+    depth = module.count(".") + (1 if os.path.basename(spec.origin) == "__init__.py" else 0)
+    for _ in range(depth):
+        root = os.path.dirname(root)
+    return root, spec.origin
+
+
+def _importable_anywhere(module: str) -> bool:
+    """Whether a fresh interpreter, without ``PYTHONPATH`` and outside this directory, imports ``module``."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    probe = f"import importlib.util, sys; sys.exit(importlib.util.find_spec({module!r}) is None)"
+    done = subprocess.run([sys.executable, "-c", probe], env=env, cwd=os.path.expanduser("~"), capture_output=True,
+                          check=False)
+    return done.returncode == 0
+
+
+def builder_side(name: str, builder: str) -> Side:
+    """A side that is a builder of this environment (``--base-builder``/``--head-builder``)."""
+    module = builder.partition(":")[0] if ":" in builder else None
+    if module is None:
+        identity = None if builder == "sglang" else f"builder:{builder}"  # the harness's own: its hash covers them
+        return Side(name, builder, None, builder, identity, "")
+    root, origin = _module_root(module)
+    if module.split(".")[0] == "metadata_builders":
+        identity = f"builder:{builder}"
+    elif origin is not None:
+        with open(origin, "rb") as fh:
+            identity = f"builder:{builder}@{hashlib.sha256(fh.read()).hexdigest()[:16]}"
+    else:
+        identity = None
+    replay_env = f"PYTHONPATH={root}" if root is not None and not _importable_anywhere(module) else ""
+    return Side(name, builder, None, builder, identity, replay_env)

@@ -1,0 +1,136 @@
+"""What the gate says: the verdict table, what it could not judge, what blocks, as text and as Markdown.
+
+The text goes to the terminal or CI log and ends with one line, ``gate: GREEN``
+or ``gate: RED``, followed on the same line by what the gate could not judge
+(DESIGN.md section 5: a green gate never hides a blind spot)::
+
+    gate: GREEN (no new failures) in 74s; not judged: P1 on 34/100 batches, P5 on 80/80 (see above)
+
+The Markdown (``--summary-md PATH``, and ``$GITHUB_STEP_SUMMARY`` when set) is
+what a reviewer reads on the pull request page: the same table, the blind spots,
+each new failure with its replay command and the picture of its smallest batch
+(uploaded with the artifacts).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+from metadata_builders.gate.model import Crash, Side
+from metadata_builders.gate.replays import Replay
+from metadata_builders.gate.verdicts import PropertyVerdict
+
+__all__ = ["GateResult", "markdown", "text"]
+
+
+@dataclass
+class GateResult:
+    """Everything a summary shows."""
+
+    base: Side
+    head: Side
+    batches: int
+    verdicts: list[PropertyVerdict]
+    crash: Crash | None = None
+    replays: list[Replay] = field(default_factory=list)
+    seconds: float = 0.0
+    notes: list[str] = field(default_factory=list)
+    """Lines worth knowing that are no verdict (a cached base, a crash that did not reproduce)."""
+
+    @property
+    def blocking(self) -> list[str]:
+        return (["crash"] if self.crash is not None else []) + [pv.prop for pv in self.verdicts if pv.blocking]
+
+    @property
+    def red(self) -> bool:
+        return bool(self.blocking)
+
+    def rows(self) -> list[list[str]]:
+        rows = [[pv.prop, pv.title, "BLOCKS" if pv.blocking else "ok", pv.summary()] for pv in self.verdicts]
+        if self.crash is not None:
+            how = "alone" if self.crash.alone else "only after other batches"
+            rows.insert(0, ["crash", "the head's process survives every batch", "BLOCKS",
+                            (f"NEW: {self.crash.what} on batch {self.crash.index} ({how}); "
+                             f"{self.crash.unfinished} batch(es) not judged")])
+        return rows
+
+    def blind_spots(self) -> list[tuple[str, str]]:
+        """(property, what it could not judge) for every property with a blind spot."""
+        return [(pv.prop, why) for pv in self.verdicts if (why := pv.not_judged()) is not None]
+
+    def verdict_line(self) -> str:
+        blocking = self.blocking
+        head = f"gate: RED ({', '.join(blocking)} blocking)" if blocking else "gate: GREEN (no new failures)"
+        line = f"{head} in {self.seconds:.0f}s"
+        spots = [pv for pv in self.verdicts if pv.not_judged() is not None]
+        if spots:
+            line += "; not judged: " + ", ".join(
+                f"{pv.prop} on {pv.counts['partial'] + pv.counts['not judged']}/{pv.batches} batches" for pv in spots)
+            line += " (see above)"
+        return line
+
+
+def _pre_existing(result: GateResult) -> str | None:
+    pre = [pv for pv in result.verdicts if pv.counts["pre-existing"] or pv.counts["changed"]]
+    if not pre:
+        return None
+    return "already failing at base (not blocking): " + "; ".join(
+        f"{pv.prop} {pv.counts['pre-existing'] + pv.counts['changed']} batch(es)"
+        + (f" [{', '.join(sorted(pv.findings))}]" if pv.findings else " [no known finding: see docs/FINDINGS.md]")
+        for pv in pre)
+
+
+def text(result: GateResult) -> str:
+    """The gate's report for a terminal or CI log, ending with the verdict line."""
+    from metadata_builders.report import format_table
+
+    out = ["", format_table(["property", "what", "gate", "verdicts (batches)"], result.rows())]
+    for replay in result.replays:
+        label = "crash at head" if replay.prop == "crash" else f"{replay.prop} NEW at head"
+        out += ["", f"{label}: {replay.new}", f"  replay: {replay.command}"]
+        if replay.picture:
+            out.append(f"  picture: {replay.picture}")
+    if (pre := _pre_existing(result)) is not None:
+        out += ["", pre]
+    fixed = [pv for pv in result.verdicts if pv.counts["fixed"]]
+    if fixed:
+        out.append("fixed at head: " + "; ".join(f"{pv.prop} {pv.counts['fixed']} batch(es)" for pv in fixed))
+    spots = result.blind_spots()
+    if spots:
+        out += ["", "not judged (a blind spot of this builder, not a verdict):"]
+        out += [f"  {prop}: {why}" for prop, why in spots]
+    out += [f"note: {note}" for note in result.notes]
+    out += ["", result.verdict_line()]
+    return "\n".join(out)
+
+
+def _cell(text_: str) -> str:
+    return text_.replace("|", "\\|").replace("\n", " ")
+
+
+def markdown(result: GateResult, *, relative_to: str | None) -> str:
+    """The summary as GitHub-flavoured Markdown; pictures linked relative to ``relative_to`` (None: named only)."""
+    icon = "🔴 RED" if result.red else "🟢 GREEN"
+    out = [f"## metadata-builders gate: {icon}", "",
+           (f"base = `{result.base.label}`, head = `{result.head.label}`; {result.batches} batches; "
+            f"{result.seconds:.0f}s"), "", "| property | what | gate | verdicts (batches) |", "|---|---|---|---|"]
+    out += ["| " + " | ".join(_cell(c) for c in row) + " |" for row in result.rows()]
+    spots = result.blind_spots()
+    out += ["", "### Not judged", ""]
+    out += [f"- **{prop}**: {_cell(why)}" for prop, why in spots] or ["Nothing: every property ran in full."]
+    for replay in result.replays:
+        title = "crash at head" if replay.prop == "crash" else f"{replay.prop} NEW at head"
+        out += ["", f"### {title}", "", _cell(replay.new), "", "```bash", replay.command, "```"]
+        if replay.picture:
+            if relative_to is not None:
+                link = os.path.relpath(replay.picture, relative_to)
+                shown = "!" if link.endswith(".png") else ""  # a page (no matplotlib) is linked, not shown
+                out += ["", f"{shown}[smallest batch for {replay.prop}]({link})"]
+            else:
+                name = os.path.basename(replay.picture)
+                out += ["", f"Picture of the smallest batch: `{name}` in the uploaded artifacts."]
+    if (pre := _pre_existing(result)) is not None:
+        out += ["", "### Already failing at base", "", _cell(pre)]
+    out += ["", f"`{result.verdict_line()}`", ""]
+    return "\n".join(out)

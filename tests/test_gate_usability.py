@@ -1,0 +1,262 @@
+"""What a gate user tripped over, each pinned: plain errors, honest summaries, runnable commands, no litter.
+
+Builders stand in for SGLang (``--base-builder``/``--head-builder``, a miniature
+git repository shaped like SGLang's), so none of this needs SGLang installed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+
+import pytest
+
+from metadata_builders.cli import main
+from metadata_builders.gate import PER_KIND, build_corpus, corpus_focuses, shorten
+from metadata_builders.properties import PROPERTIES
+
+MUTANT = "metadata_builders.tools.mutants:dropped_dspark_gate"
+FAST = ["--properties", "P4", "--examples", "6", "--workers", "0", "--no-pictures"]
+
+HEADS = '''
+from metadata_builders.hip import HipBuilder
+
+
+class NoReplay(HipBuilder):
+    """hip without capture()/replay(): P5's replay half cannot be judged on it."""
+
+    capture = None
+    replay = None
+
+
+class OffByOne(HipBuilder):
+    """A regression in one field."""
+
+    def build(self, inputs):
+        md = super().build(inputs)
+        md.fields["pf_final_pos"] = md.fields["pf_final_pos"] + 1
+        return md
+'''
+
+
+@pytest.fixture(autouse=True)
+def _own_cache(tmp_path, monkeypatch):
+    """Each test its own side-result cache."""
+    monkeypatch.setenv("METADATA_BUILDERS_CACHE", str(tmp_path / "gate-cache"))
+    monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
+
+
+@pytest.fixture
+def heads(tmp_path, monkeypatch):
+    """The module ``gate_heads``, importable here and by the gate's child processes (not installed anywhere)."""
+    folder = tmp_path / "heads"
+    folder.mkdir()
+    (folder / "gate_heads.py").write_text(HEADS)
+    monkeypatch.setenv("PYTHONPATH", str(folder) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    monkeypatch.syspath_prepend(str(folder))
+    return folder
+
+
+BACKEND = '''
+from metadata_builders.hip import HipBuilder
+
+
+class Backend(HipBuilder):
+    def build(self, inputs):
+        md = super().build(inputs)
+        md.fields["pf_final_pos"] = md.fields["pf_final_pos"] + {shift}
+        return md
+'''
+"""The backend under review in the miniature repository: clean at base, a regression on branch ``pr``."""
+
+
+def _git(repo, *args: str) -> str:
+    done = subprocess.run(["git", "-C", str(repo), "-c", "user.email=t@t", "-c", "user.name=t", *args],
+                          check=True, capture_output=True, text=True)
+    return done.stdout
+
+
+@pytest.fixture
+def mini_sglang(tmp_path):
+    """A git repository shaped like SGLang's, with SGLang's ``build/`` ignore rule; branch ``pr`` regresses."""
+    repo = tmp_path / "repo"
+    (repo / "python" / "sglang").mkdir(parents=True)
+    (repo / "python" / "sglang" / "__init__.py").write_text("")
+    (repo / ".gitignore").write_text("__pycache__/\nbuild/\n")  # as SGLang's .gitignore has them
+    module = repo / "python" / "gate_backend.py"
+    module.write_text(BACKEND.format(shift=0))
+    _git(repo, "init", "-q", "-b", "main")
+    _git(repo, "add", ".")
+    _git(repo, "commit", "-q", "-m", "base")
+    _git(repo, "checkout", "-q", "-b", "pr")
+    module.write_text(BACKEND.format(shift=1))
+    _git(repo, "commit", "-q", "-am", "regression")
+    return repo
+
+
+# -- plain errors ----------------------------------------------------------------------------------------
+
+
+def test_an_unknown_ref_says_unknown_ref(mini_sglang, capsys) -> None:
+    """``--base nosuch`` is ``unknown ref `nosuch```, exit 2, not a git command line and its exit status."""
+    assert main(["gate", "--base", "nosuch", "--repo", str(mini_sglang), *FAST]) == 2
+    err = capsys.readouterr().err
+    assert "unknown ref `nosuch`" in err and "rev-parse" not in err and "exit 1" not in err
+
+
+def test_outside_a_git_repository_says_so(tmp_path, capsys) -> None:
+    """A ``--repo`` that is no git repository is named as such, exit 2."""
+    plain = tmp_path / "not-a-repo"
+    plain.mkdir()
+    assert main(["gate", "--base", "main", "--repo", str(plain), *FAST]) == 2
+    assert f"{plain} is not inside a git repository" in capsys.readouterr().err
+
+
+# -- what the gate prints --------------------------------------------------------------------------------
+
+
+def test_keep_workdir_prints_where_it_kept_it(tmp_path, capsys) -> None:
+    """``--keep-workdir`` names the directory it kept, and the corpus is there."""
+    assert main(["gate", "--base-builder", "hip", "--head-builder", "hip", *FAST, "--keep-workdir"]) == 0
+    kept = re.search(r"workdir kept: (\S+)", capsys.readouterr().out)
+    assert kept and os.path.isfile(os.path.join(kept.group(1), "corpus.jsonl"))
+
+
+SYNCS = ("P7 [eager/mirror=host/gate=dspark]: a path that claims to be sync-free synced field=audit.host_syncs "
+         "index=None expected=[] actual=[" + ", ".join(
+             f"'item@uniform_layout (reads seq_lens, verify_lens) #{n}'" for n in range(30)) + "]")
+
+
+def test_a_long_sync_list_is_cut_between_entries() -> None:
+    """The ``NEW at head`` line keeps whole entries, says how many it left out, and closes the list."""
+    short = shorten(SYNCS, 400)
+    assert len(short) <= 430 and short.endswith(" more)]")
+    listed = short[short.index("actual=[") + len("actual=["):short.rindex(", …")]
+    entries = re.findall(r"'[^']*'", listed)
+    assert listed == ", ".join(entries) and all(e.startswith("'item@uniform_layout (reads seq_lens, verify_lens) #")
+                                                for e in entries)
+    kept = len(entries)
+    assert f"(+{30 - kept} more)" in short
+
+
+def test_the_new_at_head_line_of_a_sync_regression_ends_on_a_whole_entry(tmp_path, capsys) -> None:
+    """End to end: a head that syncs everywhere prints whole sync entries only."""
+    head = "metadata_builders.tools.mutants:uniform_total_host_loop"
+    assert main(["gate", "--base-builder", "hip", "--head-builder", head, "--properties", "P7", "--examples", "4",
+                 "--workers", "0", "--no-pictures", "--failures-dir", str(tmp_path / "f")]) == 1
+    line = next(row for row in capsys.readouterr().out.splitlines() if row.startswith("P7 NEW at head:"))
+    assert line.count("'") % 2 == 0 and line.count("[") == line.count("]") and line.count("(") == line.count(")")
+
+
+def test_a_module_builder_replay_command_says_how_to_import_it(heads, tmp_path, capsys) -> None:
+    """The printed replay command runs as printed, from anywhere: ``PYTHONPATH=<its folder> metadata-builders ...``."""
+    failures = tmp_path / "f"
+    assert main(["gate", "--base-builder", "hip", "--head-builder", "gate_heads:OffByOne", "--properties", "P1",
+                 "--examples", "3", "--workers", "0", "--no-pictures", "--failures-dir", str(failures)]) == 1
+    command = next(row for row in capsys.readouterr().out.splitlines() if "replay: " in row).split("replay: ", 1)[1]
+    assert command.startswith(f"PYTHONPATH={heads} metadata-builders replay ")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    done = subprocess.run(command + " --device cpu --properties P1", shell=True, env=env, cwd=str(tmp_path),
+                          capture_output=True, text=True, check=False)
+    assert done.returncode == 1, done.stdout + done.stderr  # reproduced, not "builder not found" (exit 2)
+
+
+def test_a_green_gate_says_what_it_could_not_judge(heads, tmp_path, capsys) -> None:
+    """A head without capture/replay: GREEN, and the verdict line itself names P5 as not judged, with why."""
+    assert main(["gate", "--base-builder", "hip", "--head-builder", "gate_heads:NoReplay", "--properties", "P4,P5",
+                 "--per-kind", "2", "--workers", "0", "--no-pictures", "--failures-dir", str(tmp_path / "f")]) == 0
+    out = capsys.readouterr().out
+    verdict = out.strip().splitlines()[-1]
+    assert verdict.startswith("gate: GREEN") and "not judged: P5 on" in verdict and "P4" not in verdict
+    assert "P5 replay not checked" in out and "has no capture()/replay()" in out
+
+
+# -- defaults that leave no litter -------------------------------------------------------------------------
+
+
+def test_the_default_failures_dir_is_ignored_by_sglangs_rules(mini_sglang, capsys) -> None:
+    """Red gate with the default ``--failures-dir``: the replay file lands under build/, git status stays clean."""
+    args = ["gate", "--base", "main", "--repo", str(mini_sglang), "--builder", "gate_backend:Backend",
+            "--properties", "P1", "--examples", "3", "--workers", "0", "--no-pictures"]
+    assert main(args) == 1
+    out = capsys.readouterr().out
+    assert str(mini_sglang / "build" / "metadata-builders" / "failures") in out
+    assert _git(mini_sglang, "status", "--porcelain", "--untracked-files=all") == ""
+
+
+# -- the corpus knob ------------------------------------------------------------------------------------------
+
+
+def test_the_corpus_is_a_knob_per_kind(capsys) -> None:
+    """``--per-kind N`` draws N batches of every kind the properties focus on; the ci default is PER_KIND['ci']."""
+    kinds = len(corpus_focuses(PROPERTIES))
+    assert main(["gate", "--base-builder", "hip", "--head-builder", "hip", "--properties", "P3,P5", "--per-kind",
+                 "2", "--workers", "0", "--no-pictures", "--failures-dir", "unused"]) == 0
+    assert "corpus: 6 batches over 3 kinds" in capsys.readouterr().out
+    assert PER_KIND["ci"] >= 10 and kinds >= 5
+    small = build_corpus(PROPERTIES[:1], [2] * len(corpus_focuses(PROPERTIES[:1])))
+    assert small == build_corpus(PROPERTIES[:1], [2] * len(corpus_focuses(PROPERTIES[:1])))  # derandomized
+
+
+# -- the base cache ---------------------------------------------------------------------------------------------
+
+
+def test_base_results_are_cached_by_side_and_harness(tmp_path, capsys) -> None:
+    """A re-run, and a sweep to another head, read the base from the cache; --no-cache and another corpus do not."""
+    cache = tmp_path / "cache"
+    args = ["gate", "--base-builder", "hip", *FAST, "--cache-dir", str(cache), "--failures-dir", str(tmp_path / "f")]
+    assert main([*args, "--head-builder", MUTANT]) == 1
+    first = capsys.readouterr().out
+    assert "from the cache" not in first and len(os.listdir(cache)) == 2
+    other = "metadata_builders.tools.mutants:tier_cap_ignored"
+    main([*args, "--head-builder", other])
+    again = capsys.readouterr().out
+    assert "base: 6 outcomes from the cache" in again and "head: 6 outcomes from the cache" not in again
+    assert main([*args, "--head-builder", "hip", "--no-cache"]) == 0
+    assert "from the cache" not in capsys.readouterr().out
+    assert main([*args, "--examples", "7", "--head-builder", "hip"]) == 0  # another corpus
+    assert "base: 7 outcomes from the cache" not in capsys.readouterr().out
+    entry = json.loads((cache / min(os.listdir(cache))).read_text())
+    assert {"side", "harness", "corpus", "properties", "device", "torch"} <= set(entry["key"])
+
+
+# -- the Markdown summary -----------------------------------------------------------------------------------
+
+
+def test_a_markdown_summary_for_the_pull_request_page(tmp_path, monkeypatch, capsys) -> None:
+    """--summary-md and $GITHUB_STEP_SUMMARY: verdict table, not judged, the replay command, the picture."""
+    step = tmp_path / "step-summary.md"
+    step.write_text("earlier step\n")
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(step))
+    out_dir = tmp_path / "build"
+    summary = out_dir / "gate-summary.md"
+    assert main(["gate", "--base-builder", "hip", "--head-builder", MUTANT, "--properties", "P4", "--examples", "6",
+                 "--workers", "0", "--failures-dir", str(out_dir / "failures"), "--summary-md", str(summary)]) == 1
+    capsys.readouterr()
+    text = summary.read_text()
+    assert "## metadata-builders gate: 🔴 RED" in text and "| P4 | gate decision table | BLOCKS |" in text
+    assert "### Not judged" in text and "### P4 NEW at head" in text
+    assert f"metadata-builders replay {out_dir / 'failures'}" in text and f"--builder {MUTANT}" in text
+    picture = re.search(r"!\[[^]]*\]\(([^)]+\.png)\)", text)
+    assert picture and (out_dir / picture.group(1)).is_file()
+    appended = step.read_text()
+    assert appended.startswith("earlier step\n") and "### P4 NEW at head" in appended and ".png` in the uploaded" in appended
+
+
+# -- findings --------------------------------------------------------------------------------------------------
+
+
+def test_both_f2c_batches_are_labelled_f2c() -> None:
+    """P1 judges a diverging batch without its divergence: an F2c batch drawn with one is F2c too, as on the other."""
+    from metadata_builders.findings import _absorbs_past_width, known_finding
+
+    p6 = [p for p in PROPERTIES if p.name == "P6"]
+    diverging = [b for b in build_corpus(p6, 30) if _absorbs_past_width(b.without_divergence())]
+    assert diverging and all(b.divergence is not None for b in diverging)
+    message = ("P1 [graph/mirror=host/layout_total=host/gate=dspark]: the build read past the end of a device table "
+               "(index in get_swa_page_indices) on a batch without divergence")
+    for batch in diverging:
+        assert known_finding("P1", "audit.faults", message, batch) == "F2c"
+        assert known_finding("P1", "audit.faults", message, batch.without_divergence()) == "F2c"
