@@ -193,7 +193,8 @@ class DeviceAudit(_HipDeviceModel):
             return func(*args, **kwargs)
         name = getattr(func, "__name__", "")
         if name == "__get__":
-            if func.__self__ is _DEVICE_ATTR and args and args[0].is_cpu and getattr(args[0], _RESIDENT, False):
+            owner = getattr(func, "__self__", None)
+            if owner is _DEVICE_ATTR and args and args[0].is_cpu and getattr(args[0], _RESIDENT, False):
                 return DEVICE
             return func(*args, **kwargs)
         call = _Call(func)
