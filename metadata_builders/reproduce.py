@@ -26,7 +26,7 @@ from typing import Any, Sequence
 from metadata_builders.batch import VerifyBatch
 from metadata_builders.errors import PropertyFailure
 from metadata_builders.properties.spec import PropertySpec, verdict
-from metadata_builders.properties.state import play_history
+from metadata_builders.properties.state import can_be_made_afresh, play_history
 
 __all__ = ["Reproduction", "reproduce"]
 
@@ -61,7 +61,7 @@ def _candidates(history: Sequence[VerifyBatch]) -> list[tuple[VerifyBatch, ...]]
 
 def reproduce(builder: Any, spec: PropertySpec, batch: VerifyBatch, history: Sequence[VerifyBatch]) -> Reproduction:
     """Replay ``spec`` on ``batch`` on fresh builders, after ever longer tails of ``history``."""
-    if not callable(getattr(builder, "fresh", None)) or getattr(builder, "factory", None) is None:
+    if not can_be_made_afresh(builder):
         return Reproduction(False, ())
     for earlier in _candidates([b for b in history if b != batch]):
         fresh = builder.fresh()

@@ -51,7 +51,6 @@ aten = torch.ops.aten
 _DEVICE_ATTR = torch.Tensor.device
 
 
-
 _FACTORIES = frozenset(
     {"tensor", "as_tensor", "arange", "zeros", "ones", "full", "empty", "empty_strided", "randint", "rand",
      "randn", "linspace", "eye", "from_numpy", "range", "zeros_like", "ones_like", "full_like", "empty_like"}
@@ -69,18 +68,6 @@ _LIKE_FACTORIES = frozenset(
 _GATHERS = frozenset({aten.index, aten.index_select, aten.gather})
 
 
-
-
-
-
-
-
-
-
-
-
-
-
 def _op_name(func: Callable) -> str:
     name = getattr(func, "__name__", repr(func))
     qual = getattr(func, "__qualname__", "")
@@ -91,8 +78,6 @@ def _op_name(func: Callable) -> str:
 
 _SCALAR, _SHAPE, _INDEX, _COPY, _GATHER, _REPEAT, _LIKE, _MUTATES, _OTHER = range(9)
 _KINDS: dict[Any, int] = {}
-
-
 
 
 def _kind(func: Any) -> int:
@@ -320,11 +305,6 @@ class DeviceAudit(_HipDeviceModel):
         return out
 
 
-
-
-
-
-
 _ACTIVE: list[DeviceAudit] = []
 
 
@@ -353,22 +333,6 @@ def kernel_launch(arguments: Any) -> Iterator[None]:
             setattr(t, _READS, reads | _reads(t))
 
 
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
 class _FunctionLayer(TorchFunctionMode):
     def __init__(self, audit: DeviceAudit) -> None:
         super().__init__()
@@ -385,7 +349,5 @@ class _DispatchLayer(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         return self.audit.on_dispatch(func, args, kwargs or {})
-
-
 
 

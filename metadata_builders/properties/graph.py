@@ -178,17 +178,26 @@ def filled_tier_batch(batch: VerifyBatch) -> VerifyBatch | None:
     g = batch.graph
     if g is None or g.padded_bs == batch.bs:
         return None
+    return requests_in_spare_slots(batch, g.padded_bs - batch.bs, 1)
+
+
+def requests_in_spare_slots(batch: VerifyBatch, limit: int | None, ragged_extend: int) -> VerifyBatch | None:
+    """``batch`` with a new request (prefix 1) in each slot no request uses, at most ``limit`` of them.
+
+    A new request verifies ``num_draft_tokens`` (uniform) or ``ragged_extend`` tokens
+    (ragged).  None when the table has no spare slot or the result would be invalid.
+    """
     used = set(batch.req_pool_indices)
-    spare = [s for s in range(1, batch.num_slots) if s not in used][: g.padded_bs - batch.bs]
+    spare = [s for s in range(1, batch.num_slots) if s not in used][:limit]
     if not spare:
         return None
-    extend = batch.num_draft_tokens if batch.verify_lens is None else 1
+    extend = batch.num_draft_tokens if batch.verify_lens is None else ragged_extend
     added = [batch.req_to_token[slot][1 + j] for slot in spare for j in range(extend)]
     try:
         return batch.replace(
             seq_lens=list(batch.seq_lens) + [1] * len(spare),
             req_pool_indices=list(batch.req_pool_indices) + spare,
-            verify_lens=None if batch.verify_lens is None else list(batch.verify_lens) + [1] * len(spare),
+            verify_lens=None if batch.verify_lens is None else list(batch.verify_lens) + [extend] * len(spare),
             out_cache_loc=list(batch.out_cache_loc) + added,
         )
     except InvalidBatch:

@@ -31,7 +31,7 @@ from metadata_builders.properties._common import (
     _name,
     _variants,
 )
-from metadata_builders.properties.graph import filled_tier_batch, same_tier_batch
+from metadata_builders.properties.graph import filled_tier_batch, requests_in_spare_slots, same_tier_batch
 from metadata_builders.reference import ReferenceBuilder
 
 
@@ -90,21 +90,7 @@ def grown_batch(batch: VerifyBatch) -> VerifyBatch | None:
     """
     if batch.graph is not None:
         return filled_tier_batch(batch)
-    used = set(batch.req_pool_indices)
-    spare = [s for s in range(1, batch.num_slots) if s not in used]
-    if not spare:
-        return None
-    extend = batch.num_draft_tokens
-    added = [batch.req_to_token[slot][1 + j] for slot in spare for j in range(extend)]
-    try:
-        return batch.replace(
-            seq_lens=list(batch.seq_lens) + [1] * len(spare),
-            req_pool_indices=list(batch.req_pool_indices) + spare,
-            verify_lens=None if batch.verify_lens is None else list(batch.verify_lens) + [extend] * len(spare),
-            out_cache_loc=list(batch.out_cache_loc) + added,
-        )
-    except InvalidBatch:
-        return None
+    return requests_in_spare_slots(batch, None, batch.num_draft_tokens)
 
 
 def uncapped_batch(batch: VerifyBatch) -> VerifyBatch | None:
@@ -153,6 +139,11 @@ def play_history(builder: Any, history: list[VerifyBatch]) -> None:
             builder.replay(builder.capture(earlier, firsts["graph"]), earlier)
 
 
+def can_be_made_afresh(builder: Any) -> bool:
+    """Whether ``builder.fresh()`` constructs a twin (an audited builder made from a factory)."""
+    return callable(getattr(builder, "fresh", None)) and getattr(builder, "factory", None) is not None
+
+
 def check_p9_no_hidden_state(builder, batch: VerifyBatch) -> list[str]:
     """P9: a batch built after other builds and replays equals its build on a freshly constructed builder.
 
@@ -162,7 +153,7 @@ def check_p9_no_hidden_state(builder, batch: VerifyBatch) -> list[str]:
     """
     if isinstance(builder, ReferenceBuilder):
         return ["the reference keeps no state; nothing to check"]
-    if not callable(getattr(builder, "fresh", None)) or getattr(builder, "factory", None) is None:
+    if not can_be_made_afresh(builder):
         return [Partial(f"P9 not checked: builder {_name(builder)!r} cannot be constructed afresh (no factory)")]
     batch = _clean(batch)
     history = history_for(batch)
