@@ -26,7 +26,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Callable, Protocol, runtime_checkable
 
 from metadata_builders.errors import BuilderNotFound, InvalidVariant
-from metadata_builders.metadata import Audit, VerifyMetadata
+from metadata_builders.metadata import PER_ENTRY, Audit, VerifyMetadata, canonical_plan
 from metadata_builders.reference import ReferenceBuilder, diverged_extend_lens, expected_host_syncs, verify_extension
 
 if TYPE_CHECKING:
@@ -91,6 +91,10 @@ def _to_plain(value: Any) -> Any:
             return list(value.shape)
         return value.tolist()
     return value
+
+
+def _is_meta(value: Any) -> bool:
+    return getattr(getattr(value, "device", None), "type", None) == "meta"
 
 
 def _data_ptrs(fields: dict[str, Any]) -> dict[str, int]:
@@ -246,6 +250,9 @@ class AuditedBuilder:
         dtypes = {name: str(value.dtype).removeprefix("torch.") for name, value in result.fields.items()
                   if hasattr(value, "dtype")}
         fields = {name: _to_plain(value) for name, value in result.fields.items()}
+        for name in PER_ENTRY:
+            if name in fields and not _is_meta(result.fields[name]):
+                fields[name] = canonical_plan(fields[name])
         decision = result.decision
         if audit.token_maps:
             observed = all(tm.output_size is not None for tm in audit.token_maps)

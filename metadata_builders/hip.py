@@ -14,6 +14,8 @@ is one stage of ``DeepseekV4HipRadixBackend`` so a backend engineer recognises i
 ``core_metadata``          ``make_core_attn_metadata`` / ``get_swa_page_indices``
 ``unified_prefill_meta``   ``_attach_unified_kv_prefill_meta`` (the token map)
 ``decode_streams``         ``_attach_unified_kv_decode_streams`` (SWA ring)
+:mod:`.hip_compression`    with compression: ``init_compression_metadata``,
+                           ``init_flashmla_related``, the indexer, the compress plans
 =========================  ==================================================
 
 Runs on any device: ``cpu``, ``cuda`` (ROCm is ``cuda`` under HIP), and ``meta``
@@ -32,6 +34,7 @@ from typing import TYPE_CHECKING
 import torch
 import torch.nn.functional as F
 
+from metadata_builders import hip_compression as compression
 from metadata_builders.errors import CaptureMismatch, StaleMirror
 from metadata_builders.metadata import Decision, VerifyMetadata
 from metadata_builders.variants import apply_gate
@@ -83,6 +86,8 @@ def target_verify(inputs: VerifyInputs, *, check_mirror: bool = False) -> Verify
     }
     fields.update(unified_prefill_meta(layout, inputs, slots))
     fields.update(decode_streams(inputs, slots, fields["positions_casual"]))
+    if inputs.geometry.compression is not None:
+        fields.update(compression.compression_groups(layout, inputs, fields, seq_lens_cpu))
     decision = Decision(layout.num_tokens, layout.exact_num_tokens, layout.exact_num_tokens, layout.max_seq_len)
     return VerifyMetadata(fields, decision)
 

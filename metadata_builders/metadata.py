@@ -13,8 +13,12 @@ from types import MappingProxyType
 from typing import Any, Literal, Mapping
 
 __all__ = [
+    "BASE_FIELD_NAMES",
+    "COMPRESSION_GROUPS",
     "FIELDS",
     "FIELD_NAMES",
+    "GROUPS",
+    "PER_ENTRY",
     "PER_ROW",
     "Audit",
     "Decision",
@@ -27,6 +31,8 @@ __all__ = [
     "TokenMap",
     "SyncRecord",
     "VerifyMetadata",
+    "canonical_plan",
+    "fields_for",
     "first_difference",
 ]
 
@@ -35,8 +41,9 @@ class FieldSpec:
     """What one metadata field is: per row or per token, its shape, its meaning."""
 
     name: str
-    per: Literal["row", "token"]
-    """``row``: one entry per row of the built batch; ``token``: one per token (pads included)."""
+    per: Literal["row", "token", "entry"]
+    """``row``: one entry per row of the built batch; ``token``: one per token (pads included);
+    ``entry``: one per plan entry (a compress plan's valid entries, sorted by ``ragged_id``)."""
     shape: str
     """Its shape in terms of the batch: ``rows`` is ``bs`` eager, ``padded_bs`` graph;
     ``padded_num_tokens`` the real tokens eager, ``graph_num_tokens`` graph."""
@@ -46,10 +53,48 @@ class FieldSpec:
     """The dtype upstream's consumers take (SGLang 0.5.23's kernels); a tensor field of another dtype fails P1."""
     dims: int = 1
     """2 when each entry is itself a list (``page_table``, ``swa_page_indices``)."""
+    group: str = "core"
+    """The group of DESIGN.md section 2 it belongs to (:data:`GROUPS`)."""
+
+    @property
+    def needs_compression(self) -> bool:
+        """Whether only a geometry with compression produces it."""
+        return self.group in COMPRESSION_GROUPS
 
 
 def _fields(*specs: FieldSpec) -> Mapping[str, FieldSpec]:
     return MappingProxyType({spec.name: spec for spec in specs})
+
+
+GROUPS: tuple[str, ...] = ("core", "unified", "compressed", "sparse", "indexer", "plans")
+"""The groups of the metadata, in pipeline order (DESIGN.md section 2)."""
+
+COMPRESSION_GROUPS: frozenset[str] = frozenset({"compressed", "sparse", "indexer", "plans"})
+"""Groups only a geometry with compression produces."""
+
+_PLAN_C = ("[seq_len, ragged_id, buffer_len, read_page_0, read_page_1] per compression, sorted by ragged_id; "
+           "read pages -1 and the row (batch id) when buffer_len is 0")
+_PLAN_W = "[ragged_id, write_loc] per state write, sorted by ragged_id; write_loc = slot * ring + pos % ring"
+
+
+def _compressed(ratio: int) -> tuple[FieldSpec, ...]:
+    c = f"c{ratio}"
+    return (
+        FieldSpec(f"{c}_out_loc", "token", "(padded_num_tokens,)",
+                  f"raw_out_loc // {ratio} where seq_lens_casual % {ratio} == 0, else 0", dtype="int64", group="compressed"),
+        FieldSpec(f"{c}_topk_lengths_raw", "token", "(padded_num_tokens,)", f"seq_lens_casual // {ratio}",
+                  group="compressed"),
+        FieldSpec(f"{c}_topk_lengths_clamp1", "token", "(padded_num_tokens,)", f"max(seq_lens_casual // {ratio}, 1)",
+                  group="compressed"),
+    )
+
+
+def _plans(ratio: int) -> tuple[FieldSpec, ...]:
+    c = f"c{ratio}"
+    return (
+        FieldSpec(f"{c}_compress_plan", "entry", "(compressions, 5)", _PLAN_C, dims=2, group="plans"),
+        FieldSpec(f"{c}_write_plan", "entry", "(writes, 2)", _PLAN_W, dims=2, group="plans"),
+    )
 
 
 FIELDS: Mapping[str, FieldSpec] = _fields(
@@ -67,14 +112,38 @@ FIELDS: Mapping[str, FieldSpec] = _fields(
               "(padded_num_tokens, ceil(swa_window / page_index_align) * page_index_align)",
               "SWA location of positions pos, pos-1, ..., -1 before 0 and as right padding", dims=2),
     FieldSpec("raw_out_loc", "token", "(padded_num_tokens,)", "out_cache_loc, zero-padded to the tier", dtype="int64"),
-    FieldSpec("pf_state_slot", "token", "(padded_num_tokens,)", "slot of the token's row (token map)", dtype="int64"),
+    FieldSpec("pf_state_slot", "token", "(padded_num_tokens,)", "slot of the token's row (token map)", dtype="int64",
+              group="unified"),
     FieldSpec("pf_chunk_start", "token", "(padded_num_tokens,)", "the row's prefix length; 0 for tail pads",
-              dtype="int64"),
-    FieldSpec("pf_cu_q", "token", "(padded_num_tokens,)", "the row's first token; 0 for tail pads", dtype="int64"),
+              dtype="int64", group="unified"),
+    FieldSpec("pf_cu_q", "token", "(padded_num_tokens,)", "the row's first token; 0 for tail pads", dtype="int64",
+              group="unified"),
     FieldSpec("pf_final_pos", "token", "(padded_num_tokens,)",
-              "the row's last position; unified_swa_window for tail pads", dtype="int64"),
-    FieldSpec("verify_store_state_slot", "token", "(padded_num_tokens,)", "slot the SWA ring store writes to", dtype="int64"),
-    FieldSpec("swa_loc", "token", "(padded_num_tokens,)", "slot * ring_size + pos % ring_size"),
+              "the row's last position; unified_swa_window for tail pads", dtype="int64", group="unified"),
+    FieldSpec("verify_store_state_slot", "token", "(padded_num_tokens,)", "slot the SWA ring store writes to",
+              dtype="int64", group="unified"),
+    FieldSpec("swa_loc", "token", "(padded_num_tokens,)", "slot * ring_size + pos % ring_size", group="unified"),
+    *_compressed(4),
+    *_compressed(128),
+    FieldSpec("c128_page_indices", "token",
+              "(padded_num_tokens, ceil(page_size // 128 * len(page_table[t]) / page_index_align) * page_index_align)",
+              "compressed slot k of the token's slot (page_table[t][k // (page_size // 128)] * (page_size // 128) "
+              "+ k % (page_size // 128)) below c128_topk_lengths_raw, else -1", dims=2, group="compressed"),
+    FieldSpec("unified_c4_out_loc", "token", "(padded_num_tokens,)", "c4_out_loc + unified_swa_pages",
+              dtype="int64", group="compressed"),
+    FieldSpec("unified_c128_out_loc", "token", "(padded_num_tokens,)", "c128_out_loc + unified_swa_pages",
+              dtype="int64", group="compressed"),
+    FieldSpec("c4_sparse_topk_lengths", "token", "(padded_num_tokens,)", "min(c4_topk_lengths_clamp1, index_topk)",
+              group="sparse"),
+    FieldSpec("c4_sparse_topk_lengths_raw", "token", "(padded_num_tokens,)", "min(c4_topk_lengths_raw, index_topk)",
+              group="sparse"),
+    FieldSpec("c4_sparse_page_indices", "token",
+              "(padded_num_tokens, ceil(index_topk / page_index_align) * page_index_align)",
+              "-1 everywhere (the top-k kernel fills it at forward time)", dims=2, group="sparse"),
+    FieldSpec("indexer_compressed_seq_lens", "token", "(padded_num_tokens,)",
+              "the c4 indexer's per-token compressed lengths: c4_topk_lengths_raw", group="indexer"),
+    *_plans(4),
+    *_plans(128),
 )
 """Every metadata field, in pipeline order, with its shape: the one place these facts live."""
 
@@ -82,7 +151,32 @@ FIELD_NAMES: tuple[str, ...] = tuple(FIELDS)
 """Every metadata field name, in pipeline order."""
 
 PER_ROW: tuple[str, ...] = tuple(name for name, spec in FIELDS.items() if spec.per == "row")
-"""Fields with one entry per row; every other field has one entry per token."""
+"""Fields with one entry per row."""
+
+PER_ENTRY: tuple[str, ...] = tuple(name for name, spec in FIELDS.items() if spec.per == "entry")
+"""Fields with one entry per plan entry (the compress plans); every other field has one entry per token."""
+
+BASE_FIELD_NAMES: tuple[str, ...] = tuple(name for name, spec in FIELDS.items() if not spec.needs_compression)
+"""The fields every build produces, compression or not."""
+
+
+def fields_for(geometry: Any) -> tuple[str, ...]:
+    """The fields a build of a batch with ``geometry`` produces, in pipeline order."""
+    return FIELD_NAMES if geometry.compression is not None else BASE_FIELD_NAMES
+
+
+def canonical_plan(entries: list[list[int]]) -> list[list[int]]:
+    """A compress or write plan as the harness compares it: its valid entries, sorted by ``ragged_id``.
+
+    Upstream's planner pads its buffers with invalid entries (first word ``0xFFFFFFFF``,
+    read as ``-1``) and a GPU fills them in atomic order, so neither the padding nor
+    the order is part of the contract.  Example: ``[[-1, 0], [5, 9], [2, 7]] ->
+    [[2, 7], [5, 9]]`` for a write plan (``ragged_id`` first); a compress plan has
+    ``ragged_id`` second.
+    """
+    valid = [list(e) for e in entries if e and e[0] != -1]
+    key = 1 if valid and len(valid[0]) == 5 else 0
+    return sorted(valid, key=lambda e: e[key])
 
 FaultKind = Literal["oob_write", "uninitialized_tail", "oob_read"]
 ReadKind = Literal["scalar", "copy", "shape"]
@@ -255,11 +349,11 @@ class VerifyMetadata:
     lists have none.  P1 holds them to ``FIELDS[name].dtype``."""
 
     def __post_init__(self) -> None:
-        missing = [n for n in FIELD_NAMES if n not in self.fields and n not in self.not_observable]
+        missing = [n for n in BASE_FIELD_NAMES if n not in self.fields and n not in self.not_observable]
         if missing:
             from metadata_builders.errors import InvalidMetadata
 
-            raise InvalidMetadata("fields", "every FIELD_NAMES entry, or its name in not_observable",
+            raise InvalidMetadata("fields", "every BASE_FIELD_NAMES entry, or its name in not_observable",
                                   f"missing {missing}")
 
     def to_dict(self) -> dict[str, Any]:

@@ -55,7 +55,7 @@ __all__ = [
 MAX_CONTEXT = 600
 """Upper bound on ``max_context`` (the ``req_to_token`` width) of drawn batches."""
 
-_PREFIX_KINDS = ("one", "small", "window_edge", "page_edge", "ring_wrap", "any")
+_PREFIX_KINDS = ("one", "small", "window_edge", "page_edge", "ring_wrap", "compress_edge", "any")
 _MAX_REQUESTS = 16
 _MAX_PAD_ROWS = 8
 
@@ -317,6 +317,11 @@ def _draw_prefix(draw: st.DrawFn, geo: Geometry, draft: int, e_real: int, limit:
         seq += page * max(0, -(-(1 - seq) // page))
     elif kind == "ring_wrap" and ring <= limit:
         seq = draw(st.integers(1, min(3, limit // ring))) * ring + draw(st.integers(0, min(ring - 1, 8)))
+    elif kind == "compress_edge" and geo.compression is not None:
+        # Some verify position seq + j completes a c128 (or c4) group, or misses it by one.
+        ratio = draw(st.sampled_from((128, 4)))
+        k = draw(st.integers(1, max(1, min(4, (limit + draft) // ratio))))
+        seq = max(1, k * ratio + draw(_OFF_BY_ONE) - draw(st.integers(1, e_real)))
     else:
         seq = draw(st.integers(1, max(1, min(limit, 2 * window + 16))))
     return min(max(seq, 1), limit)

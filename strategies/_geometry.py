@@ -16,9 +16,9 @@ from __future__ import annotations
 from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 
-from metadata_builders.batch import Geometry
+from metadata_builders.batch import Compression, Geometry
 
-__all__ = ["HUGE_RING_SIZES", "UPSTREAM", "geometries"]
+__all__ = ["COMPRESSED_PAGE_SIZES", "HUGE_RING_SIZES", "UPSTREAM", "compressions", "geometries"]
 
 UPSTREAM = Geometry()
 """The upstream constants (page 256, window 128, ring 129, unified window 128, align 64)."""
@@ -27,7 +27,27 @@ HUGE_RING_SIZES: tuple[int, ...] = (2**20 + 3, 2**26 + 1, 100_000_007)
 """Large rings, valid on their own for up to 21 slots (``num_slots * ring_size <= 2**31``);
 ``verify_batches`` widens them to ``2**31 // num_slots`` minus 0..3 once it knows the table."""
 
+COMPRESSED_PAGE_SIZES: tuple[int, ...] = (128, 256)
+"""Page sizes drawn with compression (a multiple of 128, as upstream's c128 needs; 256 is upstream's)."""
+
 _SMALL = st.integers(1, 8)
+_HAS_COMPRESSION = st.sampled_from((False, False, True))
+
+
+@st.composite
+def compressions(draw: st.DrawFn) -> Compression:
+    """A :class:`Compression`: upstream's top-k (512, 1024) or a small one the c4 lengths reach (8, 64).
+
+    Rings: c4 8 (no speculation) / 16 (speculation) / 32, c128 128 / 256, so a
+    verify batch wraps them; ``unified_swa_pages`` 1 or upstream-sized.  Shrinks
+    towards the first of each: top-k 512, rings 8 and 128, one unified page.
+    """
+    return Compression(
+        index_topk=draw(st.sampled_from((512, 1024, 8, 64))),
+        c4_ring_size=draw(st.sampled_from((8, 16, 32))),
+        c128_ring_size=draw(st.sampled_from((128, 256))),
+        unified_swa_pages=draw(st.sampled_from((1, 1024))),
+    )
 _SCALES = st.sampled_from(("small", "mixed", "upstream"))
 _DIMENSION_KINDS = st.sampled_from(("small", "upstream", "middle"))
 _RING_KINDS = st.sampled_from(("small", "upstream", "huge"))
@@ -84,6 +104,7 @@ def geometries(
     unified_swa_window: int | None = None,
     page_index_align: int | None = None,
     num_draft_tokens: int | None = None,
+    compression: bool | None = None,
 ) -> Geometry:
     """A :class:`Geometry`; each ``None`` argument is drawn.
 
@@ -94,7 +115,13 @@ def geometries(
     few tokens) or large (``HUGE_RING_SIZES``: ``swa_loc`` near the top of int32).
     ``num_draft_tokens`` only feeds the upstream ring rule (drawn in 1..8 if None).
 
-    Shrinks towards the small scale with every dimension 1.
+    ``compression`` forces (``True``) or forbids (``False``) compression; ``None``
+    draws it one time in three where the page size allows (a pinned page size
+    must be a multiple of 128).  With compression the page is 128 or 256, the
+    alignment upstream's 64 (unless pinned) and the constants come from
+    :func:`compressions`.
+
+    Shrinks towards the small scale with every dimension 1, without compression.
     """
     for name, value in (
         ("page_size", page_size),
@@ -106,6 +133,7 @@ def geometries(
     ):
         _pinned(name, value)
     scale = draw(_SCALES)
+    pinned_page, pinned_align = page_size, page_index_align
     draft = num_draft_tokens if num_draft_tokens is not None else draw(_SMALL)
     if page_size is None:
         page_size = _draw_dimension(draw, scale, UPSTREAM.page_size, (16, 32, 64))
@@ -117,10 +145,23 @@ def geometries(
         unified_swa_window = _draw_unified_window(draw, swa_window)
     if ring_size is None:
         ring_size = _draw_ring(draw, scale, swa_window + draft - 1)
+    compressed = None
+    if compression is None:
+        compression = (pinned_page is None or pinned_page % 128 == 0) and draw(_HAS_COMPRESSION)
+    if compression:
+        if pinned_page is not None and pinned_page % 128:
+            raise InvalidArgument(f"page_size={pinned_page} cannot take compression (a multiple of 128 is needed)")
+        page_size = draw(st.sampled_from(COMPRESSED_PAGE_SIZES)) if pinned_page is None else pinned_page
+        compressed = draw(compressions())
+        if pinned_align is None:
+            # Upstream pads the compressed page indices with its module constant 64 bound at
+            # definition time (``_pad_last_dim``'s default): other alignments exist only uncompressed.
+            page_index_align = UPSTREAM.page_index_align
     return Geometry(
         page_size=page_size,
         swa_window=swa_window,
         ring_size=ring_size,
         unified_swa_window=unified_swa_window,
         page_index_align=page_index_align,
+        compression=compressed,
     )

@@ -439,7 +439,7 @@ def test_stale_mirrors_have_the_requested_kind(kind):
 
 
 def test_every_stale_mirror_kind_is_drawn_often():
-    """Over 100 derandomized examples of P2's stale focus, each kind of stale mirror is drawn."""
+    """Over 100 derandomized examples of P2's stale focus, each kind of stale mirror is drawn at least 5 times."""
     counts: Counter[str] = Counter()
 
     @settings(deadline=None, database=None, derandomize=True, max_examples=100)
@@ -454,8 +454,8 @@ def test_every_stale_mirror_kind_is_drawn_often():
         assert off
 
     collect()
-    low = {kind: counts[kind] for kind in STALE_MIRROR_KINDS if counts[kind] < 10}
-    assert not low, f"stale mirror kinds below 10 of 100: {dict(counts)}"
+    low = {kind: counts[kind] for kind in STALE_MIRROR_KINDS if counts[kind] < 5}
+    assert not low, f"stale mirror kinds below 5 of 100: {dict(counts)}"
 
 
 def test_stale_mirrors_shrink_to_one_row_one_token_ahead():

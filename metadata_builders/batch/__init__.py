@@ -12,7 +12,7 @@ module          what it holds
 ==============  ==============================================================================
 ``model``       :class:`VerifyBatch`: its fields (each with its shape), the sizes derived
                 from them, :meth:`~VerifyBatch.describe`, ``replace``; start here
-``parts``       :class:`Geometry`, :class:`GraphTier`, :class:`Divergence`
+``parts``       :class:`Geometry` (and its :class:`Compression`), :class:`GraphTier`, :class:`Divergence`
 ``validation``  every cross-field rule a batch keeps, each error naming field and index
 ``schema``      :data:`SCHEMA` and the JSON (``to_dict``/``from_dict``/``to_json``/``from_json``)
 ``checks``      the value checks the others share (ints, lists of ints, known keys)
@@ -24,7 +24,7 @@ The package knows nothing of the builders (``tests/test_layout.py`` checks it).
 from __future__ import annotations
 
 from metadata_builders.batch.model import VerifyBatch
-from metadata_builders.batch.parts import Divergence, Geometry, GraphTier
+from metadata_builders.batch.parts import Compression, Divergence, Geometry, GraphTier
 from metadata_builders.batch.schema import SCHEMA
 
-__all__ = ["SCHEMA", "Divergence", "Geometry", "GraphTier", "VerifyBatch"]
+__all__ = ["SCHEMA", "Compression", "Divergence", "Geometry", "GraphTier", "VerifyBatch"]

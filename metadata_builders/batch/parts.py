@@ -9,7 +9,46 @@ from typing import Any
 from metadata_builders.batch.checks import check_int, int_tuple, reject_unknown
 from metadata_builders.errors import InvalidBatch
 
-__all__ = ["Divergence", "Geometry", "GraphTier"]
+__all__ = ["Compression", "Divergence", "Geometry", "GraphTier"]
+
+
+@dataclass(frozen=True, slots=True)
+class Compression:
+    """The compressed-attention constants (DSV4 ratios 4 and 128); upstream values as defaults.
+
+    A geometry with compression builds every group of DESIGN.md section 2: the
+    c4/c128 lengths and store locations, the sparse c4 buffers, the indexer's
+    lengths and the compress plans.  Upstream needs ``page_size % 128 == 0``.
+    """
+
+    index_topk: int = 512
+    """Top-k of the c4 sparse attention: its lengths are clamped to it, its page indices are that wide."""
+    c4_ring_size: int = 16
+    """Rows per request of the c4 compress-state ring (upstream with speculation: 16)."""
+    c128_ring_size: int = 256
+    """Rows per request of the c128 compress-state ring (upstream with speculation: 256)."""
+    unified_swa_pages: int = 1024
+    """SWA pages in front of the compressed pages in the unified pool: ``unified.c*_out_loc`` add it."""
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            check_int(f"geometry.compression.{f.name}", getattr(self, f.name), minimum=1)
+        for name, ratio in (("c4_ring_size", 4), ("c128_ring_size", 128)):
+            if getattr(self, name) % ratio:
+                raise InvalidBatch(f"geometry.compression.{name}", None,
+                                   f"a multiple of {ratio} (the planner's RuntimeCheck)", getattr(self, name))
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Compression:
+        reject_unknown("geometry.compression", d, {f.name for f in fields(cls)})
+        return cls(**d)
+
+    def to_dict(self) -> dict[str, int]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    def ring_size(self, ratio: int) -> int:
+        """The compress-state ring of ``ratio`` (4 or 128)."""
+        return self.c4_ring_size if ratio == 4 else self.c128_ring_size
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,18 +65,33 @@ class Geometry:
     """The unified pool's window; pad tokens get it as ``pf_final_pos``."""
     page_index_align: int = 64
     """``swa_page_indices`` rows are right-padded with -1 to a multiple of this."""
+    compression: Compression | None = None
+    """``None``: compression off (only the core, unified and store groups); else its constants."""
 
     def __post_init__(self) -> None:
         for f in fields(self):
-            check_int(f"geometry.{f.name}", getattr(self, f.name), minimum=1)
+            if f.name != "compression":
+                check_int(f"geometry.{f.name}", getattr(self, f.name), minimum=1)
+        if self.compression is not None:
+            if not isinstance(self.compression, Compression):
+                raise InvalidBatch("geometry.compression", None, "a Compression or null", self.compression)
+            if self.page_size % 128:
+                raise InvalidBatch("geometry.page_size", None,
+                                   "a multiple of 128 with compression (upstream asserts it for c128)", self.page_size)
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Geometry:
         reject_unknown("geometry", d, {f.name for f in fields(cls)})
+        d = dict(d)
+        if d.get("compression") is not None:
+            d["compression"] = Compression.from_dict(d["compression"])
         return cls(**d)
 
-    def to_dict(self) -> dict[str, int]:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "compression"}
+        if self.compression is not None:
+            out["compression"] = self.compression.to_dict()
+        return out
 
 
 @dataclass(frozen=True, slots=True)

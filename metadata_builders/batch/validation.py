@@ -91,6 +91,14 @@ def validate(batch: VerifyBatch) -> None:
             f"int32): num_slots * ring_size <= 2**31 with num_slots={batch.num_slots}",
             batch.geometry.ring_size,
         )
+    if batch.geometry.compression is not None:
+        ring = batch.geometry.compression.c128_ring_size
+        if batch.num_slots * ring > INT32_MAX + 1:
+            raise InvalidBatch(
+                "geometry.compression.c128_ring_size", None,
+                f"such that every compress-plan location slot * ring + pos % ring fits int32 (upstream's planner "
+                f"writes int32): num_slots * ring <= 2**31 with num_slots={batch.num_slots}", ring,
+            )
     if batch.divergence is not None:
         _validate_divergence(batch, batch.divergence)
 

@@ -25,6 +25,14 @@ def _fail(prop: str, variant: Variant | None, message: str, **data: Any) -> Prop
 
 
 def _compare(prop: str, variant: Variant, expected: VerifyMetadata, actual: VerifyMetadata, what: str) -> None:
+    """The first differing field; a field one side produced and the other neither reports nor names
+    as not observable is a difference too (a builder that drops a whole group fails, never skips)."""
+    for one, other, side in ((expected, actual, "actual"), (actual, expected, "expected")):
+        dropped = [n for n in one.fields if n not in other.fields and n not in other.not_observable]
+        if dropped:
+            present, missing = ("present", "missing") if side == "actual" else ("missing", "present")
+            raise _fail(prop, variant, f"{what}: one build reports a field the other neither reports nor names "
+                        "as not observable", field=dropped[0], expected=present, actual=missing)
     mismatch = first_difference(expected.fields, actual.fields)
     if mismatch is not None:
         raise _fail(

@@ -6,7 +6,7 @@ from typing import Any
 
 from metadata_builders.batch import VerifyBatch
 from metadata_builders.errors import InvalidBatch
-from metadata_builders.metadata import FIELD_NAMES, PER_ROW, VerifyMetadata
+from metadata_builders.metadata import FIELD_NAMES, PER_ENTRY, PER_ROW, VerifyMetadata
 from metadata_builders.properties._common import Partial, _clean, _compare, _fail, _name, _variants
 from metadata_builders.tier import absorbed_slack
 from metadata_builders.variants import Variant
@@ -60,24 +60,60 @@ def check_p5_graph_vs_eager(builder, batch: VerifyBatch, second: VerifyBatch | N
             start = e["extend_start_loc"][absorbing]
             absorbed = range(start, start + e["extend_seq_lens"][absorbing])
         for name in FIELD_NAMES:
-            if name in PER_ROW or name not in g or name not in e:
+            if name in PER_ROW or name in PER_ENTRY or name not in g or name not in e:
                 continue
             _check_length(variant, name, g[name], e[name], real)
             for t in range(real):
                 ev, gv = e[name][t], g[name][t]
-                if name == "page_table":
+                if name in ("page_table", "c128_page_indices"):
                     gv = gv[: len(ev)]
                 if name == "pf_final_pos" and t in absorbed:
                     continue
                 if ev != gv:
                     raise _fail("P5", variant, "graph vs eager on a real token", field=name, index=(t,),
                                 expected=ev, actual=gv)
+        _check_plans(batch, variant, g, e, absorbed)
         _check_pads_inert(batch, variant, graph_md)
     # The whole sequence replays along the production gate (dspark) of each recipe; P7 also
     # captures and replays every graph variant once, under the sync contract.
     replayed = [v for v in variants if v.path == "graph" and v.gate == "dspark"]
     notes += _check_replay(builder, batch, replayed or [v for v in variants if v.path == "graph"][:1], second)
     return notes
+
+
+def _check_plans(batch: VerifyBatch, variant: Variant, g: dict, e: dict, absorbed: range) -> None:
+    """The compress plans: the real tokens' entries as eager; pad rows' entries in slot 0's ring.
+
+    The row that absorbed tier slack ends later, so which of its tokens write the
+    state ring may differ, and its slack tokens are its own (documented, as its
+    ``pf_final_pos``).
+    """
+    compression = batch.geometry.compression
+    real = batch.num_real_tokens
+    # Slack the last real row absorbed is that row's (its entries are its own); pad rows start after it.
+    first_pad = sum(g["extend_seq_lens"][: batch.bs])
+    for name in PER_ENTRY:
+        if name not in g or name not in e:
+            continue
+        ragged = 1 if "compress" in name else 0
+        ours = [x for x in g[name] if x[ragged] < real and x[ragged] not in absorbed]
+        theirs = [x for x in e[name] if x[ragged] not in absorbed]
+        if ours != theirs:
+            mismatch = next((i for i, (a, b) in enumerate(zip(theirs, ours)) if a != b), min(len(ours), len(theirs)))
+            raise _fail("P5", variant, "graph vs eager plan entries of the real tokens", field=name, index=(mismatch,),
+                        expected=theirs[mismatch] if mismatch < len(theirs) else "no more entries",
+                        actual=ours[mismatch] if mismatch < len(ours) else "no more entries")
+        assert compression is not None
+        ratio = 4 if name.startswith("c4_") else 128
+        ring = compression.ring_size(ratio)
+        for i, x in enumerate(g[name]):
+            if x[ragged] < max(real, first_pad):
+                continue
+            where = [x[1]] if not ragged else ([x[3], x[4]] if x[2] > 0 else [])
+            bound = ring if not ragged else ring // ratio
+            if x[ragged] >= len(g["seq_lens_casual"]) or any(not 0 <= w < bound for w in where):
+                raise _fail("P5", variant, "a pad token's plan entry must stay in slot 0's ring", field=name,
+                            index=(i,), expected=f"ragged_id < tier, locations in [0, {bound})", actual=x)
 
 
 def _check_length(variant: Variant, name: str, graph_values: list, eager_values: list, least: int) -> None:
@@ -92,7 +128,7 @@ def _check_pads_inert(batch: VerifyBatch, variant: Variant, md: VerifyMetadata) 
     """Pad-row tokens live in slot 0; the uncovered tail is guarded out of the SWA store."""
     f = md.fields
     padded = len(f["seq_lens_casual"])
-    short = [n for n in FIELD_NAMES if n in f and n not in PER_ROW and len(f[n]) != padded]
+    short = [n for n in FIELD_NAMES if n in f and n not in PER_ROW and n not in PER_ENTRY and len(f[n]) != padded]
     if short:
         raise _fail("P5", variant, "per-token fields must cover every token of the tier", field=short[0],
                     expected=f"length {padded}", actual=f"length {len(f[short[0]])}")
@@ -225,7 +261,9 @@ def _shapes(fields: dict[str, Any]) -> dict[str, tuple[int, ...]]:
     def shape(x: Any) -> tuple[int, ...]:
         return (len(x), *shape(x[0])) if isinstance(x, list) and x else ((0,) if isinstance(x, list) else ())
 
-    return {name: shape(v) for name, v in fields.items()}
+    # A plan is compared as its valid entries (``canonical_plan``), whose count varies;
+    # its buffer's storage is held to the captured address below like any other.
+    return {name: shape(v) for name, v in fields.items() if name not in PER_ENTRY}
 
 
 def _check_replay(builder, batch: VerifyBatch, graph_variants: list[Variant], second: VerifyBatch | None) -> list[str]:

@@ -1,8 +1,9 @@
-"""The specification in code: target-verify metadata in pure Python.
+"""The pipeline in pure Python: verify extension, causal expansion, core, unified store, faults, syncs.
 
-This module never imports torch (a test runs it where importing torch fails).
+This package never imports torch (a test runs it where importing torch fails).
 Each pipeline stage of DESIGN.md section 2 is one function; the builder at the
-bottom chains them.  Where DESIGN.md is silent we follow upstream
+bottom chains them, with the compression groups of :mod:`.compressed` and
+:mod:`.plans` when the geometry has compression.  Where DESIGN.md is silent we follow upstream
 ``deepseek_v4_backend_hip_radix.py`` and say so in the docstring.
 
 Running example used by the docstrings -- a ragged EAGLE batch on the graph path::
@@ -22,6 +23,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from metadata_builders.metadata import Audit, Decision, FaultRecord, SyncRecord, VerifyMetadata
+from metadata_builders.reference.compressed import compressed_attention, indexer_metadata, sparse_buffers
+from metadata_builders.reference.plans import compress_plans
 from metadata_builders.tier import tier_verify_lens
 from metadata_builders.variants import apply_gate, check_variant, divergence_applies
 
@@ -30,9 +33,11 @@ if TYPE_CHECKING:
     from metadata_builders.variants import Variant
 
 __all__ = [
+    "CONTRACT_STAGES",
     "ReferenceBuilder",
     "Rows",
     "causal_expansion",
+    "compression_groups",
     "core_metadata",
     "decode_streams",
     "device_extend_lens",
@@ -345,6 +350,17 @@ def expected_faults(batch: VerifyBatch, variant: Variant, rows: Rows | None = No
     return out
 
 
+def compression_groups(batch: VerifyBatch, rows: Rows, core: dict[str, list]) -> dict[str, list]:
+    """Groups ``compressed``, ``sparse``, ``indexer`` and ``plans`` (a geometry with compression only)."""
+    geo = batch.geometry
+    assert geo.compression is not None
+    out = compressed_attention(geo, core["seq_lens_casual"], core["raw_out_loc"], core["page_table"])
+    out.update(sparse_buffers(geo, out))
+    out.update(indexer_metadata(out))
+    out.update(compress_plans(geo.compression, rows.slots, rows.seq_lens, rows.extend_seq_lens))
+    return out
+
+
 class ReferenceBuilder:
     """Builder ``"reference"``: the five stages above, chained; keeps no state."""
 
@@ -362,6 +378,8 @@ class ReferenceBuilder:
         fields.update(core_metadata(batch, rows, casual, slots))
         fields.update(unified_prefill_meta(batch, rows, slots))
         fields.update(decode_streams(batch, slots, fields["positions_casual"]))
+        if batch.geometry.compression is not None:
+            fields.update(compression_groups(batch, rows, fields))
         decision = Decision(rows.num_tokens, rows.used_output_size, rows.used_output_size, rows.max_seq_len)
         audit = Audit(expected_host_syncs(batch, variant, rows), expected_faults(batch, variant, rows))
         return VerifyMetadata(fields, decision, audit)

@@ -1,0 +1,24 @@
+"""The specification in code: the whole target-verify metadata in pure Python, by group.
+
+This package never imports torch (``tests/test_reference_no_torch.py`` runs it
+where importing torch fails).  Where DESIGN.md is silent it follows upstream
+``deepseek_v4_backend_hip_radix.py`` and says so in the docstring.
+
+===============  ===========================================================================
+module           what it specifies
+===============  ===========================================================================
+``pipeline``     stages 1-5 (verify extension, causal expansion, core, unified prefill,
+                 store), the sync contract, the fault model, :class:`ReferenceBuilder`;
+                 start here
+``compressed``   groups ``compressed`` (c4/c128 lengths, store locations, c128 page
+                 indices, unified locations), ``sparse`` and ``indexer``
+``plans``        group ``plans``: the c4/c128 compress and write plans
+===============  ===========================================================================
+"""
+
+from __future__ import annotations
+
+from metadata_builders.reference import pipeline
+from metadata_builders.reference.pipeline import *  # noqa: F403 - the package's face is the pipeline's
+
+__all__ = list(pipeline.__all__)
