@@ -8,7 +8,7 @@ work without it.
 
 from __future__ import annotations
 
-from metadata_builders.batch import SCHEMA, Divergence, Geometry, GraphTier, VerifyBatch
+from metadata_builders.batch import SCHEMA, Compression, Divergence, Geometry, GraphTier, VerifyBatch
 from metadata_builders.builders import AuditedBuilder, Builder, GraphBuilder, get_builder, resolve_device
 from metadata_builders.errors import (
     BuilderNotFound,
@@ -41,6 +41,7 @@ __all__ = [
     "AuditedBuilder",
     "Builder",
     "BuilderNotFound",
+    "Compression",
     "Decision",
     "Divergence",
     "FaultRecord",

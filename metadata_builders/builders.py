@@ -26,7 +26,8 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Callable, Protocol, runtime_checkable
 
 from metadata_builders.errors import BuilderNotFound, InvalidVariant
-from metadata_builders.metadata import PER_ENTRY, Audit, VerifyMetadata, canonical_plan
+from metadata_builders.metadata import PER_ENTRY, STREAM_FIELD_NAMES, Audit, VerifyMetadata, canonical_plan
+from metadata_builders.reference.streams import canonical_streams
 from metadata_builders.reference import ReferenceBuilder, diverged_extend_lens, expected_host_syncs, verify_extension
 
 if TYPE_CHECKING:
@@ -91,6 +92,19 @@ def _to_plain(value: Any) -> Any:
             return list(value.shape)
         return value.tolist()
     return value
+
+
+def _canonical(fields: dict[str, Any], tensors: dict[str, Any]) -> dict[str, Any]:
+    """Plans as their valid entries sorted (``canonical_plan``); streams returned as upstream's flat buffers
+    as one row of written entries per token (``canonical_streams``).  Values on ``meta`` stay shapes."""
+    for name in PER_ENTRY:
+        if name in fields and not _is_meta(tensors[name]):
+            fields[name] = canonical_plan(fields[name])
+    flat = [n for n in STREAM_FIELD_NAMES if n.endswith("_indices") and n in fields
+            and not _is_meta(tensors[n]) and (not fields[n] or not isinstance(fields[n][0], list))]
+    if flat:
+        fields.update(canonical_streams({n: fields[n] for n in STREAM_FIELD_NAMES}))
+    return fields
 
 
 def _is_meta(value: Any) -> bool:
@@ -250,9 +264,7 @@ class AuditedBuilder:
         dtypes = {name: str(value.dtype).removeprefix("torch.") for name, value in result.fields.items()
                   if hasattr(value, "dtype")}
         fields = {name: _to_plain(value) for name, value in result.fields.items()}
-        for name in PER_ENTRY:
-            if name in fields and not _is_meta(result.fields[name]):
-                fields[name] = canonical_plan(fields[name])
+        fields = _canonical(fields, result.fields)
         decision = result.decision
         if audit.token_maps:
             observed = all(tm.output_size is not None for tm in audit.token_maps)

@@ -16,6 +16,7 @@ is one stage of ``DeepseekV4HipRadixBackend`` so a backend engineer recognises i
 ``decode_streams``         ``_attach_unified_kv_decode_streams`` (SWA ring)
 :mod:`.hip_compression`    with compression: ``init_compression_metadata``,
                            ``init_flashmla_related``, the indexer, the compress plans
+``index_streams``          ``build_decode_streams`` (:mod:`.hip_streams`)
 =========================  ==================================================
 
 Runs on any device: ``cpu``, ``cuda`` (ROCm is ``cuda`` under HIP), and ``meta``
@@ -36,6 +37,7 @@ import torch.nn.functional as F
 
 from metadata_builders import hip_compression as compression
 from metadata_builders.errors import CaptureMismatch, StaleMirror
+from metadata_builders.hip_streams import decode_index_streams_torch
 from metadata_builders.metadata import Decision, VerifyMetadata
 from metadata_builders.variants import apply_gate
 
@@ -88,6 +90,8 @@ def target_verify(inputs: VerifyInputs, *, check_mirror: bool = False) -> Verify
     fields.update(decode_streams(inputs, slots, fields["positions_casual"]))
     if inputs.geometry.compression is not None:
         fields.update(compression.compression_groups(layout, inputs, fields, seq_lens_cpu))
+    if inputs.geometry.swa_window == inputs.geometry.unified_swa_window:
+        fields.update(index_streams(inputs, fields))
     decision = Decision(layout.num_tokens, layout.exact_num_tokens, layout.exact_num_tokens, layout.max_seq_len)
     return VerifyMetadata(fields, decision)
 
@@ -276,6 +280,24 @@ def decode_streams(inputs: VerifyInputs, slots: torch.Tensor, positions: torch.T
     ring = inputs.geometry.ring_size
     swa_loc = (slots.to(_I64) * ring + torch.remainder(positions.to(_I64), ring)).to(_I32)
     return {"verify_store_state_slot": slots.clone(), "swa_loc": swa_loc}
+
+
+def index_streams(inputs: VerifyInputs, fields: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """``build_decode_streams``: the window of each token, then its c128 pages (c4 tail: at attention time)."""
+    geo = inputs.geometry
+    casual = fields["seq_lens_casual"]
+    if geo.compression is None:
+        hca = csa = torch.zeros_like(casual)
+        pages = torch.empty((casual.shape[0], 0), dtype=_I32, device=casual.device)
+        csa_width, swa_pages = 0, 0
+    else:
+        pages = fields["c128_page_indices"]
+        hca = torch.clamp(fields["c128_topk_lengths_raw"], max=pages.shape[1])
+        csa = fields["c4_sparse_topk_lengths_raw"]
+        csa_width, swa_pages = fields["c4_sparse_page_indices"].shape[1], geo.compression.unified_swa_pages
+    return decode_index_streams_torch(fields["req_pool_indices_repeated"], fields["positions_casual"],
+                                      fields["swa_topk_lengths"], hca, csa, pages, csa_width=csa_width,
+                                      win=geo.unified_swa_window, ring_size=geo.ring_size, swa_pages=swa_pages)
 
 
 @dataclass(slots=True)

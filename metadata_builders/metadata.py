@@ -20,6 +20,8 @@ __all__ = [
     "GROUPS",
     "PER_ENTRY",
     "PER_ROW",
+    "SHAPE_VARIES",
+    "STREAM_FIELD_NAMES",
     "Audit",
     "Decision",
     "FaultKind",
@@ -41,9 +43,10 @@ class FieldSpec:
     """What one metadata field is: per row or per token, its shape, its meaning."""
 
     name: str
-    per: Literal["row", "token", "entry"]
+    per: Literal["row", "token", "boundary", "entry"]
     """``row``: one entry per row of the built batch; ``token``: one per token (pads included);
-    ``entry``: one per plan entry (a compress plan's valid entries, sorted by ``ragged_id``)."""
+    ``boundary``: one per token plus one (an ``indptr``); ``entry``: one per plan entry (a compress
+    plan's valid entries, sorted by ``ragged_id``)."""
     shape: str
     """Its shape in terms of the batch: ``rows`` is ``bs`` eager, ``padded_bs`` graph;
     ``padded_num_tokens`` the real tokens eager, ``graph_num_tokens`` graph."""
@@ -66,7 +69,7 @@ def _fields(*specs: FieldSpec) -> Mapping[str, FieldSpec]:
     return MappingProxyType({spec.name: spec for spec in specs})
 
 
-GROUPS: tuple[str, ...] = ("core", "unified", "compressed", "sparse", "indexer", "plans")
+GROUPS: tuple[str, ...] = ("core", "unified", "streams", "compressed", "sparse", "indexer", "plans")
 """The groups of the metadata, in pipeline order (DESIGN.md section 2)."""
 
 COMPRESSION_GROUPS: frozenset[str] = frozenset({"compressed", "sparse", "indexer", "plans"})
@@ -75,6 +78,13 @@ COMPRESSION_GROUPS: frozenset[str] = frozenset({"compressed", "sparse", "indexer
 _PLAN_C = ("[seq_len, ragged_id, buffer_len, read_page_0, read_page_1] per compression, sorted by ragged_id; "
            "read pages -1 and the row (batch id) when buffer_len is 0")
 _PLAN_W = "[ragged_id, write_loc] per state write, sorted by ragged_id; write_loc = slot * ring + pos % ring"
+
+
+_STREAMS = {
+    "swa": "the token's SWA window in the unified ring, oldest first: slot * ring + p % ring",
+    "hca": "the window, then the token's c128 pages + unified_swa_pages (-1 for an invisible page)",
+    "csa": "the window (its c4 top-k tail is filled per layer at attention time: not judged)",
+}
 
 
 def _compressed(ratio: int) -> tuple[FieldSpec, ...]:
@@ -123,6 +133,11 @@ FIELDS: Mapping[str, FieldSpec] = _fields(
     FieldSpec("verify_store_state_slot", "token", "(padded_num_tokens,)", "slot the SWA ring store writes to",
               dtype="int64", group="unified"),
     FieldSpec("swa_loc", "token", "(padded_num_tokens,)", "slot * ring_size + pos % ring_size", group="unified"),
+    *(spec for kind in ("swa", "hca", "csa") for spec in (
+        FieldSpec(f"{kind}_indices", "token", "(padded_num_tokens, segment)", _STREAMS[kind], dims=2, group="streams"),
+        FieldSpec(f"{kind}_indptr", "boundary", "(padded_num_tokens + 1,)", f"exclusive cumsum of the {kind} "
+                  "segment lengths", group="streams"),
+    )),
     *_compressed(4),
     *_compressed(128),
     FieldSpec("c128_page_indices", "token",
@@ -156,13 +171,27 @@ PER_ROW: tuple[str, ...] = tuple(name for name, spec in FIELDS.items() if spec.p
 PER_ENTRY: tuple[str, ...] = tuple(name for name, spec in FIELDS.items() if spec.per == "entry")
 """Fields with one entry per plan entry (the compress plans); every other field has one entry per token."""
 
-BASE_FIELD_NAMES: tuple[str, ...] = tuple(name for name, spec in FIELDS.items() if not spec.needs_compression)
-"""The fields every build produces, compression or not."""
+BASE_FIELD_NAMES: tuple[str, ...] = tuple(name for name, spec in FIELDS.items() if spec.group in ("core", "unified"))
+"""The fields every build produces, whatever the geometry."""
+
+STREAM_FIELD_NAMES: tuple[str, ...] = tuple(name for name, spec in FIELDS.items() if spec.group == "streams")
+"""The decode index streams: judged where the SWA window equals the unified pool's window (upstream: both 128).
+Elsewhere upstream's window kernel writes ``min(pos + 1, unified_swa_window)`` entries into segments sized
+``min(pos + 1, swa_window)``: half a segment unwritten, or an overrun into the next token's."""
 
 
 def fields_for(geometry: Any) -> tuple[str, ...]:
     """The fields a build of a batch with ``geometry`` produces, in pipeline order."""
-    return FIELD_NAMES if geometry.compression is not None else BASE_FIELD_NAMES
+    streams = geometry.swa_window == geometry.unified_swa_window
+    return tuple(name for name, spec in FIELDS.items()
+                 if spec.group in ("core", "unified") or (spec.group == "streams" and streams)
+                 or (spec.needs_compression and geometry.compression is not None))
+
+
+SHAPE_VARIES: frozenset[str] = frozenset(
+    name for name, spec in FIELDS.items() if spec.per == "entry" or (spec.group == "streams" and spec.dims == 2))
+"""Fields compared in a canonical form whose shape follows the values (plan entries, stream segments);
+their buffers keep one shape, which the harness holds by storage address instead."""
 
 
 def canonical_plan(entries: list[list[int]]) -> list[list[int]]:

@@ -22,7 +22,9 @@ from hypothesis import Phase, settings
 
 from metadata_builders import (
     BuilderNotFound,
+    Compression,
     Divergence,
+    Geometry,
     GraphTier,
     InvalidVariant,
     PropertyFailure,
@@ -58,9 +60,14 @@ EXTRA_BATCHES: dict[str, VerifyBatch] = {
         divergence=Divergence(None, (3, 5, 7))),
     "capped_tier_with_a_spare_slot": make_batch([5, 3], [2, 1], 3, verify_lens=[2, 1], num_slots=4,
                                                 graph=GraphTier(3, 8, cap=2)),
+    "compressed_tier_crossing_c128": make_batch([127, 5], [1, 2], 3, width=136, graph=GraphTier(3, 9)).replace(
+        geometry=Geometry(page_size=128, swa_window=4, ring_size=6, unified_swa_window=4, page_index_align=64,
+                          compression=Compression(index_topk=8, c4_ring_size=16, c128_ring_size=256,
+                                                  unified_swa_pages=5))),
 }
 """Witnesses the shared examples do not cover: a diverging device length, a stale mirror with the same sum,
-a capped tier a later, larger batch can fill (slot 3 is spare)."""
+a capped tier a later, larger batch can fill (slot 3 is spare), a compressed geometry whose first row crosses
+the first c4 and c128 group (positions 127..129) while pad rows have no compressed entry yet."""
 
 BATCHES = {**EXAMPLES, **EXTRA_BATCHES}
 
@@ -100,6 +107,14 @@ WITNESSES: dict[str, str] = {
     "async_staging_on_device_mirror": "dspark_host_mirror_run_ahead",
     "seq_lens_casual_int64": "single_request",
     "stateful_scratch_tail": "capped_tier_with_a_spare_slot",
+    "compress_gate_on_position": "compressed_tier_crossing_c128",
+    "c128_page_indices_inclusive": "compressed_tier_crossing_c128",
+    "sparse_lengths_from_raw": "compressed_tier_crossing_c128",
+    "sparse_page_indices_zero_filled": "compressed_tier_crossing_c128",
+    "indexer_lengths_clamped": "compressed_tier_crossing_c128",
+    "indexer_lengths_from_c128": "compressed_tier_crossing_c128",
+    "host_plan_mirror_off_by_one": "compressed_tier_crossing_c128",
+    "device_plan_drops_write_pad": "compressed_tier_crossing_c128",
 }
 """Each mutant's witness: a named batch on which it must differ from ``hip`` and fail a property."""
 
@@ -171,10 +186,10 @@ def test_each_mutant_is_one_edit_of_the_current_hip_source(name: str) -> None:
     import inspect
     import textwrap
 
+    from metadata_builders.tools.mutants.patching import _original_stage
+
     spec = MUTANTS[name]
-    original = getattr(hip_module.HipBuilder, spec.stage.partition(".")[2]) if spec.stage.startswith("HipBuilder.") \
-        else getattr(hip_module, spec.stage)
-    assert mutated_source(spec) != textwrap.dedent(inspect.getsource(original))
+    assert mutated_source(spec) != textwrap.dedent(inspect.getsource(_original_stage(spec.stage)))
 
 
 def test_a_mutant_that_no_longer_applies_fails_loudly() -> None:

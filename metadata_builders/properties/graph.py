@@ -6,7 +6,7 @@ from typing import Any
 
 from metadata_builders.batch import VerifyBatch
 from metadata_builders.errors import InvalidBatch
-from metadata_builders.metadata import FIELD_NAMES, PER_ENTRY, PER_ROW, VerifyMetadata
+from metadata_builders.metadata import FIELD_NAMES, FIELDS, PER_ENTRY, PER_ROW, SHAPE_VARIES, VerifyMetadata
 from metadata_builders.properties._common import Partial, _clean, _compare, _fail, _name, _variants
 from metadata_builders.tier import absorbed_slack
 from metadata_builders.variants import Variant
@@ -128,7 +128,7 @@ def _check_pads_inert(batch: VerifyBatch, variant: Variant, md: VerifyMetadata) 
     """Pad-row tokens live in slot 0; the uncovered tail is guarded out of the SWA store."""
     f = md.fields
     padded = len(f["seq_lens_casual"])
-    short = [n for n in FIELD_NAMES if n in f and n not in PER_ROW and n not in PER_ENTRY and len(f[n]) != padded]
+    short = [n for n in FIELD_NAMES if n in f and FIELDS[n].per == "token" and len(f[n]) != padded]
     if short:
         raise _fail("P5", variant, "per-token fields must cover every token of the tier", field=short[0],
                     expected=f"length {padded}", actual=f"length {len(f[short[0]])}")
@@ -263,7 +263,7 @@ def _shapes(fields: dict[str, Any]) -> dict[str, tuple[int, ...]]:
 
     # A plan is compared as its valid entries (``canonical_plan``), whose count varies;
     # its buffer's storage is held to the captured address below like any other.
-    return {name: shape(v) for name, v in fields.items() if name not in PER_ENTRY}
+    return {name: shape(v) for name, v in fields.items() if name not in SHAPE_VARIES}
 
 
 def _check_replay(builder, batch: VerifyBatch, graph_variants: list[Variant], second: VerifyBatch | None) -> list[str]:

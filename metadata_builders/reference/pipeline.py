@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 from metadata_builders.metadata import Audit, Decision, FaultRecord, SyncRecord, VerifyMetadata
 from metadata_builders.reference.compressed import compressed_attention, indexer_metadata, sparse_buffers
 from metadata_builders.reference.plans import compress_plans
+from metadata_builders.reference.streams import decode_index_streams, tail_lengths
 from metadata_builders.tier import tier_verify_lens
 from metadata_builders.variants import apply_gate, check_variant, divergence_applies
 
@@ -44,6 +45,7 @@ __all__ = [
     "diverged_extend_lens",
     "device_token_map",
     "exclusive_cumsum",
+    "index_streams",
     "expected_faults",
     "oob_read_count",
     "raw_verify_route",
@@ -361,6 +363,28 @@ def compression_groups(batch: VerifyBatch, rows: Rows, core: dict[str, list]) ->
     return out
 
 
+def index_streams(batch: VerifyBatch, fields: dict[str, list]) -> dict[str, list]:
+    """The decode index streams (:mod:`.streams`) over every token, pads included.
+
+    Their compressed tails: the c128 pages (``c128_topk_lengths_raw`` of them, no
+    more than a row of ``c128_page_indices`` holds: only tier slack past the table
+    reaches further) and the c4 top-k lengths; none without compression.
+    """
+    geo = batch.geometry
+    compression = geo.compression
+    n = len(fields["positions_casual"])
+    if compression is None:
+        hca, csa, pages, csa_width, swa_pages = [0] * n, [0] * n, [[] for _ in range(n)], 0, 0
+    else:
+        hca, csa = tail_lengths(fields["seq_lens_casual"], index_topk=compression.index_topk)
+        pages = fields["c128_page_indices"]
+        hca = [min(h, len(row)) for h, row in zip(hca, pages)]
+        csa_width, swa_pages = len(fields["c4_sparse_page_indices"][0]), compression.unified_swa_pages
+    return decode_index_streams(fields["req_pool_indices_repeated"], fields["positions_casual"],
+                                fields["swa_topk_lengths"], hca, csa, pages, csa_width=csa_width,
+                                win=geo.unified_swa_window, ring_size=geo.ring_size, swa_pages=swa_pages)
+
+
 class ReferenceBuilder:
     """Builder ``"reference"``: the five stages above, chained; keeps no state."""
 
@@ -380,6 +404,8 @@ class ReferenceBuilder:
         fields.update(decode_streams(batch, slots, fields["positions_casual"]))
         if batch.geometry.compression is not None:
             fields.update(compression_groups(batch, rows, fields))
+        if batch.geometry.swa_window == batch.geometry.unified_swa_window:
+            fields.update(index_streams(batch, fields))
         decision = Decision(rows.num_tokens, rows.used_output_size, rows.used_output_size, rows.max_seq_len)
         audit = Audit(expected_host_syncs(batch, variant, rows), expected_faults(batch, variant, rows))
         return VerifyMetadata(fields, decision, audit)

@@ -31,7 +31,8 @@ class MutantSpec:
     name: str
     """Identifier, also the ``metadata_builders.tools.mutants:<name>`` factory."""
     stage: str
-    """A function of :mod:`metadata_builders.hip`, or ``HipBuilder.<method>``."""
+    """A function of :mod:`metadata_builders.hip`, ``HipBuilder.<method>``, or ``compression.<fn>``
+    (a function of :mod:`metadata_builders.hip_compression`)."""
     bug_class: str
     """The kind of bug, in a few words."""
     summary: str
@@ -359,6 +360,71 @@ _SPECS: tuple[MutantSpec, ...] = (
         "        assert int(capture.outputs[\"seq_lens\"][: capture.bs].max()) <= inputs.req_to_token.shape[1]\n"
         "        md = target_verify(inputs, check_mirror=self.validate_mirror)\n        for name",
         "debug asserts on persistent CUDA-graph buffers (cudaStreamSynchronize inside replay)",
+    ),
+)
+
+# The compression groups (metadata_builders.hip_compression): two or more per group.
+_SPECS += (
+    MutantSpec(
+        "compress_gate_on_position", "compression.compressed_attention", "positions for lengths",
+        "A token compresses when its position, not its length, is a multiple of the ratio: every c4/c128 "
+        "store location lands one token early (the token that completes a group stores nothing).",
+        "        compress = torch.remainder(casual, ratio) == 0",
+        "        compress = torch.remainder(casual - 1, ratio) == 0",
+        "the seq_lens_casual vs positions_casual split of make_core_attn_metadata",
+    ),
+    MutantSpec(
+        "c128_page_indices_inclusive", "compression.c128_page_indices", "off-by-one visibility bound",
+        "The c128 page indices show slot k while k <= the raw length: one compressed slot not yet written "
+        "becomes visible to attention.",
+        "torch.where(k.unsqueeze(0) < raw.to(_I64).unsqueeze(1),",
+        "torch.where(k.unsqueeze(0) <= raw.to(_I64).unsqueeze(1),",
+    ),
+    MutantSpec(
+        "sparse_lengths_from_raw", "compression.sparse_buffers", "clamp-1 and raw lengths swapped",
+        "The sparse top-k lengths clamp the raw c4 lengths instead of the clamp-1 ones: a token with no "
+        "compressed entry yet gets length 0 where the FlashMLA kernel needs 1.",
+        '        "c4_sparse_topk_lengths": clamp1.clamp(max=topk),',
+        '        "c4_sparse_topk_lengths": compressed["c4_topk_lengths_raw"].clamp(max=topk),',
+        "sparse_buffers in attn_glue_hip (c4_sparse_topk_lengths vs c4_sparse_topk_lengths_raw)",
+    ),
+    MutantSpec(
+        "sparse_page_indices_zero_filled", "compression.sparse_buffers", "zeros for the -1 fill",
+        "The sparse page-index buffer starts as zeros instead of -1: every column the top-k kernel does not "
+        "fill points at page 0 instead of nowhere.",
+        "_aligned(topk, geo.page_index_align)), -1,",
+        "_aligned(topk, geo.page_index_align)), 0,",
+    ),
+    MutantSpec(
+        "indexer_lengths_clamped", "compression.indexer_metadata", "clamp-1 lengths for the indexer",
+        "The c4 indexer ranks clamp-1 lengths (what decode rows of the low ratios use) instead of the raw "
+        "ones: a token with no compressed entry scores one phantom entry.",
+        '    return {"indexer_compressed_seq_lens": compressed["c4_topk_lengths_raw"]}',
+        '    return {"indexer_compressed_seq_lens": compressed["c4_topk_lengths_clamp1"]}',
+        "init_forward_metadata_indexer (c4 raw vs the low ratios' clamp-1 lengths)",
+    ),
+    MutantSpec(
+        "indexer_lengths_from_c128", "compression.indexer_metadata", "wrong ratio",
+        "The indexer reads the c128 lengths instead of the c4 ones.",
+        '    return {"indexer_compressed_seq_lens": compressed["c4_topk_lengths_raw"]}',
+        '    return {"indexer_compressed_seq_lens": compressed["c128_topk_lengths_raw"]}',
+    ),
+    MutantSpec(
+        "host_plan_mirror_off_by_one", "compression.compress_plans", "host-mirror arithmetic off by one",
+        "The compress plan's host mirror adds one draft token too few (seq_lens_cpu + num_draft - 1): on an "
+        "eager build with a host mirror every compression and state write lands one position early, while "
+        "the device plan is right. The one GPU consumer of the mirror the CPU-mirror fix is about.",
+        "[s + draft for s in seq_lens_cpu]",
+        "[s + draft - 1 for s in seq_lens_cpu]",
+        "the seq_lens_cpu + num_draft arithmetic of init_forward_metadata_target_verify_old (CPU-mirror fix)",
+    ),
+    MutantSpec(
+        "device_plan_drops_write_pad", "compression.device_plan", "rollback tail not kept",
+        "The device plan writes the state ring only from the last compressed group, ignoring the verified "
+        "tail a rollback keeps (mtp_pad): after a rejected draft the ring lacks the tokens it must replay.",
+        "    writes = real & (position >= torch.minimum(last_c, seq_lens[r] - pad))",
+        "    writes = real & (position >= last_c)",
+        "c_plan.cuh's mtp_pad (write plan keeps the verify batch's committed tail resident)",
     ),
 )
 

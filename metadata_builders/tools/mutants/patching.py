@@ -50,13 +50,29 @@ _PACKAGE = "metadata_builders.tools.mutants"
 """Where the factories and ``MutantBuilder`` are public (their ``__module__``, so they pickle by that name)."""
 
 
+def _stage_module(stage: str) -> tuple[Any, str]:
+    """The module that defines ``stage`` and the function's name there.
+
+    ``compression.<fn>`` names a function of :mod:`metadata_builders.hip_compression`
+    (the compression groups); anything else is a function of :mod:`metadata_builders.hip`.
+    """
+    if stage.startswith("compression."):
+        from metadata_builders import hip_compression
+
+        return hip_compression, stage.partition(".")[2]
+    from metadata_builders import hip
+
+    return hip, stage
+
+
 def _original_stage(stage: str) -> Callable[..., Any]:
     """The pristine function of ``stage`` (never a mutant left in place)."""
     from metadata_builders import hip
 
     if stage.startswith("HipBuilder."):
         return getattr(hip.HipBuilder, stage.partition(".")[2])
-    fn = getattr(hip, stage)
+    module, name = _stage_module(stage)
+    fn = getattr(module, name)
     return getattr(fn, "__mutant_original__", fn)
 
 
@@ -73,20 +89,19 @@ _COMPILED: dict[str, Callable[..., Any]] = {}
 
 
 def _compile(spec: MutantSpec) -> Callable[..., Any]:
-    """Compile the mutated stage in (a copy of) ``hip``'s namespace; cached per mutant.
+    """Compile the mutated stage in (a copy of) its module's namespace; cached per mutant.
 
     The source is registered with ``linecache`` so tracebacks and ``inspect``
     show the mutated line.
     """
     if spec.name in _COMPILED:
         return _COMPILED[spec.name]
-    from metadata_builders import hip
-
+    module, _ = _stage_module(spec.stage)
     source = mutated_source(spec)
     filename = f"<mutant {spec.name}: hip.{spec.stage}>"
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
     code = compile(source, filename, "exec", flags=__future__.annotations.compiler_flag, dont_inherit=True)
-    namespace = dict(vars(hip))
+    namespace = dict(vars(module))
     exec(code, namespace)  # noqa: S102 - compiling our own edited copy of hip.py is the point
     fn = namespace[spec.stage.rpartition(".")[2]]
     fn.__mutant_original__ = _original_stage(spec.stage)
@@ -127,20 +142,18 @@ def mutant_builder_class() -> type:
             return self._run("replay", capture, inputs)
 
         def _run(self, method: str, *args: Any) -> Any:
-            from metadata_builders import hip
-
             if self.spec.stage == f"HipBuilder.{method}":
                 return self._mutated(self, *args)
             impl = getattr(HipBuilder, method)
             if self.spec.stage.startswith("HipBuilder."):
                 return impl(self, *args)
-            stage = self.spec.stage
-            original = vars(hip)[stage]
-            setattr(hip, stage, self._mutated)
+            module, stage = _stage_module(self.spec.stage)
+            original = vars(module)[stage]
+            setattr(module, stage, self._mutated)
             try:
                 return impl(self, *args)
             finally:
-                setattr(hip, stage, original)
+                setattr(module, stage, original)
 
     _MutantBuilder.__name__ = _MutantBuilder.__qualname__ = "MutantBuilder"
     _MutantBuilder.__module__ = _PACKAGE
