@@ -13,8 +13,7 @@ module           what it specifies
 ``compressed``   groups ``compressed`` (c4/c128 lengths, store locations, c128 page
                  indices, unified locations), ``sparse`` and ``indexer``
 ``plans``        group ``plans``: the c4/c128 compress and write plans
-``streams``      the decode index streams (specified and checked against upstream;
-                 not yet fields of ``FIELDS``)
+``streams``      group ``streams``: the decode index streams (swa/hca/csa)
 ===============  ===========================================================================
 """
 

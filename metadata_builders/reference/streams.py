@@ -1,9 +1,8 @@
 """The decode index streams of a target-verify build, in pure Python (no torch).
 
-Status: specified here and in :mod:`metadata_builders.hip_streams`, and checked
-against upstream's Triton ``build_decode_streams`` (``tests/test_decode_streams.py``),
-but not yet fields of :data:`metadata_builders.metadata.FIELDS`: no property
-judges them yet (issue 15's remaining work, see CHANGELOG).
+Fields of group ``streams`` (:data:`metadata_builders.metadata.STREAM_FIELD_NAMES`),
+judged where ``swa_window == unified_swa_window``; checked against upstream's
+Triton ``build_decode_streams`` in ``tests/test_decode_streams.py``.
 
 Target verify runs the unified-KV *decode* kernel: each verify token is its own
 query, so ``_attach_unified_kv_decode_streams`` (called from
