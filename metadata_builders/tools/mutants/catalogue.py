@@ -4,7 +4,8 @@ Nothing here compiles or runs a mutant (that is :mod:`.patching` and
 :mod:`.runner`); this module imports nothing of the harness, so the catalogue
 can be read, listed and diffed without torch.
 
-A mutant is a one-place source edit of one stage of :mod:`metadata_builders.hip`
+A mutant is a one-place source edit of one stage of :mod:`metadata_builders.hip` (or of
+:mod:`metadata_builders.hip_compression`, stage ``compression.<function>``)
 (``find`` -> ``replace`` in that function's source text).  Worked example
 (``causal_start_off_by_one``): stage ``causal_expansion``::
 
