@@ -11,6 +11,8 @@ an unknown builder).
 from __future__ import annotations
 
 import argparse
+import contextlib
+import functools
 import json
 import os
 import sys
@@ -186,11 +188,14 @@ def _check_one(args: argparse.Namespace, family: str) -> int:
     props = _select(args.properties)
     _out(f"metadata-builders check: builder={args.builder} device={getattr(builder, 'device', 'n/a')} "
          f"profile={args.profile} max_examples={settings_.max_examples} properties={','.join(p.name for p in props)}")
-    runs = _run_check(props, builder, settings_)
+    with _upstream_coverage(family) as builds:
+        runs = _run_check(props, builder, settings_)
     known = {run.spec.name: _known(family, run) for run in runs}
     rows, replay_files = _check_rows(args, runs, known, builder)
     _out()
     _out(format_table(["property", "what", "examples", "failures", "time", "result"], rows))
+    if builds:
+        _out(functools.reduce(lambda a, b: a.combine(b), builds).line())
     if args.show_coverage:
         _out()
         _out(_coverage_table(runs))
@@ -211,6 +216,18 @@ def _check_one(args: argparse.Namespace, family: str) -> int:
     if args.junit_xml:
         _write_check_junit(args.junit_xml, args.builder, runs)
     return 0 if all(r.passed for r in runs) else 1
+
+
+@contextlib.contextmanager
+def _upstream_coverage(family: str):
+    """For ``--builder sglang``: the coverage of every upstream build of the run (fields judged / produced)."""
+    if family != "sglang":
+        yield []
+        return
+    from metadata_builders.sglang_adapter import coverage
+
+    with coverage.recording() as builds:
+        yield builds
 
 
 def _known(builder: str, run) -> str | None:

@@ -409,6 +409,13 @@ def _check_batch_arguments(
         raise InvalidArgument(f"geometry={geometry!r} must be None (draw it) or a Geometry")
 
 
+def _fit_compression(geo: Geometry, tier: GraphTier | None) -> Geometry:
+    """F10: the compress planner needs a token per row of the tier; without one the geometry goes uncompressed."""
+    if geo.compression is not None and tier is not None and tier.graph_num_tokens < tier.padded_bs:
+        return dataclasses.replace(geo, compression=None)
+    return geo
+
+
 @st.composite
 def verify_batches(
     draw: st.DrawFn,
@@ -423,6 +430,7 @@ def verify_batches(
     max_requests: int = _MAX_REQUESTS,
     num_draft_tokens: int | None = None,
     max_pad_rows: int = _MAX_PAD_ROWS,
+    compression: bool | None = None,
 ) -> VerifyBatch:
     """A valid :class:`VerifyBatch`; each ``None`` argument is drawn.
 
@@ -430,9 +438,9 @@ def verify_batches(
     a graph tier, ``divergence=True`` attaches one (:func:`divergences`; batches that
     cannot take one, such as a ragged batch pinned to ``num_draft_tokens=1``, are
     rejected) and ``None`` draws whether to; ``stale_mirror=True`` gives the caller's
-    host mirror a stale entry (:func:`stale_mirrors`), ``None`` draws whether to.  Every verify position -- the pad rows' shares
-    (seq_len 1, slot 0) included -- fits the row
-    width ``max_context``, except that one absorbing tier in four lets the slack the
+    host mirror a stale entry (:func:`stale_mirrors`), ``None`` draws whether to; ``compression`` forces or
+    forbids a compressed geometry (:func:`geometries`).  Every verify position -- the pad rows' shares
+    (seq_len 1, slot 0) included -- fits the row width ``max_context``, except that one absorbing tier in four lets the slack the
     last real row absorbed run past it (F2c); slots are distinct and in ``1..num_slots-1``;
     ``req_to_token`` holds distinct pool locations except for a few deliberate
     ``-1`` entries and entries ``len(full_to_swa) - 1`` (which map to the ``-1``
@@ -454,7 +462,7 @@ def verify_batches(
         draft = num_draft_tokens
     else:
         draft = draw(_DIVERGENT_RAGGED_DRAFT_TOKEN_COUNTS if attach and is_ragged else _DRAFT_TOKEN_COUNTS)
-    geo = geometry if geometry is not None else draw(geometries(num_draft_tokens=draft))
+    geo = geometry if geometry is not None else draw(geometries(num_draft_tokens=draft, compression=compression))
     bs = draw(_request_counts(min_requests, max_requests))
     real = draw(verify_lens(num_requests=bs, num_draft_tokens=draft)) if is_ragged else [draft] * bs
     tier = None
@@ -466,6 +474,7 @@ def verify_batches(
         else:
             lens = [draft] * tier.padded_bs
 
+    geo = _fit_compression(geo, tier)
     seq_lens, max_context = _draw_prefixes(draw, geo, draft, real, lens, tier)
     spare_slots = draw(_SPARE_SLOTS)
     slots = draw(st.permutations(range(1, bs + spare_slots + 1)))[:bs]

@@ -10,6 +10,8 @@ release; each branch plants one realistic regression:
 |---|---|---|
 | ``pr`` | ``deepseek_v4_backend_hip_radix.py`` (the builders) | both |
 | ``pr-torch`` | ``ragged_verify_kernels.py``, ``PaddedToBucket``'s torch fallback | ``torch`` only (rows ``P1-torch`` ...) |
+| ``pr-mirror`` | ``deepseek_v4_backend_hip_radix.py``, the host-mirror arithmetic | both: on ``triton`` only the |
+|               | (``seq_lens_cpu + num_draft`` one short) feeding the compress plans | compress plans read it |
 
 The gate runs both kernel routes of ``--builder sglang`` (metadata_builders/routes.py).
 """
@@ -74,6 +76,22 @@ TORCH_FALLBACK_PLANT = Plant(
 """The torch-fallback regression, planted on ``pr-torch``."""
 
 
+MIRROR_PLANT = Plant(
+    "the host mirror one draft token short (seq_lens_cpu + num_draft - 1) feeding the compress plans", BACKEND,
+    "x + self.target_verify_num_draft_tokens for x in seq_lens_cpu",
+    "x + self.target_verify_num_draft_tokens - 1 for x in seq_lens_cpu",
+    "P1",
+    catalogue=(
+        "host_plan_mirror_off_by_one, planted in upstream: init_forward_metadata_target_verify_old extends the "
+        "caller's host mirror by the draft tokens for the compress planner (the CPU-mirror fix). One short, "
+        "every eager uniform build with a host mirror plans its c4/c128 compressions and state writes one "
+        "position early, while the device lengths and every other field are right: on a GPU the Triton "
+        "ExpandPrefillCausally ignores the mirror, so only the compress plans show it."
+    ),
+)
+"""The host-mirror regression of issue 15, planted on ``pr-mirror``."""
+
+
 def _mirror(installed: str, repo: str, planted: list[tuple[str, ...]]) -> list[str]:
     """``repo/python/sglang``: real directories along each planted file's path, symlinks for everything else.
 
@@ -131,6 +149,8 @@ def planted_repo(tmp_path_factory):
     with open(backend) as fh:
         source = fh.read()
     plants["pr"] = next(p for p in BACKEND_PLANTS if source.count(p.find) == 1)
+    if source.count(MIRROR_PLANT.find) == 1:
+        plants["pr-mirror"] = MIRROR_PLANT
     with open(kernels) as fh:
         fallback = fh.read()
     if fallback.count(TORCH_FALLBACK_PLANT.find) == 1:
@@ -180,6 +200,19 @@ def test_a_bug_in_upstreams_torch_fallback_gates_red_on_the_torch_route(planted_
     replays = [n for n in os.listdir(tmp_path / "failures") if n.startswith("P1-torch-") and n.endswith(".json")]
     assert replays, out
     assert "--builder metadata_builders.sglang_adapter:torch_route" in out
+
+
+def test_the_host_mirror_feeding_the_compress_plans_off_by_one_gates_red(planted_repo, cache_dir, tmp_path,
+                                                                          capsys) -> None:
+    """Issue 15's bug: the mirror arithmetic one short. Only the compress plans read it on the Triton route."""
+    repo, plants = planted_repo
+    if "pr-mirror" not in plants:
+        pytest.skip(f"the installed release has no {MIRROR_PLANT.find!r} to plant a bug in")
+    assert _gate(repo, tmp_path, cache_dir, "pr-mirror", "--properties", "P1,P2") == 1, MIRROR_PLANT.what
+    out = capsys.readouterr().out
+    assert "BLOCKS" in _row(out, "P1") and "NEW" in _row(out, "P1"), out
+    replays = [n for n in os.listdir(tmp_path / "failures") if n.startswith("P1-") and n.endswith(".json")]
+    assert any("plan" in open(tmp_path / "failures" / n).read() for n in replays), out
 
 
 def test_the_release_against_itself_gates_green(planted_repo, cache_dir, tmp_path, capsys) -> None:

@@ -108,6 +108,13 @@ def _validate_graph(batch: VerifyBatch, graph: GraphTier) -> None:
     bs = batch.bs
     if graph.padded_bs < bs:
         raise InvalidBatch("graph.padded_bs", None, f">= bs={bs}", graph.padded_bs)
+    if batch.geometry.compression is not None and graph.graph_num_tokens < graph.padded_bs:
+        # F10 (docs/FINDINGS.md): the compress planner checks batch_size <= num_q_tokens on the tier.
+        raise InvalidBatch(
+            "graph.graph_num_tokens", None,
+            f">= padded_bs={graph.padded_bs} with compression (the compress planner's RuntimeCheck "
+            "batch_size <= num_q_tokens, F10)", graph.graph_num_tokens,
+        )
     if graph.graph_num_tokens < batch.num_real_tokens:
         raise InvalidBatch(
             "graph.graph_num_tokens", None, f">= the real token count {batch.num_real_tokens}", graph.graph_num_tokens

@@ -50,7 +50,7 @@ PROPERTIES: tuple[PropertySpec, ...] = (
     PropertySpec("P1", "every variant = reference", check_p1_reference,
                  ({}, {"graph": True, "ragged": True}, {"ragged": False})),
     PropertySpec("P2", "mirrors agree, only tolist syncs, stale mirrors caught", check_p2_mirror,
-                 ({"ragged": False}, {"stale_mirror": True}), _needs_uniform),
+                 ({"ragged": False}, {"stale_mirror": True}, {"ragged": False, "compression": True}), _needs_uniform),
     PropertySpec("P3", "output_size map = synced map", check_p3_sync_free, ({},)),
     PropertySpec("P4", "gate decision table", check_p4_gate, ({},)),
     PropertySpec("P5", "graph = eager, pads inert, replay", check_p5_graph_vs_eager,

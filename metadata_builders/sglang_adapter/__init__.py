@@ -18,13 +18,19 @@ carries only the attributes those methods read.  Supported: SGLang 0.5.18 ..
 | :mod:`.finding` | finding a piece by what it does; ``UpstreamNotFound`` naming where it looked |
 | :mod:`.releases` | pieces by release: :class:`Capabilities`, :class:`Upstream`, :func:`load_upstream` |
 | :mod:`.double` | the backend double, its stubs and spies |
+| :mod:`.compression` | compression on the double (``geometry.compression``): attributes, routes, what is not observable |
+| :mod:`.plan_kernel` | the CPU model of the compress-plan kernel (``c_plan.cuh``), and reading its plans |
 | :mod:`.routing` | the kernel routes: ``triton`` (as a GPU runs them) and ``torch`` (upstream's CPU fallbacks) |
 | :mod:`.reading` | upstream's metadata and stage arguments as the harness's fields |
+| :mod:`.coverage` | fields upstream filled, fields judged, why not the rest (:func:`coverage_of`) |
 | :mod:`.builder` | :class:`SGLangBuilder`: one call of the entry point per build |
 
-The adapter never touches the audit: the harness runs it under the audit like
+The adapter does not drive the audit: the harness runs it under the audit like
 any builder, and the audit itself recognises interpreted Triton launches
-(:mod:`metadata_builders.audit_triton`).
+(:mod:`metadata_builders.audit_triton`).  The one exception is the CPU model of
+the compress-plan kernel, which stands in for a device kernel: it asks where
+memory lives and runs inside the audit's ``kernel_launch``, as an interpreted
+launch does.
 """
 
 from __future__ import annotations
@@ -36,6 +42,7 @@ if importlib.util.find_spec("sglang") is None:
 
 from metadata_builders.errors import UpstreamNotFound
 from metadata_builders.sglang_adapter.builder import SGLangBuilder, torch_route
+from metadata_builders.sglang_adapter.coverage import Coverage, coverage_of
 from metadata_builders.sglang_adapter.releases import (
     SUPPORTED_RELEASES,
     UPSTREAM_MODULE,
@@ -51,10 +58,12 @@ __all__ = [
     "SUPPORTED_RELEASES",
     "UPSTREAM_MODULE",
     "Capabilities",
+    "Coverage",
     "Route",
     "SGLangBuilder",
     "Upstream",
     "UpstreamNotFound",
+    "coverage_of",
     "load_upstream",
     "torch_route",
     "upstream_version",

@@ -31,8 +31,10 @@ import threading
 from typing import TYPE_CHECKING, Any
 
 from metadata_builders.errors import InvalidVariant
+from metadata_builders.sglang_adapter.compression import unobservable
+from metadata_builders.sglang_adapter.coverage import record
 from metadata_builders.sglang_adapter.double import make_backend, upstream_patched
-from metadata_builders.sglang_adapter.reading import read
+from metadata_builders.sglang_adapter.reading import read, streams_unobservable
 from metadata_builders.sglang_adapter.releases import load_upstream
 from metadata_builders.sglang_adapter.routing import ROUTES, Route, kernel_routes
 from metadata_builders.variants import variants_for
@@ -145,7 +147,10 @@ def target_verify(up: Upstream, inputs: VerifyInputs, device: Any) -> VerifyMeta
     if not hasattr(md, "core_attn_metadata"):
         # DSpark's uniform graph build defers to the replay (DSV4RawVerifyMetadata).
         md = backend.make_forward_metadata_from_raw_verify(md)
-    return read(md, seen)
+    missing = unobservable(inputs.geometry)
+    metadata = read(md, seen, inputs.geometry, missing if inputs.geometry.compression is not None else None)
+    record(md, metadata.fields, {**missing, **streams_unobservable(inputs.geometry, metadata.not_observable)})
+    return metadata
 
 
 def ragged_layout(up: Upstream, inputs: VerifyInputs) -> Any:

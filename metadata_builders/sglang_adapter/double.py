@@ -17,6 +17,11 @@ import inspect
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
+from metadata_builders.sglang_adapter.compression import (
+    compression_attributes,
+    compression_patched,
+    empty_sparse_buffers,
+)
 from metadata_builders.sglang_adapter.routing import patched
 
 if TYPE_CHECKING:
@@ -51,15 +56,6 @@ def _empty_compression(core: Any, *_: Any, **__: Any) -> None:
     core.c4_topk_lengths_raw = core.c4_topk_lengths_clamp1 = torch.zeros(n, dtype=torch.int32, device=dev)
     core.c128_topk_lengths_raw = core.c128_topk_lengths_clamp1 = torch.zeros(n, dtype=torch.int32, device=dev)
     core.c128_page_indices = torch.empty((n, 0), dtype=torch.int32, device=dev)
-
-
-def _empty_flashmla(core: Any, *_: Any, **__: Any) -> None:
-    """Stub of ``DSV4AttnMetadata.init_flashmla_related`` (0.5.18-0.5.20): no sparse c4 entries."""
-    import torch
-
-    n, dev = core.seq_lens_casual.shape[0], core.seq_lens_casual.device
-    core.c4_sparse_topk_lengths = core.c4_sparse_topk_lengths_raw = torch.zeros(n, dtype=torch.int32, device=dev)
-    core.c4_sparse_page_indices = torch.empty((n, 0), dtype=torch.int32, device=dev)
 
 
 def _no_indexer(*_: Any, **__: Any) -> None:
@@ -119,11 +115,15 @@ def upstream_patched(up: Upstream, inputs: VerifyInputs) -> Iterator[None]:
                 enter(patched(module, "is_unified_kv_fp8", _unified_kv_fp8_off))
         if not _decode_streams_run(geo):
             enter(patched(up.runtime_module, "build_decode_streams", _streams_not_built))
-        if up.capabilities.forced_compression:
+        if geo.compression is not None:
+            if up.compression_missing is not None:
+                raise up.compression_missing
+            enter(compression_patched(up, inputs))
+        elif up.capabilities.forced_compression:
             enter(patched(up.backend_module, "create_paged_compressor_data", _no_compressor_data))
             if up.attn_metadata_cls is not None:
                 enter(patched(up.attn_metadata_cls, "init_compression_metadata", _empty_compression))
-                enter(patched(up.attn_metadata_cls, "init_flashmla_related", _empty_flashmla))
+                enter(patched(up.attn_metadata_cls, "init_flashmla_related", empty_sparse_buffers))
         yield
 
 
@@ -158,7 +158,7 @@ def make_backend(up: Upstream, inputs: VerifyInputs, device: Any, is_dspark: boo
     backend.is_dspark_draft = False
     backend.is_draft_worker = False
     backend.is_dsv41 = False
-    backend.need_compress = False  # 0.5.21+: compression, indexer and FlashMLA schedule off
+    backend.need_compress = False  # 0.5.21+: compression and the indexer off (compression_attributes: on)
     backend.has_c4 = False
     backend.has_c128 = False
     backend.low_ratios = ()
@@ -168,7 +168,10 @@ def make_backend(up: Upstream, inputs: VerifyInputs, device: Any, is_dspark: boo
     backend._fp4_graph_row_limit = None
     backend._fp8_decode_num_heads = 0
     backend._fp8_verify_epi = "bf16"
-    backend.init_forward_metadata_indexer = _no_indexer
+    if geo.compression is None:
+        backend.init_forward_metadata_indexer = _no_indexer
+    else:
+        compression_attributes(backend, pool, geo)
     if torch.device(device).type == "cpu" and not torch.cuda.is_available():
         # stub: _move_to_device stages in pinned memory, which CPU-only torch cannot allocate.
         backend._move_to_device = functools.partial(_move_to_device_unpinned, device)

@@ -6,25 +6,52 @@ num_tokens=4, exact_num_tokens=False, ...)`` -- read as the fields
 ``seq_lens``/``extend_seq_lens`` and the decision -- and returns
 ``core_attn_metadata`` whose ``seq_lens_casual`` is ``[6, 7, 4, 5]``; a uniform
 build passes no ``extend_start_loc``, which is then listed as not observable.
+
+With compression (``geometry.compression``), the compressed, sparse, indexer and
+plan groups are read too: ``core_attn_metadata.c4_out_loc`` ... as themselves,
+``core.unified.c4_out_loc`` as ``unified_c4_out_loc``,
+``indexer_metadata.compressed_seq_lens`` as ``indexer_compressed_seq_lens``, and
+``c4_compress_metadata.plan_c``/``.plan_w`` as ``c4_compress_plan``/``c4_write_plan``
+(int32 rows decoded where the plan lives,
+:func:`~metadata_builders.sglang_adapter.plan_kernel.compress_rows`; the harness
+lists and canonicalizes them after the audit).  A field upstream left ``None`` is
+not observable.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
-from metadata_builders.metadata import Decision, VerifyMetadata
+from metadata_builders.metadata import (
+    FIELD_NAMES,
+    STREAM_FIELD_NAMES,
+    Decision,
+    VerifyMetadata,
+)
+from metadata_builders.sglang_adapter.plan_kernel import compress_rows, write_rows
 
-__all__ = ["read"]
+__all__ = ["COMPRESSED_CORE", "compression_fields", "decode_streams", "read", "streams_unobservable"]
+
+COMPRESSED_CORE = (
+    "c4_out_loc", "c4_topk_lengths_raw", "c4_topk_lengths_clamp1",
+    "c128_out_loc", "c128_topk_lengths_raw", "c128_topk_lengths_clamp1", "c128_page_indices",
+    "c4_sparse_topk_lengths", "c4_sparse_topk_lengths_raw", "c4_sparse_page_indices",
+)
+"""Compressed-group fields ``core_attn_metadata`` holds under the harness's own names."""
 
 
-def read(md: Any, seen: dict[str, dict[str, Any]]) -> VerifyMetadata:
+def read(md: Any, seen: dict[str, dict[str, Any]], geometry: Any,
+         unobservable: Mapping[str, str] | None = None) -> VerifyMetadata:
     """Map upstream's ``DSV4Metadata`` and the values it passed between stages onto ``FIELD_NAMES``.
 
     ``seq_lens``, ``extend_seq_lens``, ``num_tokens`` and the gated exactness are
     the arguments of ``_attach_unified_kv_prefill_meta``; ``req_pool_indices_repeated``
     and ``max_seq_len`` those of ``make_core_attn_metadata``; ``extend_start_loc``
     that of ``init_forward_metadata_prefill``, which upstream passes only for
-    ragged batches (uniform: not observable).
+    ragged batches (uniform: not observable); the decode streams from
+    ``core.unified`` (:func:`decode_streams`).  ``unobservable``: None without
+    compression; with it, the fields the geometry cannot give (a stub stands in).
     """
     core = md.core_attn_metadata
     unified = core.unified
@@ -53,7 +80,60 @@ def read(md: Any, seen: dict[str, dict[str, Any]]) -> VerifyMetadata:
         not_observable = ("extend_start_loc",)
     else:
         fields["extend_start_loc"] = start
+    streams, streams_missing = decode_streams(unified, geometry)
+    fields.update(streams)
+    not_observable += streams_missing
+    if unobservable is not None:
+        compressed = compression_fields(md)
+        fields.update({n: v for n, v in compressed.items() if v is not None})
+        for name in FIELD_NAMES:  # what the geometry cannot give (a stub stands in) or upstream left None
+            if name not in not_observable and (name in unobservable or (name in compressed and name not in fields)):
+                fields.pop(name, None)
+                not_observable += (name,)
     # 0.5.20+ pass the gated exactness; 0.5.18/0.5.19 pass output_size only without compression.
     exact = bool(meta["exact_num_tokens"]) if "exact_num_tokens" in meta else not meta.get("need_compress", True)
     decision = Decision(int(meta["num_tokens"]), exact, exact, int(core_args["max_seq_len"]))
     return VerifyMetadata(fields, decision, not_observable=not_observable)
+
+
+def decode_streams(unified: Any, geometry: Any) -> tuple[dict[str, Any], tuple[str, ...]]:
+    """The decode index streams (``unified.swa/hca/csa_indices``, ``*_indptr``), upstream's flat buffers.
+
+    Judged only where the SWA window equals the unified pool's (``metadata.fields_for``);
+    there a stream upstream did not build (the ``torch`` route) is not observable.
+    The harness turns the flat buffers into per-token rows after the audit.
+    """
+    if geometry.swa_window != geometry.unified_swa_window:
+        return {}, ()
+    values = {name: getattr(unified, name, None) for name in STREAM_FIELD_NAMES}
+    missing = tuple(name for name, value in values.items() if value is None)
+    return {name: value for name, value in values.items() if value is not None}, missing
+
+
+def streams_unobservable(geometry: Any, not_reported: tuple[str, ...]) -> dict[str, str]:
+    """Why a decode stream is not judged: the windows differ, or upstream built none (``not_reported``)."""
+    if geometry.swa_window != geometry.unified_swa_window:
+        why = (f"swa_window {geometry.swa_window} != unified_swa_window {geometry.unified_swa_window}: upstream's "
+               "window kernel leaves or overruns its segments (judged only where they are equal)")
+        return dict.fromkeys(STREAM_FIELD_NAMES, why)
+    return dict.fromkeys((n for n in not_reported if n in STREAM_FIELD_NAMES),
+                         "upstream built no stream (the torch route does not run build_decode_streams)")
+
+
+def compression_fields(md: Any) -> dict[str, Any]:
+    """The compressed, sparse, indexer and plan groups of a build with compression; None where upstream left none."""
+    core = md.core_attn_metadata
+    unified = core.unified
+    out: dict[str, Any] = {name: getattr(core, name, None) for name in COMPRESSED_CORE}
+    out["unified_c4_out_loc"] = getattr(unified, "c4_out_loc", None)
+    out["unified_c128_out_loc"] = getattr(unified, "c128_out_loc", None)
+    indexer = md.indexer_metadata
+    # 0.5.18/0.5.19 name it c4_seq_lens
+    lengths = getattr(indexer, "compressed_seq_lens", getattr(indexer, "c4_seq_lens", None))
+    out["indexer_compressed_seq_lens"] = lengths
+    for ratio in (4, 128):
+        plan = getattr(md, f"c{ratio}_compress_metadata", None)
+        plan_c, plan_w = getattr(plan, "plan_c", None), getattr(plan, "plan_w", None)
+        out[f"c{ratio}_compress_plan"] = None if plan_c is None else compress_rows(plan_c)
+        out[f"c{ratio}_write_plan"] = None if plan_w is None else write_rows(plan_w)
+    return out

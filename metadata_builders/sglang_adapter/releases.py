@@ -65,7 +65,11 @@ class Capabilities:
     pf_padding: bool
     """0.5.21+: ``pf_*`` are padded to the tier (before, they stop at ``num_tokens``)."""
     forced_compression: bool
-    """0.5.18-0.5.20: ``need_compress=True`` is hard-coded on the verify path (stubbed, see docs)."""
+    """0.5.18-0.5.20: ``need_compress=True`` is hard-coded on the verify path (stubbed without compression)."""
+    plan_req_ring: bool
+    """0.5.20+: the compress-plan kernel takes ``use_req_ring`` (c4 state in a per-request ring)."""
+    plan_max_tokens: int
+    """The compress-plan kernel's ``kMaxTokens``: 65535 up to 0.5.20, 65536 from 0.5.21."""
 
     @classmethod
     def of(cls, release: str) -> Capabilities:
@@ -77,6 +81,8 @@ class Capabilities:
             mirrorless=key >= (0, 5, 22),
             pf_padding=key >= (0, 5, 21),
             forced_compression=key < (0, 5, 21),
+            plan_req_ring=key >= (0, 5, 20),
+            plan_max_tokens=65536 if key >= (0, 5, 21) else 65535,
         )
 
     def gates(self, is_dspark: bool) -> tuple[Gate, ...]:
@@ -120,7 +126,13 @@ class Upstream:
     expand_module: types.ModuleType
     """``ExpandPrefillCausally`` and its ``_inputs_on_cuda`` dispatch (``attn_metadata_kernels``)."""
     attn_metadata_cls: type | None
-    """``DSV4AttnMetadata`` (its compression methods are stubbed where compression is forced)."""
+    """``DSV4AttnMetadata`` (its compression methods are stubbed where compression is forced and off)."""
+    compress_module: types.ModuleType | None
+    """``CompressorPrefillPlan`` and ``_jit_compress_plan_module`` (the compress-plan kernel, modelled on CPU)."""
+    indexer_module: types.ModuleType | None
+    """``PagedIndexerMetadata`` and the ``is_hip`` its ``__post_init__`` dispatches on."""
+    compression_missing: UpstreamNotFound | None
+    """Why ``compress_module``/``indexer_module`` are None: raised by a build with compression."""
     interpreter: bool
     """Triton runs in interpreter mode (``TRITON_INTERPRET=1``)."""
 
@@ -205,6 +217,11 @@ def _find_pieces(release: str, backend_module: types.ModuleType) -> Upstream:
     if capabilities.forced_compression and attn_metadata_cls is None:
         raise UpstreamNotFound("DSV4AttnMetadata (init_compression_metadata, init_flashmla_related; stubbed)", release,
                                [f"{backend_module.__name__} (no class with both methods among its globals)"])
+    compress_module = indexer_module = compression_missing = None
+    try:
+        compress_module, indexer_module = _find_compression(release, backend_module)
+    except UpstreamNotFound as exc:
+        compression_missing = exc
     return Upstream(
         release=release,
         capabilities=capabilities,
@@ -217,6 +234,9 @@ def _find_pieces(release: str, backend_module: types.ModuleType) -> Upstream:
         runtime_module=runtime_module,
         expand_module=expand_module,
         attn_metadata_cls=attn_metadata_cls,
+        compress_module=compress_module,
+        indexer_module=indexer_module,
+        compression_missing=compression_missing,
         interpreter=os.environ.get("TRITON_INTERPRET") == "1",
     )
 
@@ -249,3 +269,33 @@ def _find_layout(release: str, backend_module: types.ModuleType) -> tuple[type, 
                  "else cls.torch')"],
             )
     return layout_cls, ragged_kernels
+
+
+def _module_of(obj: object) -> list[str]:
+    name = getattr(obj, "__module__", None)
+    return [name] if isinstance(name, str) else []
+
+
+def _find_compression(release: str, backend_module: types.ModuleType) -> tuple[types.ModuleType, types.ModuleType]:
+    """The compress-plan kernel's module and ``PagedIndexerMetadata``'s, starting where the backend imports them.
+
+    ``create_paged_compressor_data`` (a backend global) calls
+    ``CompressorPrefillPlan.generate``, which calls ``_jit_compress_plan_module()``.
+    """
+    create = getattr(backend_module, "create_paged_compressor_data", None)
+    creator_module = sys.modules.get(getattr(create, "__module__", ""), None)
+    plan_cls = getattr(creator_module, "CompressorPrefillPlan", None)
+    compress_module = find_module(
+        "_jit_compress_plan_module (the compress-plan kernel; CompressorPrefillPlan)", release,
+        _module_of(plan_cls) + ["sglang.kernels.ops.attention.dsv4.compress"],
+        lambda m: callable(getattr(m, "_jit_compress_plan_module", None)) and hasattr(m, "CompressorPrefillPlan"),
+        "def _jit_compress_plan_module",
+    )
+    indexer_module = find_module(
+        "PagedIndexerMetadata (the indexer metadata, its is_hip dispatch)", release,
+        _module_of(getattr(backend_module, "PagedIndexerMetadata", None))
+        + ["sglang.srt.layers.attention.dsv4.metadata"],
+        lambda m: isinstance(getattr(m, "PagedIndexerMetadata", None), type) and callable(getattr(m, "is_hip", None)),
+        "class PagedIndexerMetadata",
+    )
+    return compress_module, indexer_module

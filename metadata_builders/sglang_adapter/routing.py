@@ -12,8 +12,8 @@ implementations are upstream code, so the adapter runs each as a **route**:
 
 The Triton-only page-table kernel runs on both routes.  Upstream's decode
 streams (``build_decode_streams``: two Triton-only kernels, about a third of an
-interpreted build, outputs not in the model) run on the ``triton`` route only:
-on the ``torch`` route they would repeat the same kernels on the same code.
+interpreted build) run on the ``triton`` route only: on the ``torch`` route they
+would repeat the same kernels on the same code (there they are not observable).
 The ``torch`` route cannot express mirror-less uniform verify: the fallback of
 ``ExpandPrefillCausally`` asserts host mirrors (docs/FINDINGS.md F1), so
 ``SGLangBuilder.variants_supported`` leaves ``mirror=device`` out there and the
