@@ -346,3 +346,112 @@ def test_host_memory_spelled_cpu_is_host_and_goes_up_as_a_copy():
         assert is_device_resident(up) and up is not staged and up.device == DEVICE
         staged.tolist()
     assert audit.host_syncs == []
+
+
+# -- the function level vouches only for what the dispatch level would conclude --------------------------
+
+
+def _table(t: torch.Tensor) -> torch.Tensor:
+    return DeviceAudit.mark_input(torch.arange(12, device=DEVICE_NAME).reshape(2, 6), "req_to_token")
+
+
+VOUCHED = [
+    ("binary", lambda t: (t - t.flip(0)) * 2 + 1),
+    ("reverse_operators", lambda t: 10 - t // 2 + 3 % (t + 1)),
+    ("comparisons", lambda t: (t > 3) | (t <= 5)),
+    ("where", lambda t: torch.where(t > 4, t, 0)),
+    ("where_of_a_mask_alone", lambda t: torch.where(t > 4)),
+    ("clamp_by_device_bounds", lambda t: t.clamp(min=t.min(), max=t.max() - 1)),
+    ("masked_fill_with_a_device_value", lambda t: t.masked_fill(t > 4, t[0])),
+    ("keywords", lambda t: (torch.div(t, 2, rounding_mode="floor"), t.cumsum(0, dtype=torch.int32))),
+    ("searchsorted", lambda t: torch.searchsorted(t.sort().values, t, right=True)),
+    ("cat_and_stack", lambda t: (torch.cat([t, t]), torch.stack([t, t], dim=1))),
+    ("fresh_buffers", lambda t: (torch.full_like(t, 3), torch.ones_like(t), t.new_zeros(4))),
+    ("pad", lambda t: torch.nn.functional.pad(t, (0, 2), value=-1)),
+    ("reductions", lambda t: (t.sum(), t.max(0), torch.aminmax(t))),
+    ("views", lambda t: (t.unsqueeze(1).T, t[1:], t[None, ::2], t.view(3, 1), t.reshape(-1).data)),
+    ("to", lambda t: (t.to(torch.int32), t.to(t.device, torch.int64), t.to(torch.zeros(1, dtype=torch.int8)))),
+    ("gather_in_range", lambda t: (t[torch.tensor([2, 0])], _table(t)[t[:2] % 2, t[1:] % 6])),
+    ("gather_out_of_range", lambda t: (t[torch.tensor([5, -4], device=DEVICE_NAME)], _table(t)[t[:2] % 2, t[:2]])),
+    ("gather_beside_a_slice", lambda t: _table(t)[t[:2] % 2, 1:7:2]),
+    ("host_gather_by_device_index", lambda t: torch.arange(8)[t]),
+    ("index_select_and_gather", lambda t: (t.index_select(0, torch.tensor([1, 3])), torch.gather(t, 0, t % 4))),
+    ("token_maps", lambda t: [torch.repeat_interleave(t, output_size=n) for n in (14, 15, 16, None)]),
+    ("token_map_gathers", lambda t: torch.repeat_interleave(torch.arange(3, device=DEVICE_NAME), t, output_size=14)),
+    ("host_repeats", lambda t: torch.repeat_interleave(t, torch.tensor([1, 0, 2]))),
+    ("scalars", lambda t: (t[0].item(), int(t[1]), bool(t[2] > 3), float(t.sum()))),
+    ("factories", lambda t: (torch.arange(3, device=t.device), torch.zeros(2, dtype=t.dtype, device=DEVICE_NAME))),
+    ("zero_d_index", lambda t: t[t[0] % 3]),
+    ("int_beside_an_index", lambda t: _table(t)[1, t[:2]]),
+    ("in_place", lambda t: _written(t, lambda b: (b[:2].add_(t[:2]), b.clamp_(max=t.max()), b.mul_(2)))),
+    ("scatter", lambda t: _written(t, lambda b: b.scatter_(0, t[:2] % 4, t[1:]))),
+    ("item_update", lambda t: _written(t, lambda b: b[-1].__iadd__(t[0]))),
+    ("setitem", lambda t: _written(t, lambda b: (b.__setitem__(slice(1, 3), t[:2]), b.__setitem__(0, 9)))),
+    ("setitem_through_a_view", lambda t: _written(t, lambda b: b[1:].__setitem__(0, t[2]))),
+    ("setitem_from_host", lambda t: _written(t, lambda b: b.__setitem__(2, torch.tensor(4)))),
+    ("setitem_into_host", lambda t: torch.zeros(3, dtype=t.dtype).__setitem__(slice(0, 2), t[1:])),
+    ("setitem_of_a_host_copy", lambda t: _written(t, lambda b: b.__setitem__(slice(0, 3), t.cpu()))),
+]
+
+
+def _written(t: torch.Tensor, write) -> tuple[torch.Tensor, ...]:
+    """A fresh device buffer and a view of it, written by ``write``: where what they hold now comes from."""
+    buf = torch.zeros(4, dtype=t.dtype, device=DEVICE_NAME)
+    view = buf[1:]
+    write(buf)
+    return buf, view
+
+
+def _observed(monkeypatch, fast: bool, call, values: bool = True) -> tuple:
+    """What an audit records of ``call`` on verify_lens, and where each result lives and what it reads."""
+    from metadata_builders.audit.residency import _reads
+
+    monkeypatch.setattr(DeviceAudit, "FAST", fast)
+    audit = DeviceAudit()
+    with audit:
+        lens = DeviceAudit.mark_input(torch.tensor([5, 3, 7], device=DEVICE_NAME), "verify_lens")
+        out = call(lens)
+    results = [(t.tolist() if values else t.shape, is_device_resident(t), sorted(_reads(t))) for t in _all_tensors(out)]
+    syncs = [(s.op, s.stage, s.kind, s.reads) for s in audit.host_syncs]
+    return syncs, audit.faults, audit.token_maps, results, None if isinstance(out, torch.Tensor) else repr(out)
+
+
+def _all_tensors(out):
+    from metadata_builders.audit.residency import _tensors
+
+    return list(_tensors(out)) + [x for x in (getattr(out, name, None) for name in ("values", "indices", "min", "max"))
+                                  if isinstance(x, torch.Tensor)]
+
+
+CALLS = VOUCHED + [(n, read) for n, read, _ in SPELLINGS + DOWN_TO_THE_HOST] + DEVICE_TO_DEVICE
+
+
+@pytest.mark.parametrize(("name", "call"), CALLS, ids=[c[0] for c in CALLS])
+def test_the_function_level_concludes_what_the_dispatch_level_would(name, call, monkeypatch):
+    """Each call the function level handles itself gives the records, faults, values and residency of the
+    same call watched op by op from the dispatcher (``DeviceAudit.FAST = False``)."""
+    values = "empty" not in name  # torch.empty's values are whatever memory held
+    assert _observed(monkeypatch, True, call, values) == _observed(monkeypatch, False, call, values)
+
+
+def test_the_bundled_builder_never_needs_the_dispatch_level(monkeypatch):
+    """hip builds every example on the function level alone, to the same result as op by op."""
+    from metadata_builders import get_builder, variants_for
+    from tests._examples import EXAMPLES
+
+    from metadata_builders.audit.core import _DispatchLayer
+
+    hip = get_builder("hip", "cpu")
+    enter = _DispatchLayer.__enter__
+    dispatched = set()
+
+    def entered(layer):  # returns before the call runs: no frame of this file under a record's stage
+        dispatched.add(layer.audit._current.func.__name__)
+        return enter(layer)
+
+    monkeypatch.setattr(_DispatchLayer, "__enter__", entered)
+    fast = {(name, v.label): hip.build(batch, v) for name, batch in EXAMPLES.items() for v in variants_for(batch)}
+    assert dispatched == set()
+    monkeypatch.setattr(DeviceAudit, "FAST", False)
+    slow = {(name, v.label): hip.build(batch, v) for name, batch in EXAMPLES.items() for v in variants_for(batch)}
+    assert fast == slow

@@ -1,19 +1,23 @@
 """Sync audit and HIP device model, applied *around* any builder.
 
-:class:`DeviceAudit` watches a build at two levels of torch at once, so it
-sees every read of device data whatever the Python spelling and whoever wrote
-the builder (ours, an installed SGLang, a user's, a subclass of anything):
+:class:`DeviceAudit` watches a build at two levels of torch, so it sees every
+read of device data whatever the Python spelling and whoever wrote the builder
+(ours, an installed SGLang, a user's, a subclass of anything):
 
-* the **dispatch** level (a ``TorchDispatchMode``): ``aten._local_scalar_dense``
-  (``item``, ``int()``, ``bool()``, ``0 in t``, a slice bound ``x[:t.sum()]``,
-  ``torch.arange(t.sum())``, ``torch.empty(t.sum())``, ``t.new_zeros(t.sum())``,
-  ``t.expand(t.sum())``), device-to-host ``copy_``, and ops whose output shape
-  depends on device data (``nonzero`` -- also behind ``torch.where(mask)`` --,
-  ``unique``, ``masked_select``, boolean-mask indexing, ``bincount``, and
-  ``repeat_interleave`` without ``output_size``);
-* the **function** level (a ``TorchFunctionMode``), for the reads that never reach
-  the dispatcher on CPU: ``tolist``, ``cpu``, ``numpy``, ``np.asarray(t)``,
-  ``str(t)``, ``f"{t}"``, and ``torch.tensor([t[0], t[1]])``.
+* the **function** level (a ``TorchFunctionMode``) sees every call: the reads that
+  never reach the dispatcher on CPU (``tolist``, ``cpu``, ``numpy``,
+  ``np.asarray(t)``, ``str(t)``, ``f"{t}"``, ``torch.tensor([t[0], t[1]])``), and
+  every call it can vouch for from its arguments alone -- elementwise ops, views,
+  reductions, ``.to``, factories, ``x[i]``, gathers, token maps, ``item()`` --
+  handled as the dispatch level would have (:mod:`.calls`, :mod:`.function_level`);
+* the **dispatch** level (a ``TorchDispatchMode``), pushed around every other call,
+  sees its aten ops: ``aten._local_scalar_dense`` (``int()``, ``bool()``, ``0 in t``,
+  a slice bound ``x[:t.sum()]``, ``torch.arange(t.sum())``, ``torch.empty(t.sum())``,
+  ``t.new_zeros(t.sum())``, ``t.expand(t.sum())``), device-to-host ``copy_``, and ops
+  whose output shape depends on device data (``nonzero`` -- also behind
+  ``torch.where(mask)`` --, ``unique``, ``masked_select``, boolean-mask indexing,
+  ``bincount``, and ``repeat_interleave`` without ``output_size``).  Watching every op
+  from it would cost about 10 µs an op, more than a small build's ops themselves.
 
 Each read becomes one :class:`~metadata_builders.metadata.SyncRecord`: the
 Python-level op, its kind (``scalar``, ``copy`` or ``shape``), the builder
@@ -45,7 +49,11 @@ the device receives what the divergence says, exactly as a stale or in-flight
 copy would deliver it, so a builder is judged on what it does with device memory.
 
 The rooms: :mod:`.residency` (where memory lives, what it was computed from),
-:mod:`.core` (:class:`DeviceAudit`, its two layers, the records),
+:mod:`.core` (:class:`DeviceAudit`, the dispatch level, the records),
+:mod:`.function_level` (every call, handled or sent to the dispatch level),
+:mod:`.calls` (what a call is, whether its arguments can be vouched for),
+:mod:`.gathers` (the HIP model's gathers and token maps, at the function level),
+:mod:`.placement` (reads down, copies up, device factories),
 :mod:`.device_model` (the HIP model's kernels; ``sync_debug_mode``).
 """
 

@@ -1,12 +1,13 @@
 """The audit of one build: the two torch layers it watches from, the reads it records, the device it models.
 
-:class:`DeviceAudit` watches a build at two levels of torch at once: the
-**dispatch** level (a ``TorchDispatchMode``: ``aten._local_scalar_dense`` behind
-``item``, ``int()``, ``bool()``, ``0 in t``, slice bounds and sizes; device-to-host
-``copy_``; ops whose output shape depends on device data) and the **function**
-level (a ``TorchFunctionMode``: ``tolist``, ``cpu``, ``numpy``, ``np.asarray``,
-``str``, f-strings, ``torch.tensor([t[0], t[1]])``, ``.to(host)``, factories and
-``.device``).  Each read becomes one :class:`~metadata_builders.metadata.SyncRecord`:
+:class:`DeviceAudit` watches a build at two levels of torch: the **function**
+level (a ``TorchFunctionMode``, :mod:`.function_level`: every call; ``tolist``,
+``cpu``, ``numpy``, ``np.asarray``, ``str``, f-strings, ``torch.tensor([t[0],
+t[1]])``, ``.to(host)``, factories and ``.device``; and every call it can vouch
+for) and, around the calls it cannot, the **dispatch** level (a
+``TorchDispatchMode``: ``aten._local_scalar_dense`` behind ``item``, ``int()``,
+``bool()``, ``0 in t``, slice bounds and sizes; device-to-host ``copy_``; ops
+whose output shape depends on device data).  Each read becomes one :class:`~metadata_builders.metadata.SyncRecord`:
 the op, its kind, the builder function, the harness inputs it depends on
 (:mod:`.residency`).  A divergence is delivered to every asynchronous
 host-to-device copy of the extend lengths it names; kernels follow the HIP model
@@ -16,28 +17,20 @@ host-to-device copy of the extend lengths it names; kernels follow the HIP model
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
 import torch
-from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from metadata_builders.audit.device_model import _caller_stage, _HipDeviceModel, _model_bookkeeping
+from metadata_builders.audit.function_level import _FunctionLayer, _FunctionLevel
 from metadata_builders.audit.residency import (
     _NO_READS,
-    _READS,
-    _RESIDENT,
-    DEVICE,
+    _add_reads,
     _flat,
-    _host_copy,
-    _host_spelling,
-    _is_device,
+    _input_reads,
     _mark,
     _non_blocking,
-    _on_host_device,
-    _placement,
-    _reads,
     _reads_of,
     _tensors,
     is_device_resident,
@@ -48,14 +41,6 @@ __all__ = ["DeviceAudit", "kernel_launch"]
 
 aten = torch.ops.aten
 
-_DEVICE_ATTR = torch.Tensor.device
-
-
-_FACTORIES = frozenset(
-    {"tensor", "as_tensor", "arange", "zeros", "ones", "full", "empty", "empty_strided", "randint", "rand",
-     "randn", "linspace", "eye", "from_numpy", "range", "zeros_like", "ones_like", "full_like", "empty_like"}
-)
-_HOST_RESULTS = frozenset({"cpu", "numpy", "tolist", "__array__", "__repr__", "__format__", "__str__"})
 _SCALAR_OPS = frozenset({aten._local_scalar_dense, aten.is_nonzero, aten.equal, aten.allclose})
 _SHAPE_OPS = frozenset(
     {aten.nonzero, aten.argwhere, aten._unique, aten._unique2, aten.unique_dim, aten.unique_consecutive,
@@ -107,15 +92,7 @@ def _kind(func: Any) -> int:
     return kind
 
 
-@dataclass(slots=True)
-class _Call:
-    """The Python-level torch call being handled (the spelling a record names)."""
-
-    func: Callable
-    recorded: bool = False
-
-
-class DeviceAudit(_HipDeviceModel):
+class DeviceAudit(_FunctionLevel, _HipDeviceModel):
     """Context manager: audit the syncs and model the device faults of one build.
 
     ``host_syncs``, ``faults`` and ``token_maps`` fill as the builder runs.
@@ -131,16 +108,17 @@ class DeviceAudit(_HipDeviceModel):
         self.divergence = divergence
         self.divergence_delivered = 0
         """How many asynchronous copies received the divergence."""
-        self._current: _Call | None = None
+        self._current = None
         self._suspended = False
         self._stack = contextlib.ExitStack()
+        self._dispatch_layer: _DispatchLayer | None = None
+        """Made the first time a call goes through it."""
 
     def __enter__(self) -> DeviceAudit:
         from metadata_builders.audit_triton import interpreted_launches
 
         # Any builder's interpreted Triton launch runs inside kernel_launch (only if triton is loaded).
         self._stack.enter_context(interpreted_launches(kernel_launch))
-        self._stack.enter_context(_DispatchLayer(self))
         self._stack.enter_context(_FunctionLayer(self))
         _ACTIVE.append(self)
         return self
@@ -149,10 +127,13 @@ class DeviceAudit(_HipDeviceModel):
         _ACTIVE.remove(self)
         self._stack.close()
 
+    def _new_dispatch_layer(self) -> _DispatchLayer:
+        return _DispatchLayer(self)
+
     @staticmethod
     def mark_input(t: torch.Tensor, name: str) -> torch.Tensor:
         """Mark a harness input device-resident, reading the input ``name``; return it."""
-        _mark(t, True, frozenset({name}))
+        _mark(t, True, _input_reads(name))
         return t
 
     # -- records ---------------------------------------------------------------------------
@@ -170,90 +151,6 @@ class DeviceAudit(_HipDeviceModel):
     def _fault(self, kind: str, count: int, op: str, output_size: int | None = None,
                device_sum: int | None = None) -> None:
         self.faults.append(FaultRecord(kind, count, op, _caller_stage(), output_size, device_sum))  # type: ignore[arg-type]
-
-    # -- function level --------------------------------------------------------------------
-
-    def on_function(self, func: Callable, args: tuple, kwargs: dict) -> Any:
-        if self._suspended:
-            return func(*args, **kwargs)
-        name = getattr(func, "__name__", "")
-        if name == "__get__":
-            owner = getattr(func, "__self__", None)
-            if owner is _DEVICE_ATTR and args and args[0].is_cpu and getattr(args[0], _RESIDENT, False):
-                return DEVICE
-            return func(*args, **kwargs)
-        call = _Call(func)
-        self._current = call
-        try:
-            first = args[0] if args else None
-            if name in _HOST_RESULTS and is_device_resident(first):
-                return self._read_back(func, name, args, kwargs)
-            if name in _FACTORIES:
-                return self._factory(func, name, args, kwargs)
-            if name == "to" and isinstance(first, torch.Tensor):
-                return self._to(func, args, kwargs)
-            return func(*args, **kwargs)
-        finally:
-            self._current = None
-
-    def _read_back(self, func: Callable, name: str, args: tuple, kwargs: dict) -> Any:
-        """``cpu``, ``tolist``, ``numpy``, ``str``, ``.to(host)`` of a device tensor: one read, recorded."""
-        first = args[0]
-        self._record("scalar" if first.dim() == 0 else "copy", [first])
-        self._suspended = True  # what formatting or the copy does inside is host work
-        try:
-            out = func(*args, **kwargs)
-        finally:
-            self._suspended = False
-        return _host_copy(out, first) if name in ("cpu", "to") else out
-
-    def _to(self, func: Callable, args: tuple, kwargs: dict) -> Any:
-        """``x.to(...)``: down to the host is a read, up to the device a copy the divergence may hit."""
-        where = _placement(args, kwargs)
-        if is_device_resident(args[0]):
-            if where == "host":
-                return self._read_back(func, "to", args, kwargs)
-            if where == "device":  # device to device: no copy, as on a GPU
-                args, kwargs = _on_host_device(args, kwargs)
-            return func(*args, **kwargs)
-        if where == "device":
-            return self._host_to_device(func, args, kwargs)
-        return func(*args, **kwargs)
-
-    def _factory(self, func: Callable, name: str, args: tuple, kwargs: dict) -> Any:
-        if name in ("tensor", "as_tensor") and args and not isinstance(args[0], torch.Tensor):
-            inside = [t for t in _tensors(args[0]) if is_device_resident(t)]
-            if inside:
-                self._record("copy", inside)
-        device = kwargs.get("device")
-        if device is None or kwargs.get("pin_memory") or not _is_device(device):
-            return func(*args, **kwargs)
-        out = func(*args, **{**kwargs, "device": _host_spelling(device)})
-        if any(out is t for t in _tensors(args)):
-            out = out.clone()  # a real device makes a copy; never mark the caller's host tensor
-        _mark(out, True, _NO_READS)
-        return out
-
-    def _host_to_device(self, func: Callable, args: tuple, kwargs: dict) -> torch.Tensor:
-        src = args[0]
-        if _non_blocking(args, kwargs):
-            src = self._delivered(src)
-        args, kwargs = _on_host_device(args, kwargs)
-        out = func(src, *args[1:], **kwargs)
-        if out is args[0] or out is src:
-            out = out.clone()
-        _mark(out, True, _reads(args[0]))
-        return out
-
-    def _delivered(self, src: torch.Tensor) -> torch.Tensor:
-        """What an asynchronous host-to-device copy of ``src`` delivers under the divergence."""
-        if self.divergence is None or src.dim() != 1 or src.device.type != "cpu":
-            return src
-        clean, device = self.divergence
-        if src.shape[0] != len(clean) or src.tolist() != clean:
-            return src
-        self.divergence_delivered += 1
-        return torch.tensor(device, dtype=src.dtype)
 
     # -- dispatch level ----------------------------------------------------------------------
 
@@ -293,7 +190,7 @@ class DeviceAudit(_HipDeviceModel):
             target = args[0] if isinstance(args[0], torch.Tensor) else None
             while target is not None and reads:
                 # ``buf[:n] = x`` writes through a view: its base now holds x's data too.
-                setattr(target, _READS, reads | _reads(target))
+                _add_reads(target, reads)
                 target = target._base
         elif on_device:
             reads = _NO_READS if kind is _LIKE else _reads_of(inputs)
@@ -330,16 +227,7 @@ def kernel_launch(arguments: Any) -> Iterator[None]:
     reads = _reads_of(tensors)
     for t in tensors:
         if is_device_resident(t) and reads:
-            setattr(t, _READS, reads | _reads(t))
-
-
-class _FunctionLayer(TorchFunctionMode):
-    def __init__(self, audit: DeviceAudit) -> None:
-        super().__init__()
-        self.audit = audit
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        return self.audit.on_function(func, args, kwargs or {})
+            _add_reads(t, reads)
 
 
 class _DispatchLayer(TorchDispatchMode):

@@ -47,21 +47,22 @@ class _HipDeviceModel:
     def _repeat_interleave(self, func: Any, args: tuple, kwargs: dict) -> torch.Tensor:
         repeats = args[0]
         output_size = kwargs.get("output_size")
-        full = func(repeats)  # the map the device lengths really produce
-        total = int(full.shape[0])
-        stage = _caller_stage()
-        self.token_maps.append(TokenMap(None if output_size is None else int(output_size), total, stage))
-        out = full
-        if output_size is None:
-            self._record("scalar", [repeats], op="repeat_interleave(no output_size)")
+        n = None if output_size is None else int(output_size)
+        out = None if n is None else _exact_map(func, repeats, n)
+        if out is not None:
+            total = n
         else:
-            n = int(output_size)
-            if total > n:
-                self._fault("oob_write", total - n, "repeat_interleave", n, total)
-                out = full[:n]
-            elif total < n:
-                self._fault("uninitialized_tail", n - total, "repeat_interleave", n, total)
-                out = torch.cat([full, full.new_zeros(n - total)])
+            out = full = func(repeats)  # the map the device lengths really produce
+            total = int(full.shape[0])
+        self.token_maps.append(TokenMap(n, total, _caller_stage()))
+        if n is None:
+            self._record("scalar", [repeats], op="repeat_interleave(no output_size)")
+        elif total > n:
+            self._fault("oob_write", total - n, "repeat_interleave", n, total)
+            out = full[:n]
+        elif total < n:
+            self._fault("uninitialized_tail", n - total, "repeat_interleave", n, total)
+            out = torch.cat([full, full.new_zeros(n - total)])
         _mark(out, True, _reads(repeats))
         return out
 
@@ -72,6 +73,11 @@ class _HipDeviceModel:
             return self._index(func, source, list(args[1]))
         dim, index = int(args[1]), args[2]
         size = source.shape[dim] if source.dim() else 1
+        if source.is_cpu:  # CPU torch checks bounds: what it accepts is in range, nothing to model
+            try:
+                return func(*args, **kwargs)
+            except (IndexError, RuntimeError):
+                pass
         if _in_range(index, size):
             return func(*args, **kwargs)
         bad = (index >= size) | (index < -size)
@@ -91,6 +97,11 @@ class _HipDeviceModel:
         tensors lead (``t[rows, cols]``, the shape every builder here uses); the
         count is exact either way.
         """
+        if source.is_cpu:  # CPU torch checks bounds: what it accepts is in range, nothing to model
+            try:
+                return func(source, indices)
+            except (IndexError, RuntimeError):
+                pass
         dim, checks = 0, []
         for idx in indices:
             if idx is None or idx.dtype in (torch.bool, torch.uint8):
@@ -119,6 +130,19 @@ class _HipDeviceModel:
         if leading:
             out = out.masked_fill(bad.reshape(*bad.shape, *([1] * (out.dim() - bad.dim()))), OOB_READ_VALUE)
         return out
+
+
+def _exact_map(func: Any, repeats: torch.Tensor, n: int) -> torch.Tensor | None:
+    """The token map when the lengths sum to the host's ``n``, else None.
+
+    CPU torch checks the sum against ``output_size`` itself; elsewhere one reduction, read by the model.
+    """
+    if repeats.is_cpu:
+        try:
+            return func(repeats, output_size=n)
+        except RuntimeError:
+            return None
+    return func(repeats, output_size=n) if int(repeats.sum()) == n else None
 
 
 def _in_range(index: torch.Tensor, size: int) -> bool:

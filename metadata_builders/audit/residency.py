@@ -1,8 +1,10 @@
 """Where memory lives, and what it was computed from: residency and provenance on the tensor object.
 
 On a GPU a tensor's device says where it lives.  On CPU the audit marks it: a
-device-resident tensor carries ``_metadata_builders_resident``, and a tensor
-computed from harness inputs carries their names (``_metadata_builders_reads``).
+tensor the audit has placed carries ``_metadata_builders_provenance``, the pair
+(device-resident, the names of the harness inputs it was computed from) -- one
+attribute, read once per operand and written once per result on the hot path,
+the pairs shared (:func:`_provenance`).
 The device has a name of its own, :data:`DEVICE` (``cpu:0``), so a spelling says
 where memory goes, as on a GPU: ``"cpu"`` and ``torch.device("cpu")`` are the host.
 Worked example::
@@ -27,9 +29,32 @@ DEVICE = torch.device("cpu", 0)
 DEVICE_NAME = "cpu:0"
 """The device a builder is handed on CPU (``get_builder(..., device="cpu")``); the host is ``"cpu"``."""
 
-_RESIDENT = "_metadata_builders_resident"
-_READS = "_metadata_builders_reads"
+_PROVENANCE = "_metadata_builders_provenance"
 _NO_READS: frozenset[str] = frozenset()
+_UNPLACED = (False, _NO_READS)
+"""The provenance of a tensor the audit never placed: host memory (on CPU), computed from no input."""
+_ON_DEVICE: dict[frozenset[str], tuple[bool, frozenset[str]]] = {}
+_ON_HOST: dict[frozenset[str], tuple[bool, frozenset[str]]] = {_NO_READS: _UNPLACED}
+
+
+def _provenance(resident: bool, reads: frozenset[str]) -> tuple[bool, frozenset[str]]:
+    """The shared ``(resident, reads)`` pair a tensor carries (one per distinct pair: no allocation per op)."""
+    shared = _ON_DEVICE if resident else _ON_HOST
+    provenance = shared.get(reads)
+    if provenance is None:
+        provenance = shared[reads] = (resident, reads)
+    return provenance
+
+
+def _input_reads(name: str) -> frozenset[str]:
+    """``frozenset({name})``, shared per input name."""
+    reads = _INPUTS.get(name)
+    if reads is None:
+        reads = _INPUTS[name] = frozenset((name,))
+    return reads
+
+
+_INPUTS: dict[str, frozenset[str]] = {}
 
 
 def _tensors(obj: Any) -> Iterator[torch.Tensor]:
@@ -61,28 +86,44 @@ def is_device_resident(t: Any) -> bool:
     if not isinstance(t, torch.Tensor):
         return False
     if t.is_cpu:
-        return getattr(t, _RESIDENT, False)
+        provenance = getattr(t, _PROVENANCE, None)
+        return provenance is not None and provenance[0]
     return not t.is_meta
 
 
 def _reads(t: torch.Tensor) -> frozenset[str]:
-    return getattr(t, _READS, _NO_READS)
+    provenance = getattr(t, _PROVENANCE, None)
+    return _NO_READS if provenance is None else provenance[1]
 
 
-def _reads_of(tensors: list[torch.Tensor]) -> frozenset[str]:
+def _reads_of(tensors: list[torch.Tensor] | tuple) -> frozenset[str]:
     reads = _NO_READS
     for t in tensors:
-        r = getattr(t, _READS, None)
-        if r:
-            reads = reads | r
+        provenance = getattr(t, _PROVENANCE, None)
+        if provenance is not None and provenance[1] and provenance[1] is not reads:
+            reads = _union(reads, provenance[1])
     return reads
 
 
+def _union(reads: frozenset[str], more: frozenset[str]) -> frozenset[str]:
+    """``reads | more``, reusing either when it already holds the other (most ops read one input's set)."""
+    if not reads or reads <= more:
+        return more
+    return reads if more <= reads else reads | more
+
+
 def _mark(t: torch.Tensor, resident: bool, reads: frozenset[str]) -> None:
-    if t.is_cpu:
-        setattr(t, _RESIDENT, resident)
-    if reads or _reads(t):
-        setattr(t, _READS, reads)
+    """Place ``t`` (device memory or not) as computed from ``reads``."""
+    setattr(t, _PROVENANCE, _provenance(resident, reads))
+
+
+def _add_reads(t: torch.Tensor, reads: frozenset[str]) -> None:
+    """``t`` was written into: it now also holds what ``reads`` names, wherever it lives."""
+    provenance = getattr(t, _PROVENANCE, None)
+    if provenance is None:
+        setattr(t, _PROVENANCE, _provenance(False, reads))
+    else:
+        setattr(t, _PROVENANCE, _provenance(provenance[0], _union(provenance[1], reads)))
 
 
 def _non_blocking(args: tuple, kwargs: dict) -> bool:

@@ -228,6 +228,8 @@ def requests_in_spare_slots(batch: VerifyBatch, limit: int | None, ragged_extend
     if not spare:
         return None
     extend = batch.num_draft_tokens if batch.verify_lens is None else ragged_extend
+    if 1 + extend > batch.max_context:
+        return None  # a new request's verify tokens would not fit the table
     added = [batch.req_to_token[slot][1 + j] for slot in spare for j in range(extend)]
     try:
         return batch.replace(

@@ -5,7 +5,8 @@ Two measurements on this machine, never asserted in a test:
 * **per-build time**: median over many builds of one small and one large batch,
   averaged over every variant, for each builder (process CPU time, one torch
   thread); for an audited builder also the same build without the audit (the
-  harness's inputs, the bare builder, the list conversion) and the ratio of the two;
+  harness's inputs, the bare builder, the list conversion) and the ratio of the two,
+  their rounds interleaved so that a change in the machine's load hits both;
 * **examples per second** of each property (Hypothesis, derandomized).
 """
 
@@ -57,17 +58,28 @@ def time_builds(builder, batch: VerifyBatch, repeats: int, *, bare: bool = False
     ``bare`` times an audited builder without its audit: the same inputs, the
     inner builder, the same conversion to lists -- what the audit adds is the rest.
     """
+    return _median_times([_bare(builder) if bare else builder.build], batch, repeats)[0]
+
+
+def _median_times(builds: list[Callable[[VerifyBatch, Variant], object]], batch: VerifyBatch,
+                  repeats: int) -> list[float]:
+    """Median CPU seconds per build of each of ``builds``, their rounds interleaved.
+
+    One round builds every variant with each in turn, so a machine whose load
+    drifts (a shared CI runner) slows all of them alike and their ratio holds.
+    """
     variants = variants_for(batch)
-    build = _bare(builder) if bare else builder.build
-    for v in variants:
-        build(batch, v)  # warm-up: first-call overheads are not the steady state
-    samples = []
-    for _ in range(repeats):
-        start = time.process_time()
+    for build in builds:
         for v in variants:
-            build(batch, v)
-        samples.append((time.process_time() - start) / len(variants))
-    return statistics.median(samples)
+            build(batch, v)  # warm-up: first-call overheads are not the steady state
+    samples: list[list[float]] = [[] for _ in builds]
+    for _ in range(repeats):
+        for build, times in zip(builds, samples):
+            start = time.process_time()
+            for v in variants:
+                build(batch, v)
+            times.append((time.process_time() - start) / len(variants))
+    return [statistics.median(times) for times in samples]
 
 
 def _bare(builder) -> Callable[[VerifyBatch, Variant], object]:
@@ -90,11 +102,12 @@ def _build_times(builders: list[str], device: str, repeats: int) -> list[list[ob
         for name in builders:
             builder = get_builder(name, device)
             rounds = repeats if "small" in label else max(3, repeats // 10)
-            seconds = time_builds(builder, batch, rounds)
             bare = ratio = "-"
             if hasattr(builder, "inner") and not builder.takes_batch:
-                bare_seconds = time_builds(builder, batch, rounds, bare=True)
+                seconds, bare_seconds = _median_times([builder.build, _bare(builder)], batch, rounds)
                 bare, ratio = f"{bare_seconds * 1e3:.3f} ms", f"{seconds / bare_seconds:.2f}x"
+            else:
+                seconds = time_builds(builder, batch, rounds)
             rows.append([label, name, f"{seconds * 1e3:.3f} ms", bare, ratio, rounds * len(variants_for(batch))])
     return rows
 
