@@ -261,10 +261,7 @@ class AuditedBuilder:
             captured.last_output_ptrs = _data_ptrs(result.fields)
             if captured.output_ptrs is None:
                 captured.output_ptrs = dict(captured.last_output_ptrs)
-        dtypes = {name: str(value.dtype).removeprefix("torch.") for name, value in result.fields.items()
-                  if hasattr(value, "dtype")}
-        fields = {name: _to_plain(value) for name, value in result.fields.items()}
-        fields = _canonical(fields, result.fields)
+        fields, dtypes = plain_fields(result.fields)
         decision = result.decision
         if audit.token_maps:
             observed = all(tm.output_size is not None for tm in audit.token_maps)
@@ -273,6 +270,12 @@ class AuditedBuilder:
         return VerifyMetadata(fields, decision, Audit(
             list(audit.host_syncs), list(audit.faults), list(audit.token_maps), written, audit.divergence_delivered
         ), tuple(result.not_observable), dtypes)
+
+
+def plain_fields(raw: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
+    """A build's fields as the properties compare them (lists, canonical form) and their dtypes' names."""
+    dtypes = {name: str(value.dtype).removeprefix("torch.") for name, value in raw.items() if hasattr(value, "dtype")}
+    return _canonical({name: _to_plain(value) for name, value in raw.items()}, raw), dtypes
 
 
 class MemoBuilder:

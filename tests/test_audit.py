@@ -124,6 +124,12 @@ def test_meta_tensors_pass_through_for_shapes():
     assert out.shape == (5,) and audit.faults == [] and audit.host_syncs == []
 
 
+@pytest.fixture(autouse=True, params=[True, False], ids=["direct", "mode-only"])
+def _direct_entries(request, monkeypatch):
+    """Every test here runs with the hottest calls entering the audit directly, and with all through the mode."""
+    monkeypatch.setattr(DeviceAudit, "DIRECT", request.param)
+
+
 @pytest.fixture(autouse=True)
 def _sneaky_module(tmp_path, monkeypatch):
     (tmp_path / "tests_support_sneaky.py").write_text(

@@ -51,6 +51,7 @@ copy would deliver it, so a builder is judged on what it does with device memory
 The rooms: :mod:`.residency` (where memory lives, what it was computed from),
 :mod:`.core` (:class:`DeviceAudit`, the dispatch level, the records),
 :mod:`.function_level` (every call, handled or sent to the dispatch level),
+:mod:`.shortcuts` (the hottest calls' direct entry into the function level, past torch's mode machinery),
 :mod:`.calls` (what a call is, whether its arguments can be vouched for),
 :mod:`.gathers` (the HIP model's gathers and token maps, at the function level),
 :mod:`.placement` (reads down, copies up, device factories),

@@ -24,6 +24,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from metadata_builders.audit.device_model import _caller_stage, _HipDeviceModel, _model_bookkeeping
 from metadata_builders.audit.function_level import _FunctionLayer, _FunctionLevel
+from metadata_builders.audit.shortcuts import installed as direct_entries
 from metadata_builders.audit.residency import (
     _NO_READS,
     _add_reads,
@@ -119,7 +120,9 @@ class DeviceAudit(_FunctionLevel, _HipDeviceModel):
 
         # Any builder's interpreted Triton launch runs inside kernel_launch (only if triton is loaded).
         self._stack.enter_context(interpreted_launches(kernel_launch))
-        self._stack.enter_context(_FunctionLayer(self))
+        layer = self._stack.enter_context(_FunctionLayer(self))
+        if self.DIRECT:
+            self._stack.enter_context(direct_entries(layer))
         _ACTIVE.append(self)
         return self
 

@@ -71,6 +71,7 @@ from metadata_builders.audit.calls import (
 )
 from metadata_builders.audit.gathers import _ModelCalls
 from metadata_builders.audit.placement import _Placement
+from metadata_builders.audit.shortcuts import original
 from metadata_builders.audit.residency import (
     _NO_READS,
     _ON_DEVICE,
@@ -109,14 +110,22 @@ class _FunctionLayer(TorchFunctionMode):
         audit = self.audit
         if audit._suspended:
             return func(*args, **(kwargs or {}))
-        entry = self.entries.get(func)
-        if entry is None:
-            kind = kind_of(func)
-            entry = self.entries[func] = (self.handlers[kind.kind], kind)
+        entry = self.entries.get(func) or self.entry(func)
         handler = entry[0]
         if handler is None:  # a getter or query (.shape, .dim()): nothing to see, not even a frame
             return func(*args, **kwargs) if kwargs else func(*args)
         return handler(audit, func, entry[1], args, kwargs or _NO_KWARGS)
+
+    def entry(self, func: Callable) -> tuple[Callable[..., Any] | None, Kind]:
+        """``func``'s handler and kind, sorted the first time it is seen.
+
+        A direct entry's wrapper is sorted as its original: torch hands the mode
+        an operator's method by name (``x + 1`` is ``Tensor.add``), the wrapper
+        while the direct entries are installed.
+        """
+        kind = kind_of(original(func))
+        entry = self.entries[func] = (self.handlers[kind.kind], kind)
+        return entry
 
 
 class _FunctionLevel(_ModelCalls, _Placement):
@@ -124,6 +133,9 @@ class _FunctionLevel(_ModelCalls, _Placement):
 
     FAST = True
     """Handle the calls :mod:`.calls` vouches for here; False: every call through the dispatch layer."""
+
+    DIRECT = True
+    """Give the hottest calls a direct entry (:mod:`.shortcuts`); False: every call through torch's mode."""
 
     _current: _Call | None
     _dispatch_layer: Any
@@ -181,7 +193,7 @@ class _FunctionLevel(_ModelCalls, _Placement):
                 found = provenance[1]
                 if found and found is not reads:
                     reads = _union(reads, found)
-            elif value_type not in PLAIN:
+            elif value_type not in PLAIN and not _numbers(value, value_type):
                 return self._operands_scanned(func, kind, args, kwargs)
             position += 1
         for key, value in kwargs.items():  # numbers, dtypes, rounding modes; anything else is scanned
@@ -263,6 +275,8 @@ class _FunctionLevel(_ModelCalls, _Placement):
         return self._to(func, args, kwargs)
 
     def _factory_call(self, func: Callable, kind: Kind, args: tuple, kwargs: dict) -> Any:
+        if _all_plain(args, kwargs):  # torch.arange(n, dtype=..., device=...), torch.full((n,), -1, ...)
+            return self._factory(func, kind.name, args, kwargs, ())
         found = scan(args, kwargs, kind.slots)
         if found is None or (found[1] and kind.slots == 0):
             return self._through_dispatch(func, self._factory, func, kind.name, args, kwargs)
@@ -331,6 +345,24 @@ class _FunctionLevel(_ModelCalls, _Placement):
         if args and isinstance(args[0], torch.Tensor):
             return self._through_dispatch(func, self._to, func, args, kwargs)
         return self._through_dispatch(func, func, *args, **kwargs)
+
+
+def _numbers(value: Any, value_type: type) -> bool:
+    """A tuple or list of plain values (a shape, a padding): no tensor, no code of its own."""
+    return (value_type is tuple or value_type is list) and PLAIN.issuperset(map(type, value))
+
+
+def _all_plain(args: tuple, kwargs: dict) -> bool:
+    """No tensor and nothing that runs code among the arguments, and no ``out=``."""
+    for value in args:
+        value_type = type(value)
+        if value_type not in PLAIN and not _numbers(value, value_type):
+            return False
+    for key, value in kwargs.items():
+        value_type = type(value)
+        if key == "out" or (value_type not in PLAIN and not _numbers(value, value_type)):
+            return False
+    return True
 
 
 def _mark_out(out: Any, inputs: tuple | list, reads: frozenset[str]) -> None:

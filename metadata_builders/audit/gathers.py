@@ -31,7 +31,7 @@ from metadata_builders.audit.calls import (
     scan,
 )
 from metadata_builders.audit.device_model import _model_bookkeeping
-from metadata_builders.audit.residency import _PROVENANCE, _UNPLACED, _mark, _reads_of, _union
+from metadata_builders.audit.residency import _PROVENANCE, _UNPLACED, _mark, _reads, _reads_of, _union
 
 __all__: list[str] = []
 
@@ -64,6 +64,20 @@ class _ModelCalls:
         source, index = args
         if type(source) is not _TENSOR or kwargs:
             return self._through_dispatch(func, func, *args, **kwargs)
+        index_type = type(index)
+        if index_type is int or (index_type is slice and _plain_slice(index)):  # x[0], x[a:b]: a view
+            out = func(source, index)
+            provenance = getattr(source, _PROVENANCE, _UNPLACED)
+            if provenance[0] if source.is_cpu else not source.is_meta:
+                _mark(out, True, provenance[1])
+            return out
+        if index_type is _TENSOR and index.dim() and index.dtype in INDEX_DTYPES and source.dim():  # x[i]
+            return self._gather_by(func, args, _union(_reads(source), _reads(index)), _resident(index), False)
+        return self._getitem_parts(func, source, index)
+
+    def _getitem_parts(self, func: Callable, source: torch.Tensor, index: Any) -> Any:
+        """``x[i, a:b]``, ``x[i, j]``, ``x[None, 1:]``: each part of the index in turn."""
+        args = (source, index)
         reads = getattr(source, _PROVENANCE, _UNPLACED)[1]
         gathers = sliced = other = resident = False
         for part in (index if type(index) is tuple else (index,)):
@@ -86,18 +100,22 @@ class _ModelCalls:
                 return self._through_dispatch(func, func, *args)
         if gathers and (other or (len(index) if type(index) is tuple else 1) > source.dim()):
             return self._through_dispatch(func, func, *args)  # ints or None beside index tensors: torch's own
-        source_resident = _resident(source)
         if not gathers:
             out = func(source, index)
-            if source_resident:
+            if _resident(source):
                 _mark(out, True, reads)
             return out
-        if source_resident:
+        return self._gather_by(func, args, reads, resident, sliced)
+
+    def _gather_by(self, func: Callable, args: tuple, reads: frozenset[str], index_resident: bool,
+                   sliced: bool) -> torch.Tensor:
+        """``x[...]`` with index tensors: from device memory the model's gather; device memory either way."""
+        if _resident(args[0]):
             out = self._index_from(func, args, sliced)
-        elif resident:
-            out = func(source, index)
+        elif index_resident:
+            out = func(*args)
         else:
-            return func(source, index)
+            return func(*args)
         _mark(out, True, reads)
         return out
 

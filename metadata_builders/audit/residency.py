@@ -106,10 +106,21 @@ def _reads_of(tensors: list[torch.Tensor] | tuple) -> frozenset[str]:
 
 
 def _union(reads: frozenset[str], more: frozenset[str]) -> frozenset[str]:
-    """``reads | more``, reusing either when it already holds the other (most ops read one input's set)."""
-    if not reads or reads <= more:
+    """``reads | more``, one shared set per distinct union (remembered: a build asks for the same few)."""
+    if not reads or reads is more:
         return more
-    return reads if more <= reads else reads | more
+    try:
+        return _UNIONS[reads, more]
+    except KeyError:
+        pass
+    union = more if reads <= more else reads if more <= reads else _SHARED.setdefault(reads | more, reads | more)
+    _UNIONS[reads, more] = union
+    return union
+
+
+_UNIONS: dict[tuple[frozenset[str], frozenset[str]], frozenset[str]] = {}
+_SHARED: dict[frozenset[str], frozenset[str]] = {}
+"""Each union made, shared: its hash is computed once, and ``_ON_DEVICE`` finds it at once."""
 
 
 def _mark(t: torch.Tensor, resident: bool, reads: frozenset[str]) -> None:

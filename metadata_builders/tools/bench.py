@@ -83,16 +83,16 @@ def _median_times(builds: list[Callable[[VerifyBatch, Variant], object]], batch:
 
 
 def _bare(builder) -> Callable[[VerifyBatch, Variant], object]:
-    """``builder.build`` without the audit: the same inputs, the inner builder, the same conversion to lists."""
+    """``builder.build`` without the audit: the same inputs, the inner builder, the same conversion to lists
+    (canonical form and dtypes included: the properties need them from any builder, audited or not)."""
     return functools.partial(_bare_build, builder)
 
 
 def _bare_build(builder, batch: VerifyBatch, variant: Variant) -> object:
-    from metadata_builders.builders import _to_plain
+    from metadata_builders.builders import plain_fields
     from metadata_builders.inputs import make_inputs
 
-    md = builder.inner.build(make_inputs(batch, variant, builder.device))
-    return {name: _to_plain(value) for name, value in md.fields.items()}
+    return plain_fields(builder.inner.build(make_inputs(batch, variant, builder.device)).fields)
 
 
 def _build_times(builders: list[str], device: str, repeats: int) -> list[list[object]]:
