@@ -16,7 +16,6 @@ import functools
 import json
 import os
 import sys
-import time
 from typing import Any, Callable, Sequence
 
 from metadata_builders import gate
@@ -28,20 +27,13 @@ from metadata_builders.reference import expected_faults, expected_host_syncs, ve
 from metadata_builders.report import format_table, write_junit, write_replay_file
 from metadata_builders.tools import bench, mutants, power
 from metadata_builders.variants import divergence_applies, variants_for
+from metadata_builders.check_runs import check_settings, resolve_workers, run_check_in_workers, run_in_order
 
 __all__ = ["main"]
 
 
 def _out(text: str = "") -> None:
     print(text, flush=True)
-
-
-def _progress_line(text: str) -> None:
-    if sys.stderr.isatty():
-        sys.stderr.write("\r\033[K" + text)
-    else:
-        sys.stderr.write(text + "\n")
-    sys.stderr.flush()
 
 
 def _select(names: str | None) -> list[PropertySpec]:
@@ -63,54 +55,6 @@ def _one_torch_thread() -> None:
     import torch
 
     torch.set_num_threads(1)
-
-
-def _check_settings(args: argparse.Namespace):
-    """The profile's settings with ``--max-examples`` and ``--github-artifacts`` applied."""
-    from metadata_builders.profiles import example_database, load_profile
-
-    settings_ = load_profile(args.profile)
-    overrides = {}
-    if args.max_examples is not None:
-        overrides["max_examples"] = args.max_examples
-    if args.github_artifacts:
-        overrides["database"] = example_database(args.github_artifacts, local=args.profile != "ci")
-    if overrides:
-        from hypothesis import settings
-
-        settings_ = settings(settings_, **overrides)
-    return settings_
-
-
-class _Ticker:
-    """Progress of a running property: a terminal gets every update on one line; a CI log one line per 10 s."""
-
-    def __init__(self) -> None:
-        self.last = 0.0
-
-    def __call__(self, run) -> None:
-        now = time.perf_counter()
-        if not sys.stderr.isatty() and now - self.last < 10.0:
-            return
-        self.last = now
-        state = "FAILING, shrinking" if run.failure is not None or run.examples_to_failure else "running"
-        _progress_line(f"  {run.spec.name} {run.spec.title}: {run.examples} examples ({state})")
-
-
-def _run_check(props: list[PropertySpec], builder, settings_) -> list:
-    """Each property's run, in order, with a progress line per property on stderr."""
-    from metadata_builders.runner import run_property
-
-    runs = []
-    tick = _Ticker()
-    for spec in props:
-        run = run_property(spec, builder, settings_, progress=tick)
-        runs.append(run)
-        status = "ok" if run.passed else "FAIL"
-        _progress_line(f"  {spec.name} {spec.title}: {status} after {run.examples} examples in {run.seconds:.1f}s")
-        if sys.stderr.isatty():
-            sys.stderr.write("\n")
-    return runs
 
 
 def _check_rows(args: argparse.Namespace, runs: list, known: dict[str, str | None],
@@ -182,14 +126,20 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 def _check_one(args: argparse.Namespace, family: str) -> int:
     """``check`` on one builder; ``family`` is the name the user gave (findings are upstream's for ``sglang``)."""
-    settings_ = _check_settings(args)
+    settings_ = check_settings(args)
     _one_torch_thread()
     builder = get_builder(args.builder, args.device)
     props = _select(args.properties)
     _out(f"metadata-builders check: builder={args.builder} device={getattr(builder, 'device', 'n/a')} "
          f"profile={args.profile} max_examples={settings_.max_examples} properties={','.join(p.name for p in props)}")
-    with _upstream_coverage(family) as builds:
-        runs = _run_check(props, builder, settings_)
+    workers = resolve_workers(args.workers, args.device if args.device != "auto" else getattr(builder, "device", "cpu"),
+                              len(props))
+    if workers > 1:
+        _out(f"  {len(props)} properties on {workers} worker processes (--workers 1: one process, in order)")
+        runs, builds = run_check_in_workers(args, [p.name for p in props], workers, family)
+    else:
+        with _upstream_coverage(family) as builds:
+            runs = run_in_order(props, builder, settings_)
     known = {run.spec.name: _known(family, run) for run in runs}
     rows, replay_files = _check_rows(args, runs, known, builder)
     _out()
@@ -435,6 +385,8 @@ def _add_check(sub: Any) -> None:
     check.add_argument("--github-artifacts", default=None, metavar="OWNER/REPO",
                        help="also read CI's Hypothesis database (read-only GitHubArtifactDatabase) to replay what CI found")
     check.add_argument("--show-coverage", action="store_true", help="print boundary hits per 100 examples")
+    check.add_argument("--workers", "-n", default="auto",
+                       help="processes running properties side by side (default auto: one per core on CPU, 1 on a GPU)")
     check.set_defaults(func=cmd_check)
 
 

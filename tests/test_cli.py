@@ -92,3 +92,50 @@ def test_variants_lists_sync_contract_and_fault_exposure(capsys):
     assert main(["variants"]) == 0
     out = capsys.readouterr().out
     assert "FAULTS if device lengths diverge" in out and "Tensor.tolist" in out and "Tensor.item" in out
+
+
+DYING = '''
+import os
+
+from metadata_builders.hip import HipBuilder
+
+
+class DiesInItsWorker(HipBuilder):
+    """Ends its process on the first build of a graph-path variant (a native crash, as far as check can tell)."""
+
+    def build(self, inputs):
+        if inputs.variant.path == "graph":
+            os._exit(3)
+        return super().build(inputs)
+'''
+
+
+def _table(out: str) -> list[list[str]]:
+    rows = [line.split() for line in out.splitlines() if line[:2] in {f"P{i}" for i in range(1, 10)}]
+    return [[row[0], row[-4], row[-3], row[-1]] for row in rows]  # property, examples, failures, result
+
+
+def test_check_on_workers_prints_the_table_a_single_process_prints(tmp_path, capsys):
+    """``--workers 2``: the same properties, examples and verdicts, in the same order, as ``--workers 1``."""
+    tables = []
+    for workers in ("1", "2"):
+        code = main(["check", "--profile", "ci", "--max-examples", "4", "--device", "cpu", "--properties",
+                     "P4,P3,P8", "--workers", workers, "--failures-dir", str(tmp_path / "failures")])
+        assert code == 0
+        tables.append(_table(capsys.readouterr().out))
+    assert tables[0] == tables[1] and [row[0] for row in tables[0]] == ["P4", "P3", "P8"]
+
+
+def test_a_worker_that_dies_fails_its_property_and_says_how_to_rerun_it(tmp_path, monkeypatch, capsys):
+    (tmp_path / "cli_dying_builders.py").write_text(DYING)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    code = main(["check", "--builder", "cli_dying_builders:DiesInItsWorker", "--profile", "ci", "--max-examples", "3",
+                 "--device", "cpu", "--properties", "P5,P4", "--workers", "2", "--failures-dir", str(tmp_path / "f")])
+    out = capsys.readouterr().out
+    assert code == 1
+    assert "P5 FAILED: P5: its worker process died" in out and "--properties P5 --workers 1" in out
+
+
+def test_workers_must_be_auto_or_a_positive_count(capsys):
+    assert main(["check", "--properties", "P4", "--max-examples", "1", "--workers", "none"]) == 2
+    assert "--workers" in capsys.readouterr().err
