@@ -61,6 +61,21 @@ def _f7(field: str, message: str, batch: VerifyBatch) -> bool:
         "out-of-bounds read" in message or "in expand_prefill_causally" in message)
 
 
+def _f11(field: str, message: str, batch: VerifyBatch) -> bool:
+    # Upstream's semantics before 0.5.20 (no per-request c4 ring), so only where the installed release lacks it.
+    return field in ("c4_compress_plan", "c4_write_plan") and batch.geometry.compression is not None \
+        and _installed_release_lacks_req_ring()
+
+
+def _installed_release_lacks_req_ring() -> bool:
+    try:
+        from metadata_builders.sglang_adapter.releases import Capabilities, upstream_version
+
+        return not Capabilities.of(upstream_version()).plan_req_ring
+    except Exception:  # no SGLang installed (PackageNotFoundError), or one the adapter cannot read
+        return False
+
+
 FINDINGS: tuple[Finding, ...] = (
     Finding("F2c", ("P1", "P5", "P6"), _f2c,
             "tier slack absorbed past req_to_token's width is gathered out of bounds (get_swa_page_indices)"),
@@ -71,6 +86,9 @@ FINDINGS: tuple[Finding, ...] = (
     Finding("F7", ("P6",), _f7,
             "a stale extend-length copy reaches ExpandPrefillCausally too; get_swa_page_indices then reads "
             "req_to_token out of bounds at the table edge, synced token map or not"),
+    Finding("F11", ("P1",), _f11,
+            "0.5.18/0.5.19: the c4 compress state lives in the SWA pool (no per-request ring), so their c4 plans "
+            "differ from the reference (0.5.20+ semantics) on every compressed batch"),
 )
 """The findings the gate and ``check --builder sglang`` recognise."""
 

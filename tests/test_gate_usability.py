@@ -6,8 +6,10 @@ git repository shaped like SGLang's), so none of this needs SGLang installed.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
+import pathlib
 import re
 import subprocess
 
@@ -260,3 +262,20 @@ def test_both_f2c_batches_are_labelled_f2c() -> None:
     for batch in diverging:
         assert known_finding("P1", "audit.faults", message, batch) == "F2c"
         assert known_finding("P1", "audit.faults", message, batch.without_divergence()) == "F2c"
+
+
+def test_f11_is_known_only_where_the_installed_release_keeps_c4_state_in_the_swa_pool(monkeypatch) -> None:
+    """A c4 plan difference is F11 on 0.5.18/0.5.19 (their semantics); on any later release it is a bug."""
+    import metadata_builders.findings as findings
+    from metadata_builders.batch import VerifyBatch
+
+    d = json.loads((pathlib.Path(__file__).parent / "regressions" / "sglang"
+                    / "f11_c4_state_in_swa_pool_before_0_5_20.json").read_text())
+    batch = VerifyBatch.from_dict(d)
+    message = "P1 [eager/mirror=host/layout_total=host/gate=dspark]: differs from the reference field=c4_compress_plan"
+    for lacks_ring, want in ((True, "F11"), (False, None)):
+        monkeypatch.setattr(findings, "_installed_release_lacks_req_ring", lambda lacks=lacks_ring: lacks)
+        assert findings.known_finding("P1", "c4_compress_plan", message, batch) == want
+        assert findings.known_finding("P1", "swa_loc", message, batch) is None
+        uncompressed = batch.replace(geometry=dataclasses.replace(batch.geometry, compression=None))
+        assert findings.known_finding("P1", "c4_write_plan", message, uncompressed) is None

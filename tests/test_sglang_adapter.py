@@ -79,7 +79,8 @@ def known_findings(batch: VerifyBatch, upstream) -> dict[str, set[str]]:
 
     F2c: a real row's absorbed slack reads past the table (a fault); F5
     (0.5.18/0.5.19): the page table and ``max_seq_len`` lack the verify extension;
-    F6 (0.5.18-0.5.20): ``pf_*`` stop at ``num_tokens`` on a tier with an uncovered tail.
+    F6 (0.5.18-0.5.20): ``pf_*`` stop at ``num_tokens`` on a tier with an uncovered tail; F11
+    (0.5.18/0.5.19): the c4 plans keep their state in the SWA pool.
     """
     caps = upstream.capabilities
     found: dict[str, set[str]] = {}
@@ -91,6 +92,8 @@ def known_findings(batch: VerifyBatch, upstream) -> dict[str, set[str]]:
                for v in _graph_variants(batch))
     if tail and not caps.pf_padding:
         found["F6"] = {"pf_state_slot", "pf_chunk_start", "pf_cu_q", "pf_final_pos"}
+    if batch.geometry.compression is not None and not caps.plan_req_ring:
+        found["F11"] = {"c4_compress_plan", "c4_write_plan"}
     return found
 
 
