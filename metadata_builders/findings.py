@@ -61,6 +61,10 @@ def _f7(field: str, message: str, batch: VerifyBatch) -> bool:
         "out-of-bounds read" in message or "in expand_prefill_causally" in message)
 
 
+def _f9(field: str, message: str, batch: VerifyBatch) -> bool:
+    return field == "audit.faults" and "the compress planner wrote" in message and batch.divergence is not None
+
+
 def _f11(field: str, message: str, batch: VerifyBatch) -> bool:
     # Upstream's semantics before 0.5.20 (no per-request c4 ring), so only where the installed release lacks it.
     return field in ("c4_compress_plan", "c4_write_plan") and batch.geometry.compression is not None \
@@ -86,6 +90,10 @@ FINDINGS: tuple[Finding, ...] = (
     Finding("F7", ("P6",), _f7,
             "a stale extend-length copy reaches ExpandPrefillCausally too; get_swa_page_indices then reads "
             "req_to_token out of bounds at the table edge, synced token map or not"),
+    Finding("F9", ("P6",), _f9,
+            "0.5.21+: the graph path plans compression from device extend lengths; a stale copy summing past the "
+            "tier makes kernel0 write plan entries past its num_q_tokens buffers (the dspark gate covers the token "
+            "map only)"),
     Finding("F11", ("P1",), _f11,
             "0.5.18/0.5.19: the c4 compress state lives in the SWA pool (no per-request ring), so their c4 plans "
             "differ from the reference (0.5.20+ semantics) on every compressed batch"),

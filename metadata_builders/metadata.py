@@ -20,6 +20,7 @@ __all__ = [
     "GROUPS",
     "PER_ENTRY",
     "PER_ROW",
+    "PLANNER_OP",
     "SHAPE_VARIES",
     "STREAM_FIELD_NAMES",
     "Audit",
@@ -253,6 +254,10 @@ class SyncRecord:
     def to_dict(self) -> dict[str, Any]:
         return {"op": self.op, "stage": self.stage, "reason": self.reason, "kind": self.kind,
                 "reads": list(self.reads)}
+
+
+PLANNER_OP = "plan_compress_prefill"
+"""The compress planner's kernel as a fault record names it: its writes past its plan buffers (F9)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -461,3 +461,16 @@ def test_the_bundled_builder_never_needs_the_dispatch_level(monkeypatch):
     monkeypatch.setattr(DeviceAudit, "FAST", False)
     slow = {(name, v.label): hip.build(batch, v) for name, batch in EXAMPLES.items() for v in variants_for(batch)}
     assert fast == slow
+
+
+def test_a_kernel_model_reports_its_fault_to_every_active_audit():
+    """``kernel_fault``: a model of a kernel CPU cannot run records the fault it commits, launch or not."""
+    from metadata_builders.audit import kernel_fault, kernel_launch
+
+    outer, inner = DeviceAudit(), DeviceAudit()
+    with outer, inner, kernel_launch(()):
+        assert kernel_fault("oob_write", 2, "plan_compress_prefill", output_size=12, device_sum=14)
+    for audit in (outer, inner):
+        assert [(f.kind, f.count, f.op, f.output_size, f.device_sum) for f in audit.faults] == [
+            ("oob_write", 2, "plan_compress_prefill", 12, 14)]
+    assert kernel_fault("oob_write", 2, "plan_compress_prefill") is False  # nobody to tell: the caller raises

@@ -486,8 +486,9 @@ def test_the_torch_route_leaves_out_mirrorless_uniform_verify(sglang, sglang_tor
 
 def test_the_adapter_imports_of_the_audit_only_the_plan_kernels_launch() -> None:
     """Interpreted launches are the audit's business: no module of the adapter imports ``metadata_builders.audit*``,
-    but the CPU model of the compress-plan kernel, which stands in for a device kernel: it asks where memory lives
-    and runs inside ``kernel_launch``, as an interpreted Triton launch does (``audit_triton``)."""
+    but the CPU model of the compress-plan kernel, which stands in for a device kernel: it asks where memory lives,
+    runs inside ``kernel_launch``, as an interpreted Triton launch does (``audit_triton``), and reports the fault
+    it commits (``kernel_fault``, F9)."""
     import ast
 
     import metadata_builders.sglang_adapter as package
@@ -500,7 +501,7 @@ def test_the_adapter_imports_of_the_audit_only_the_plan_kernels_launch() -> None
                 continue
             assert path.name == "plan_kernel.py", path.name
             assert names == ["metadata_builders.audit"]
-            assert sorted(a.name for a in node.names) == ["is_device_resident", "kernel_launch"]
+            assert sorted(a.name for a in node.names) == ["is_device_resident", "kernel_fault", "kernel_launch"]
 
 
 def test_upstream_is_handed_the_harness_device_handle_unchanged(sglang, upstream, monkeypatch) -> None:

@@ -196,12 +196,22 @@ def test_tensor_matchers() -> None:
         _plan([9] * 1025, [1] * 1025, [1] * 1025)
 
 
-def test_more_tokens_than_the_buffer_is_an_out_of_bounds_write() -> None:
-    """Device lengths summing past num_q_tokens (a stale copy): kernel0 writes past its buffer."""
-    with pytest.raises(pk.PlanKernelFault) as info:
-        _plan([9, 9], [2, 2], [1, 2], num_q=3)
-    assert (info.value.kind, info.value.count) == ("oob_write", 1)
-    assert pickle.loads(pickle.dumps(info.value)).count == 1
+def test_more_tokens_than_the_buffer_is_an_out_of_bounds_write_the_audit_records() -> None:
+    """Device lengths summing past num_q_tokens (a stale copy): kernel0 writes past its buffer and goes on (F9)."""
+    audit = DeviceAudit()
+    plan_c, plan_w = _plan([9, 9], [2, 2], [1, 2], num_q=3, audit=audit)
+    assert [(f.kind, f.count, f.op, f.output_size, f.device_sum) for f in audit.faults] == [
+        ("oob_write", 1, "plan_compress_prefill", 3, 4)]
+    assert plan_w.shape[0] == 3 and len(canonical_plan(pk.decode_write_plan(plan_w))) == 3  # the rows it holds
+
+
+def test_a_fault_no_audit_records_is_raised() -> None:
+    """Outside an audit nothing would record the write past the buffer: the model raises instead."""
+    from metadata_builders.audit import kernel_fault
+
+    assert kernel_fault("oob_write", 1, "plan_compress_prefill") is False
+    fault = pk.PlanKernelFault("oob_write", 1, "kernel0 writes 4 plan_w entries into a buffer of num_q_tokens=3 rows")
+    assert pickle.loads(pickle.dumps(fault)).count == 1
 
 
 def test_reading_past_the_table_is_an_out_of_bounds_read_the_device_model_records() -> None:

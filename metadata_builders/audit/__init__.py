@@ -60,7 +60,7 @@ The rooms: :mod:`.residency` (where memory lives, what it was computed from),
 
 from __future__ import annotations
 
-from metadata_builders.audit.core import DeviceAudit, kernel_launch
+from metadata_builders.audit.core import DeviceAudit, kernel_fault, kernel_launch
 from metadata_builders.audit.device_model import OOB_READ_VALUE, sync_debug_mode
 from metadata_builders.audit.residency import DEVICE, DEVICE_NAME, device_handle, is_device_resident
 
@@ -71,6 +71,7 @@ __all__ = [
     "DeviceAudit",
     "device_handle",
     "is_device_resident",
+    "kernel_fault",
     "kernel_launch",
     "sync_debug_mode",
 ]

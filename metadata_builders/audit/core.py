@@ -233,6 +233,23 @@ def kernel_launch(arguments: Any) -> Iterator[None]:
             _add_reads(t, reads)
 
 
+def kernel_fault(kind: str, count: int, op: str, *, output_size: int | None = None,
+                 device_sum: int | None = None) -> bool:
+    """A kernel's model reports a device fault it commits (``oob_write`` of ``count`` elements by ``op``).
+
+    For models of kernels that cannot run on CPU (a JIT extension): on a GPU the
+    kernel writes past its buffer and goes on, so the model records the fault in
+    every active audit -- suspended by its launch or not -- and goes on too.
+    Returns False when no audit is active: the caller then raises, as a fault
+    nobody records must not pass silently.
+    """
+    if not _ACTIVE:
+        return False
+    for audit in _ACTIVE:
+        audit._fault(kind, count, op, output_size, device_sum)
+    return True
+
+
 class _DispatchLayer(TorchDispatchMode):
     def __init__(self, audit: DeviceAudit) -> None:
         super().__init__()

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from metadata_builders.batch import VerifyBatch
-from metadata_builders.metadata import first_difference
+from metadata_builders.metadata import PLANNER_OP, first_difference
 from metadata_builders.properties._common import _REFERENCE, _clean, _fail, _variants
 from metadata_builders.reference import expected_faults
 from metadata_builders.variants import divergence_applies
@@ -18,13 +18,21 @@ def check_p6_fault_model(builder, batch: VerifyBatch) -> list[str]:
     gate, a ragged total taken from the host and trusted, any out-of-bounds read.
     A predicted fault must match in kind and count; a build that avoids a predicted
     fault (its device lengths never took the async copy) is noted, not failed.
-    An uncapped padded tier never passes ``output_size``.
+    An uncapped padded tier never passes ``output_size``.  A compress planner never
+    writes past its plan buffers (F9: upstream's kernel0 from 0.5.21, planning the
+    graph path from device extend lengths a stale copy made sum past the tier).
     """
     notes: list[str] = []
     clean = _clean(batch)
     for variant in _variants(builder, batch, notes):
         actual = builder.build(batch, variant)
         want = [(f.kind, f.count) for f in expected_faults(batch, variant) if f.kind != "oob_read"]
+        planner = [f for f in actual.audit.faults if f.op == PLANNER_OP]
+        if planner:
+            raise _fail("P6", variant, f"the compress planner wrote {sum(f.count for f in planner)} plan entries past "
+                        f"its buffers of {planner[0].output_size} rows (device extend lengths summing past them: F9); "
+                        "no variant may", field="audit.faults", expected=[],
+                        actual=[(f.kind, f.count) for f in planner])
         got = [(f.kind, f.count) for f in actual.audit.faults]
         oob = [f for f in actual.audit.faults if f.kind == "oob_read"]
         if oob:

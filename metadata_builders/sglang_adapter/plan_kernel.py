@@ -37,7 +37,10 @@ reads only host memory.  The SWA state slots ``kernel_1`` reads through
 0.5.19) are gathered on the device just before its launch, under the audit, so
 the device model records a read past a table as upstream's own gathers are.
 The outputs are allocated on ``req_pool_indices``' device before the launch, as
-``ffi::empty`` does, so they are device memory.
+``ffi::empty`` does, so they are device memory.  When kernel0 would write more
+entries than its ``num_q_tokens`` rows (F9: device extend lengths a stale copy
+made sum past the tier), the model records an ``oob_write`` fault of op
+``plan_compress_prefill`` in the audit and keeps the first rows, as the buffer would.
 """
 
 from __future__ import annotations
@@ -45,7 +48,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from metadata_builders.audit import is_device_resident, kernel_launch
+from metadata_builders.audit import is_device_resident, kernel_fault, kernel_launch
+from metadata_builders.metadata import PLANNER_OP
 
 if TYPE_CHECKING:
     import torch
@@ -79,8 +83,9 @@ class PlanCheckFailed(RuntimeError):
 class PlanKernelFault(RuntimeError):
     """A device fault kernel0 would commit: plan entries written past its ``num_q_tokens`` rows.
 
-    Raised (the model cannot record a fault in the audit); a GPU writes past the
-    buffer.  Out-of-bounds table reads go through the harness's device model instead.
+    Under an audit the model records the fault (``audit.kernel_fault``: a GPU writes
+    past the buffer and goes on) and goes on; raised only where no audit is there to
+    record it.  Out-of-bounds table reads go through the harness's device model instead.
     """
 
     def __init__(self, kind: Literal["oob_write"], count: int, where: str) -> None:
@@ -177,9 +182,12 @@ def _kernel0(p: _Params, seq_lens: list[int], extend_lens: list[int]) -> tuple[l
             base = (base + el) & _U32
     n = p.num_q_tokens
     for name, entries in (("plan_c", c), ("plan_w", w)):
-        if len(entries) > n:
+        if len(entries) > n and not kernel_fault("oob_write", len(entries) - n, PLANNER_OP, output_size=n,
+                                                 device_sum=len(entries)):
             raise PlanKernelFault("oob_write", len(entries) - n, f"kernel0 writes {len(entries)} {name} entries "
                                   f"into a buffer of num_q_tokens={n} rows")
+    # Past the buffer, on a GPU, is memory the plan never reads again: the buffer holds n of the entries.
+    c, w = c[:n], w[:n]
     return c + [_INVALID_C] * (n - len(c)), w + [_INVALID_W] * (n - len(w))
 
 
