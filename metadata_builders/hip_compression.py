@@ -28,6 +28,8 @@ from typing import TYPE_CHECKING, Any
 import torch
 import torch.nn.functional as F
 
+from metadata_builders import hip_low_ratios
+
 if TYPE_CHECKING:
     from metadata_builders.batch import Compression
     from metadata_builders.inputs import VerifyInputs
@@ -46,11 +48,12 @@ def _aligned(width: int, align: int) -> int:
 
 def compression_groups(layout: Any, inputs: VerifyInputs, core: dict[str, torch.Tensor],
                        seq_lens_cpu: list[int] | None) -> dict[str, torch.Tensor]:
-    """Every compression group of one build (a geometry with compression only)."""
+    """Every compression group of one build (a geometry with compression only), the low ratios last."""
     out = compressed_attention(inputs, core["seq_lens_casual"], core["raw_out_loc"], core["page_table"])
     out.update(sparse_buffers(inputs, out))
     out.update(indexer_metadata(out))
     out.update(compress_plans(layout, inputs, seq_lens_cpu))
+    out.update(hip_low_ratios.low_ratio_groups(inputs, core))
     return out
 
 

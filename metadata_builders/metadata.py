@@ -59,6 +59,8 @@ class FieldSpec:
     """2 when each entry is itself a list (``page_table``, ``swa_page_indices``)."""
     group: str = "core"
     """The group of DESIGN.md section 2 it belongs to (:data:`GROUPS`)."""
+    ratio: int | None = None
+    """Group ``low_ratios`` only: the low ratio (1 or 2) it belongs to; produced only where the geometry has it."""
 
     @property
     def needs_compression(self) -> bool:
@@ -70,10 +72,10 @@ def _fields(*specs: FieldSpec) -> Mapping[str, FieldSpec]:
     return MappingProxyType({spec.name: spec for spec in specs})
 
 
-GROUPS: tuple[str, ...] = ("core", "unified", "streams", "compressed", "sparse", "indexer", "plans")
+GROUPS: tuple[str, ...] = ("core", "unified", "streams", "compressed", "sparse", "indexer", "plans", "low_ratios")
 """The groups of the metadata, in pipeline order (DESIGN.md section 2)."""
 
-COMPRESSION_GROUPS: frozenset[str] = frozenset({"compressed", "sparse", "indexer", "plans"})
+COMPRESSION_GROUPS: frozenset[str] = frozenset({"compressed", "sparse", "indexer", "plans", "low_ratios"})
 """Groups only a geometry with compression produces."""
 
 _PLAN_C = ("[seq_len, ragged_id, buffer_len, read_page_0, read_page_1] per compression, sorted by ragged_id; "
@@ -105,6 +107,29 @@ def _plans(ratio: int) -> tuple[FieldSpec, ...]:
     return (
         FieldSpec(f"{c}_compress_plan", "entry", "(compressions, 5)", _PLAN_C, dims=2, group="plans"),
         FieldSpec(f"{c}_write_plan", "entry", "(writes, 2)", _PLAN_W, dims=2, group="plans"),
+    )
+
+
+def _low_ratio(ratio: int) -> tuple[FieldSpec, ...]:
+    """Group ``low_ratios`` for ``ratio`` (SGLang 0.5.22+: ``low_ratio_compression_metadata``, ``sparse_buffers``,
+    the target-verify (decode-row) ``c{ratio}_indexer_metadata``); :mod:`metadata_builders.reference.low_ratios`."""
+    c, topk = f"c{ratio}", "(padded_num_tokens, ceil(index_topk / page_index_align) * page_index_align)"
+
+    def spec(name: str, shape: str, doc: str, **kw: Any) -> FieldSpec:
+        return FieldSpec(f"{c}_{name}", "token", shape, doc, group="low_ratios", ratio=ratio, **kw)
+
+    return (
+        spec("out_loc", "(padded_num_tokens,)", f"raw_out_loc // {ratio} where seq_lens_casual % {ratio} == 0, "
+             "else -1", dtype="int64"),
+        spec("topk_lengths_clamp1", "(padded_num_tokens,)", f"max(seq_lens_casual // {ratio}, 1)"),
+        spec("sparse_topk_lengths", "(padded_num_tokens,)", f"min({c}_topk_lengths_clamp1, index_topk)"),
+        spec("sparse_page_indices", topk, "-1 everywhere (the top-k kernel fills it at forward time)", dims=2),
+        spec("sparse_raw_indices", topk, "-1 everywhere (filled at forward time)", dims=2),
+        spec("indexer_compressed_seq_lens", "(padded_num_tokens,)",
+             f"the c{ratio} indexer's lengths on the verify (decode-row) path: {c}_topk_lengths_clamp1"),
+        spec("indexer_page_table", f"(padded_num_tokens, len(page_table[t]) * page_size // {ratio} // 64)",
+             f"page_table expanded to the indexer pool's 64-slot pages: page p -> p * b + k, k < b = "
+             f"page_size // {ratio} // 64", dims=2),
     )
 
 
@@ -160,6 +185,8 @@ FIELDS: Mapping[str, FieldSpec] = _fields(
               "the c4 indexer's per-token compressed lengths: c4_topk_lengths_raw", group="indexer"),
     *_plans(4),
     *_plans(128),
+    *_low_ratio(1),
+    *_low_ratio(2),
 )
 """Every metadata field, in pipeline order, with its shape: the one place these facts live."""
 
@@ -184,9 +211,12 @@ Elsewhere upstream's window kernel writes ``min(pos + 1, unified_swa_window)`` e
 def fields_for(geometry: Any) -> tuple[str, ...]:
     """The fields a build of a batch with ``geometry`` produces, in pipeline order."""
     streams = geometry.swa_window == geometry.unified_swa_window
+    compression = geometry.compression
+    low_ratios = () if compression is None else getattr(compression, "low_ratios", ())
     return tuple(name for name, spec in FIELDS.items()
                  if spec.group in ("core", "unified") or (spec.group == "streams" and streams)
-                 or (spec.needs_compression and geometry.compression is not None))
+                 or (spec.group == "low_ratios" and spec.ratio in low_ratios)
+                 or (spec.needs_compression and spec.group != "low_ratios" and compression is not None))
 
 
 SHAPE_VARIES: frozenset[str] = frozenset(

@@ -11,13 +11,21 @@ from __future__ import annotations
 from strategies._batches import MAX_CONTEXT, graph_tiers, variants, verify_batches, verify_lens
 from strategies._coverage import COVERAGE_EVENTS, boundary_hits, coverage_events, divergence_kind, host_extend_lens
 from strategies._divergences import DIVERGENCE_KINDS, STALE_MIRROR_KINDS, divergences, stale_mirrors
-from strategies._geometry import COMPRESSED_PAGE_SIZES, HUGE_RING_SIZES, UPSTREAM, compressions, geometries
+from strategies._geometry import (
+    COMPRESSED_PAGE_SIZES,
+    HUGE_RING_SIZES,
+    LOW_RATIO_CHOICES,
+    UPSTREAM,
+    compressions,
+    geometries,
+)
 
 __all__ = [
     "COMPRESSED_PAGE_SIZES",
     "COVERAGE_EVENTS",
     "DIVERGENCE_KINDS",
     "HUGE_RING_SIZES",
+    "LOW_RATIO_CHOICES",
     "MAX_CONTEXT",
     "STALE_MIRROR_KINDS",
     "UPSTREAM",

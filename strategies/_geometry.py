@@ -18,7 +18,7 @@ from hypothesis.errors import InvalidArgument
 
 from metadata_builders.batch import Compression, Geometry
 
-__all__ = ["COMPRESSED_PAGE_SIZES", "HUGE_RING_SIZES", "UPSTREAM", "compressions", "geometries"]
+__all__ = ["COMPRESSED_PAGE_SIZES", "HUGE_RING_SIZES", "LOW_RATIO_CHOICES", "UPSTREAM", "compressions", "geometries"]
 
 UPSTREAM = Geometry()
 """The upstream constants (page 256, window 128, ring 129, unified window 128, align 64)."""
@@ -30,6 +30,10 @@ HUGE_RING_SIZES: tuple[int, ...] = (2**20 + 3, 2**26 + 1, 100_000_007)
 COMPRESSED_PAGE_SIZES: tuple[int, ...] = (128, 256)
 """Page sizes drawn with compression (a multiple of 128, as upstream's c128 needs; 256 is upstream's)."""
 
+LOW_RATIO_CHOICES: tuple[tuple[int, ...], ...] = ((), (), (), (), (), (), (1,), (2,), (1, 2))
+"""``Compression.low_ratios`` as drawn: none two times in three (first, so it is what a failure shrinks to),
+else ratio 1, ratio 2 or both (V4.1's pool: ``(1, 2)``)."""
+
 _SMALL = st.integers(1, 8)
 _HAS_COMPRESSION = st.sampled_from((False, False, True))
 
@@ -39,14 +43,16 @@ def compressions(draw: st.DrawFn) -> Compression:
     """A :class:`Compression`: upstream's top-k (512, 1024) or a small one the c4 lengths reach (8, 64).
 
     Rings: c4 8 (no speculation) / 16 (speculation) / 32, c128 128 / 256, so a
-    verify batch wraps them; ``unified_swa_pages`` 1 or upstream-sized.  Shrinks
-    towards the first of each: top-k 512, rings 8 and 128, one unified page.
+    verify batch wraps them; ``unified_swa_pages`` 1 or upstream-sized; the V4.1
+    low ratios one time in three (:data:`LOW_RATIO_CHOICES`).  Shrinks towards the
+    first of each: top-k 512, rings 8 and 128, one unified page, no low ratios.
     """
     return Compression(
         index_topk=draw(st.sampled_from((512, 1024, 8, 64))),
         c4_ring_size=draw(st.sampled_from((8, 16, 32))),
         c128_ring_size=draw(st.sampled_from((128, 256))),
         unified_swa_pages=draw(st.sampled_from((1, 1024))),
+        low_ratios=draw(st.sampled_from(LOW_RATIO_CHOICES)),
     )
 _SCALES = st.sampled_from(("small", "mixed", "upstream"))
 _DIMENSION_KINDS = st.sampled_from(("small", "upstream", "middle"))

@@ -13,7 +13,7 @@ import pytest
 from metadata_builders import Geometry, GraphTier, Variant, VerifyBatch, get_builder
 from metadata_builders.batch import Compression
 from metadata_builders.errors import PropertyFailure
-from metadata_builders.metadata import FIELD_NAMES, STREAM_FIELD_NAMES, first_difference
+from metadata_builders.metadata import STREAM_FIELD_NAMES, fields_for, first_difference
 from metadata_builders.properties import (
     check_p1_reference,
     check_p2_mirror,
@@ -91,7 +91,7 @@ def test_every_field_is_reported(sglang, upstream) -> None:
     """A ragged compressed build reports every field of the model (a uniform one all but ``extend_start_loc``)."""
     batch = EXAMPLES["ragged_eagle"]
     md = sglang.build(batch, sglang.variants_supported(batch)[0])
-    assert set(md.fields) == set(FIELD_NAMES) and md.not_observable == ()
+    assert set(md.fields) == set(fields_for(batch.geometry)) and md.not_observable == ()
     assert all(isinstance(md.fields[name], list) for name in PLAN_FIELDS)
 
 

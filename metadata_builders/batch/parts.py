@@ -9,7 +9,7 @@ from typing import Any
 from metadata_builders.batch.checks import check_int, int_tuple, reject_unknown
 from metadata_builders.errors import InvalidBatch
 
-__all__ = ["Compression", "Divergence", "Geometry", "GraphTier"]
+__all__ = ["LOW_RATIOS", "Compression", "Divergence", "Geometry", "GraphTier"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -19,6 +19,8 @@ class Compression:
     A geometry with compression builds every group of DESIGN.md section 2: the
     c4/c128 lengths and store locations, the sparse c4 buffers, the indexer's
     lengths and the compress plans.  Upstream needs ``page_size % 128 == 0``.
+    ``low_ratios`` adds the V4.1 ratio-1/ratio-2 counterparts (group ``low_ratios``,
+    SGLang 0.5.22+); a replay file without the key has none.
     """
 
     index_topk: int = 512
@@ -29,10 +31,14 @@ class Compression:
     """Rows per request of the c128 compress-state ring (upstream with speculation: 256)."""
     unified_swa_pages: int = 1024
     """SWA pages in front of the compressed pages in the unified pool: ``unified.c*_out_loc`` add it."""
+    low_ratios: tuple[int, ...] = ()
+    """The V4.1 low ratios the pool has, a subset of ``(1, 2)``, ascending (upstream's order); ``()`` = none."""
 
     def __post_init__(self) -> None:
         for f in fields(self):
-            check_int(f"geometry.compression.{f.name}", getattr(self, f.name), minimum=1)
+            if f.name != "low_ratios":
+                check_int(f"geometry.compression.{f.name}", getattr(self, f.name), minimum=1)
+        object.__setattr__(self, "low_ratios", _low_ratios(self.low_ratios))
         for name, ratio in (("c4_ring_size", 4), ("c128_ring_size", 128)):
             if getattr(self, name) % ratio:
                 raise InvalidBatch(f"geometry.compression.{name}", None,
@@ -43,12 +49,32 @@ class Compression:
         reject_unknown("geometry.compression", d, {f.name for f in fields(cls)})
         return cls(**d)
 
-    def to_dict(self) -> dict[str, int]:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
+    def to_dict(self) -> dict[str, Any]:
+        """As a replay file holds it; ``low_ratios`` only when there are some (older files stay byte-identical)."""
+        out: dict[str, Any] = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "low_ratios"}
+        if self.low_ratios:
+            out["low_ratios"] = list(self.low_ratios)
+        return out
 
     def ring_size(self, ratio: int) -> int:
         """The compress-state ring of ``ratio`` (4 or 128)."""
         return self.c4_ring_size if ratio == 4 else self.c128_ring_size
+
+
+LOW_RATIOS: tuple[int, ...] = (1, 2)
+"""The V4.1 low compression ratios (``DSV4AttnMetadata.low_ratios`` is a subset)."""
+
+
+def _low_ratios(value: Any) -> tuple[int, ...]:
+    """``value`` as an ascending tuple of distinct low ratios: ``[2, 1] -> (1, 2)``; anything else is rejected."""
+    name = "geometry.compression.low_ratios"
+    ratios = int_tuple(name, value)
+    for i, ratio in enumerate(ratios):
+        if ratio not in LOW_RATIOS:
+            raise InvalidBatch(name, i, f"one of {LOW_RATIOS} (the V4.1 low ratios)", ratio)
+        if ratio in ratios[:i]:
+            raise InvalidBatch(name, i, "a ratio not already listed", ratio)
+    return tuple(sorted(ratios))
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,6 +13,8 @@ module           what it specifies
 ``compressed``   groups ``compressed`` (c4/c128 lengths, store locations, c128 page
                  indices, unified locations), ``sparse`` and ``indexer``
 ``plans``        group ``plans``: the c4/c128 compress and write plans
+``low_ratios``   group ``low_ratios``: the V4.1 c1/c2 store locations, lengths, sparse
+                 buffers and indexer metadata
 ``streams``      group ``streams``: the decode index streams (swa/hca/csa)
 ===============  ===========================================================================
 """

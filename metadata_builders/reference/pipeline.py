@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 
 from metadata_builders.metadata import Audit, Decision, FaultRecord, SyncRecord, VerifyMetadata
 from metadata_builders.reference.compressed import compressed_attention, indexer_metadata, sparse_buffers
+from metadata_builders.reference.low_ratios import low_ratio_groups
 from metadata_builders.reference.plans import compress_plans
 from metadata_builders.reference.streams import decode_index_streams, tail_lengths
 from metadata_builders.tier import tier_verify_lens
@@ -353,13 +354,14 @@ def expected_faults(batch: VerifyBatch, variant: Variant, rows: Rows | None = No
 
 
 def compression_groups(batch: VerifyBatch, rows: Rows, core: dict[str, list]) -> dict[str, list]:
-    """Groups ``compressed``, ``sparse``, ``indexer`` and ``plans`` (a geometry with compression only)."""
+    """Groups ``compressed``, ``sparse``, ``indexer``, ``plans`` and ``low_ratios`` (a geometry with compression only)."""
     geo = batch.geometry
     assert geo.compression is not None
     out = compressed_attention(geo, core["seq_lens_casual"], core["raw_out_loc"], core["page_table"])
     out.update(sparse_buffers(geo, out))
     out.update(indexer_metadata(out))
     out.update(compress_plans(geo.compression, rows.slots, rows.seq_lens, rows.extend_seq_lens))
+    out.update(low_ratio_groups(geo, core))
     return out
 
 

@@ -23,6 +23,12 @@ Geometries upstream refuses (its asserts) build everything else and name the
 fields they cannot observe (:func:`unobservable`): the indexer asserts
 ``page_size == 256`` (stubbed: no indexer); ``init_flashmla_related`` asserts
 ``index_topk in (512, 1024)`` (stubbed: :func:`empty_sparse_buffers`).
+
+The V4.1 low ratios (``geometry.compression.low_ratios``) are handed to upstream
+as ``backend.low_ratios`` (0.5.22+ build their c1/c2 metadata; older releases
+ignore it and the fields are not observable), with the low-ratio indexer pool's
+64-slot pages (:data:`LOW_RATIO_INDEX_PAGE_SIZE`).  The two stubs above cover the
+low ratios' indexers and sparse buffers too.
 """
 
 from __future__ import annotations
@@ -44,11 +50,13 @@ if TYPE_CHECKING:
     from metadata_builders.inputs import VerifyInputs
     from metadata_builders.sglang_adapter.releases import Upstream
 
-__all__ = ["INDEXER_PAGE_SIZE", "ROCM_ENV", "SPARSE_TOPKS", "compression_attributes", "compression_patched",
+__all__ = ["INDEXER_PAGE_SIZE", "LOW_RATIO_INDEX_PAGE_SIZE", "ROCM_ENV", "SPARSE_TOPKS", "compression_attributes", "compression_patched",
            "empty_sparse_buffers", "swa_page_size", "unobservable"]
 
 INDEXER_PAGE_SIZE = 256
 """``PagedIndexerMetadata.__post_init__``: ``assert self.page_size == 256``."""
+LOW_RATIO_INDEX_PAGE_SIZE = 64
+"""``get_index_k_page_size(1 or 2)`` on HIP: ``DSV41_INDEX_PAGE_SIZE`` (64 without DeepGEMM's paged sparse MQA logits)."""
 SPARSE_TOPKS = (512, 1024)
 """``init_flashmla_related``: ``assert self.index_topk in (512, 1024)``."""
 ROCM_ENV = {
@@ -64,6 +72,11 @@ is another kernel, fed by host lengths)."""
 _SPARSE_FIELDS = ("c4_sparse_topk_lengths", "c4_sparse_topk_lengths_raw", "c4_sparse_page_indices")
 
 
+def _low_ratio_fields(geo: Geometry, *suffixes: str) -> list[str]:
+    assert geo.compression is not None
+    return [f"c{ratio}_{suffix}" for ratio in geo.compression.low_ratios for suffix in suffixes]
+
+
 def unobservable(geo: Geometry) -> dict[str, str]:
     """Harness fields ``geo`` cannot give on upstream, each with why (empty: all observable).
 
@@ -75,14 +88,19 @@ def unobservable(geo: Geometry) -> dict[str, str]:
     out: dict[str, str] = {}
     if geo.compression is None:
         why = "compression off in this geometry (0.5.18-0.5.20 force it on: stubbed empty)"
-        return {name: why for name, spec in FIELDS.items() if spec.needs_compression}
+        # the low ratios are no stub of a forced piece: a geometry without compression has none to name
+        return {name: why for name, spec in FIELDS.items() if spec.needs_compression and spec.group != "low_ratios"}
     if geo.page_size != INDEXER_PAGE_SIZE:
-        out["indexer_compressed_seq_lens"] = (f"PagedIndexerMetadata asserts page_size == {INDEXER_PAGE_SIZE} "
-                                              f"(geometry: {geo.page_size}); the indexer is not built")
+        why = (f"PagedIndexerMetadata asserts page_size == {INDEXER_PAGE_SIZE} (geometry: {geo.page_size}); "
+               "the indexer is not built")
+        out["indexer_compressed_seq_lens"] = why
+        out.update(dict.fromkeys(_low_ratio_fields(geo, "indexer_compressed_seq_lens", "indexer_page_table"), why))
     if geo.compression.index_topk not in SPARSE_TOPKS:
         why = (f"init_flashmla_related asserts index_topk in {SPARSE_TOPKS} (geometry: "
                f"{geo.compression.index_topk}); the sparse buffers are not built")
         out.update(dict.fromkeys(_SPARSE_FIELDS, why))
+        out.update(dict.fromkeys(_low_ratio_fields(geo, "sparse_topk_lengths", "sparse_page_indices",
+                                                   "sparse_raw_indices"), why))
         if geo.swa_window == geo.unified_swa_window:
             # The CSA stream reads the sparse buffers; the harness reads the six streams together.
             out.update(dict.fromkeys(STREAM_FIELD_NAMES, f"{why}, and the CSA stream reads them"))
@@ -111,8 +129,8 @@ def _ring_size(compression: Compression, compress_ratio: int) -> int:
 
 
 def _index_k_page_size(page_size: int, compress_ratio: int = 4) -> int:
-    """``get_index_k_page_size``: the indexer pool pages ``page_size // ratio`` compressed slots."""
-    return page_size // compress_ratio
+    """``get_index_k_page_size``: the c4 indexer pool pages ``page_size // 4`` compressed slots, the low ratios' 64."""
+    return LOW_RATIO_INDEX_PAGE_SIZE if compress_ratio in (1, 2) else page_size // compress_ratio
 
 
 def compression_attributes(backend: Any, pool: Any, geo: Geometry) -> None:
@@ -123,6 +141,7 @@ def compression_attributes(backend: Any, pool: Any, geo: Geometry) -> None:
     backend.need_compress = True
     backend.has_c4 = True
     backend.has_c128 = True
+    backend.low_ratios = compression.low_ratios  # 0.5.22+ (present_ratios' 1 and 2); ignored before
     backend.index_topk = compression.index_topk  # 0.5.21+
     backend.c4_topk = compression.index_topk  # 0.5.18-0.5.20
     backend.dsa_topk_backend = _TopkWithoutV2()

@@ -14,7 +14,10 @@ SWA store, the six decode streams, the unified c4/c128 store locations), 10
 compressed/sparse in ``core``, ``indexer_metadata``, and the two compress plans.
 The harness judges all 33: :meth:`Coverage.line` reads
 ``coverage: 33 judged / 33 produced by upstream``.  With a SWA window other than
-the unified pool's, the six streams are not observable, with why.
+the unified pool's, the six streams are not observable, with why.  With the V4.1
+low ratios (0.5.22+, ``low_ratios=(1, 2)``) upstream fills six more per ratio -- five in
+``core`` (``c{R}_out_loc``, ``_topk_lengths_clamp1``, ``_sparse_topk_lengths``,
+``_sparse_page_indices``, ``_sparse_raw_indices``) and ``c{R}_indexer_metadata`` -- 45 in all.
 A piece the adapter stubs because upstream asserts against the geometry (the
 indexer on a page other than 256) is counted as produced and not observable.
 
@@ -51,6 +54,9 @@ HARNESS_FIELDS: Mapping[str, tuple[str, ...]] = {
     "indexer_metadata": ("indexer_compressed_seq_lens",),
     "c4_compress_metadata": ("c4_compress_plan", "c4_write_plan"),
     "c128_compress_metadata": ("c128_compress_plan", "c128_write_plan"),
+    **{f"core_attn_metadata.c{r}_{n}": (f"c{r}_{n}",) for r in (1, 2)
+       for n in ("out_loc", "topk_lengths_clamp1", "sparse_topk_lengths", "sparse_page_indices", "sparse_raw_indices")},
+    **{f"c{r}_indexer_metadata": (f"c{r}_indexer_compressed_seq_lens", f"c{r}_indexer_page_table") for r in (1, 2)},
 }
 """Upstream field (relative to ``DSV4Metadata``) -> the harness fields that judge it."""
 
@@ -58,8 +64,6 @@ WHY: Mapping[str, str] = {
     **{f"core_attn_metadata.unified.{n}": "grouped verify stream: not in metadata.FIELDS yet"
        for n in ("gasm_indices", "gasm_kv_indptr", "gasm_qo_indptr", "grp_qo_indptr", "grp_hca_indices",
                  "grp_hca_indptr", "grp_hca_bounds", "grp_swa_indices", "grp_swa_indptr", "grp_swa_bounds")},
-    "c1_indexer_metadata": "V4.1 low ratios: not in metadata.FIELDS yet",
-    "c2_indexer_metadata": "V4.1 low ratios: not in metadata.FIELDS yet",
 }
 """Why an upstream field the harness does not judge is not observable (when it is not in :data:`HARNESS_FIELDS`)."""
 

@@ -161,7 +161,7 @@ def make_backend(up: Upstream, inputs: VerifyInputs, device: Any, is_dspark: boo
     backend.need_compress = False  # 0.5.21+: compression and the indexer off (compression_attributes: on)
     backend.has_c4 = False
     backend.has_c128 = False
-    backend.low_ratios = ()
+    backend.low_ratios = ()  # compression_attributes: the geometry's low ratios
     backend.c4_topk = 512  # 0.5.18-0.5.20
     backend.index_topk = 512  # 0.5.21+
     backend.encoder_replay = False

@@ -11,7 +11,9 @@ With compression (``geometry.compression``), the compressed, sparse, indexer and
 plan groups are read too: ``core_attn_metadata.c4_out_loc`` ... as themselves,
 ``core.unified.c4_out_loc`` as ``unified_c4_out_loc``,
 ``indexer_metadata.compressed_seq_lens`` as ``indexer_compressed_seq_lens``, and
-``c4_compress_metadata.plan_c``/``.plan_w`` as ``c4_compress_plan``/``c4_write_plan``
+``c4_compress_metadata.plan_c``/``.plan_w`` as ``c4_compress_plan``/``c4_write_plan``,
+and for each low ratio ``R`` of the geometry ``core_attn_metadata.c{R}_*`` as themselves and
+``c{R}_indexer_metadata.compressed_seq_lens``/``.page_table`` as ``c{R}_indexer_*``
 (int32 rows decoded where the plan lives,
 :func:`~metadata_builders.sglang_adapter.plan_kernel.compress_rows`; the harness
 lists and canonicalizes them after the audit).  A field upstream left ``None`` is
@@ -31,7 +33,7 @@ from metadata_builders.metadata import (
 )
 from metadata_builders.sglang_adapter.plan_kernel import compress_rows, write_rows
 
-__all__ = ["COMPRESSED_CORE", "compression_fields", "decode_streams", "read", "streams_unobservable"]
+__all__ = ["COMPRESSED_CORE", "LOW_RATIO_CORE", "compression_fields", "decode_streams", "read", "streams_unobservable"]
 
 COMPRESSED_CORE = (
     "c4_out_loc", "c4_topk_lengths_raw", "c4_topk_lengths_clamp1",
@@ -84,7 +86,7 @@ def read(md: Any, seen: dict[str, dict[str, Any]], geometry: Any,
     fields.update(streams)
     not_observable += streams_missing
     if unobservable is not None:
-        compressed = compression_fields(md)
+        compressed = compression_fields(md, geometry.compression.low_ratios)
         fields.update({n: v for n, v in compressed.items() if v is not None})
         for name in FIELD_NAMES:  # what the geometry cannot give (a stub stands in) or upstream left None
             if name not in not_observable and (name in unobservable or (name in compressed and name not in fields)):
@@ -120,8 +122,13 @@ def streams_unobservable(geometry: Any, not_reported: tuple[str, ...]) -> dict[s
                          "upstream built no stream (the torch route does not run build_decode_streams)")
 
 
-def compression_fields(md: Any) -> dict[str, Any]:
-    """The compressed, sparse, indexer and plan groups of a build with compression; None where upstream left none."""
+LOW_RATIO_CORE = ("out_loc", "topk_lengths_clamp1", "sparse_topk_lengths", "sparse_page_indices", "sparse_raw_indices")
+"""Low-ratio fields ``core_attn_metadata`` holds as ``c{R}_<name>``, the harness's names too."""
+
+
+def compression_fields(md: Any, low_ratios: tuple[int, ...] = ()) -> dict[str, Any]:
+    """The compressed, sparse, indexer, plan and ``low_ratios`` groups of a build with compression; None where
+    upstream left none (a release without the low ratios: every one of theirs)."""
     core = md.core_attn_metadata
     unified = core.unified
     out: dict[str, Any] = {name: getattr(core, name, None) for name in COMPRESSED_CORE}
@@ -136,4 +143,9 @@ def compression_fields(md: Any) -> dict[str, Any]:
         plan_c, plan_w = getattr(plan, "plan_c", None), getattr(plan, "plan_w", None)
         out[f"c{ratio}_compress_plan"] = None if plan_c is None else compress_rows(plan_c)
         out[f"c{ratio}_write_plan"] = None if plan_w is None else write_rows(plan_w)
+    for ratio in low_ratios:
+        out.update({f"c{ratio}_{n}": getattr(core, f"c{ratio}_{n}", None) for n in LOW_RATIO_CORE})
+        low = getattr(md, f"c{ratio}_indexer_metadata", None)
+        out[f"c{ratio}_indexer_compressed_seq_lens"] = getattr(low, "compressed_seq_lens", None)
+        out[f"c{ratio}_indexer_page_table"] = getattr(low, "page_table", None)
     return out

@@ -70,6 +70,8 @@ class Capabilities:
     """0.5.20+: the compress-plan kernel takes ``use_req_ring`` (c4 state in a per-request ring)."""
     plan_max_tokens: int
     """The compress-plan kernel's ``kMaxTokens``: 65535 up to 0.5.20, 65536 from 0.5.21."""
+    low_ratios: bool = False
+    """0.5.22+: the V4.1 low ratios (``backend.low_ratios``: c1/c2 metadata and ``c{R}_indexer_metadata``)."""
 
     @classmethod
     def of(cls, release: str) -> Capabilities:
@@ -83,6 +85,7 @@ class Capabilities:
             forced_compression=key < (0, 5, 21),
             plan_req_ring=key >= (0, 5, 20),
             plan_max_tokens=65536 if key >= (0, 5, 21) else 65535,
+            low_ratios=key >= (0, 5, 22),
         )
 
     def gates(self, is_dspark: bool) -> tuple[Gate, ...]:

@@ -1,0 +1,80 @@
+"""With the V4.1 low ratios, the installed SGLang (0.5.22+) builds the c1/c2 metadata and the harness judges it.
+
+Skipped unless SGLang is importable.  The adapter hands the geometry's
+``low_ratios`` to upstream's backend; releases before 0.5.22 have none, and
+there every low-ratio field is listed as not observable.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from metadata_builders import GraphTier, get_builder, variants_for
+from metadata_builders.batch import Compression
+from metadata_builders.errors import PropertyFailure
+from metadata_builders.metadata import FIELDS
+from metadata_builders.properties import check_p1_reference
+from tests.test_sglang_compression import _known, compressed
+
+pytestmark = pytest.mark.sglang
+
+LOW = {"c1": (1,), "c2": (2,), "c1_c2": (1, 2)}
+EXAMPLES = {
+    "uniform_across_c128_and_page": lambda c: compressed([5, 126, 254], [1, 3, 2], 3, compression=c),
+    "ragged_capped_tier_with_tail_pads": lambda c: compressed([5, 126], [1, 3], 3, verify_lens=[3, 1],
+                                                              graph=GraphTier(3, 9, cap=3), compression=c),
+}
+
+
+@pytest.fixture(scope="module")
+def sglang():
+    return get_builder("sglang", "cpu")
+
+
+@pytest.fixture(scope="module")
+def upstream(sglang):
+    return sglang.inner.upstream
+
+
+def _low_fields(low_ratios: tuple[int, ...]) -> set[str]:
+    return {n for n, spec in FIELDS.items() if spec.group == "low_ratios" and spec.ratio in low_ratios}
+
+
+@pytest.mark.parametrize("low", list(LOW))
+@pytest.mark.parametrize("name", list(EXAMPLES))
+def test_low_ratio_batches_match_reference(sglang, upstream, name: str, low: str) -> None:
+    """Every variant equals the reference on every group, the low ratios included (0.5.22+)."""
+    batch = EXAMPLES[name](Compression(low_ratios=LOW[low]))
+    try:
+        check_p1_reference(sglang, batch)
+    except PropertyFailure as failure:
+        assert _known(upstream, batch, failure), str(failure)
+
+
+def test_low_ratio_fields_are_judged_or_named(sglang, upstream) -> None:
+    """0.5.22+ report every low-ratio field and the coverage counts 6 more per ratio; older releases name them."""
+    from metadata_builders.sglang_adapter.coverage import coverage_of  # imports SGLang: inside the test
+
+    batch = EXAMPLES["uniform_across_c128_and_page"](Compression(low_ratios=(1, 2)))
+    variant = variants_for(batch)[0]
+    result = sglang.build(batch, variant)
+    low = _low_fields((1, 2))
+    cov = coverage_of(sglang, batch, variant)
+    if upstream.capabilities.low_ratios:
+        assert low <= set(result.fields)
+        assert "core_attn_metadata.c2_sparse_raw_indices" in cov.judged and "c1_indexer_metadata" in cov.judged
+        assert len(cov.produced) == len(cov.judged) == 45
+    else:
+        assert low <= set(result.not_observable)
+        assert not any(n.startswith(("c1_", "c2_", "core_attn_metadata.c1_", "core_attn_metadata.c2_"))
+                       for n in cov.produced)
+
+
+def test_indexer_on_another_page_is_not_observable(sglang, upstream) -> None:
+    """Page 128: upstream's indexer asserts page 256, so the low-ratio indexers are named, the rest judged."""
+    batch = compressed([5, 126], [1, 3], 3, page=128, compression=Compression(low_ratios=(2,)))
+    result = sglang.build(batch, variants_for(batch)[0])
+    indexer = {"c2_indexer_compressed_seq_lens", "c2_indexer_page_table"}
+    assert indexer <= set(result.not_observable)
+    if upstream.capabilities.low_ratios:
+        assert _low_fields((2,)) - indexer <= set(result.fields)
