@@ -9,7 +9,7 @@ work without it.
 from __future__ import annotations
 
 from metadata_builders.batch import SCHEMA, Compression, Divergence, Geometry, GraphTier, VerifyBatch
-from metadata_builders.builders import AuditedBuilder, Builder, GraphBuilder, get_builder, resolve_device
+from metadata_builders.builders import AuditedBuilder, Builder, GraphBuilder, GraphPhases, get_builder, resolve_device
 from metadata_builders.errors import (
     BuilderNotFound,
     InvalidBatch,
@@ -47,6 +47,7 @@ __all__ = [
     "FaultRecord",
     "Geometry",
     "GraphBuilder",
+    "GraphPhases",
     "GraphTier",
     "InputChange",
     "InvalidBatch",

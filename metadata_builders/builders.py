@@ -4,8 +4,12 @@ A builder is anything with ``build(inputs) -> VerifyMetadata`` (:class:`Builder`
 a ``typing.Protocol``; no base class), where ``inputs`` is the
 :class:`~metadata_builders.inputs.VerifyInputs` the harness made -- what
 upstream's caller hands ``init_forward_metadata_target_verify``.  A builder
-that models CUDA/HIP-graph replay also has ``capture(inputs)`` and
-``replay(state, inputs)`` (:class:`GraphBuilder`).
+that models CUDA/HIP-graph replay names the two phases upstream has
+(:class:`GraphPhases`: ``graph_state``, ``out_graph``, ``in_graph``): the harness
+records the in-graph work at capture and re-executes it at replay, as a GPU does
+(:mod:`~metadata_builders.graph_recorder`).  A 0.2 builder with ``capture(inputs)`` and
+``replay(state, inputs)`` (:class:`GraphBuilder`) still runs: its Python replay is
+called, and P5 says the recorded replay was not checked.
 
 ``get_builder`` wraps every builder but the reference in :class:`AuditedBuilder`,
 whose ``build(batch, variant)`` is what properties, the CLI and users call.  It
@@ -18,12 +22,13 @@ the audit *saw* the token map do, not what the builder says it did.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import inspect
 import warnings
 from collections import deque
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Callable, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol, runtime_checkable
 
 from metadata_builders.errors import BuilderNotFound, InvalidVariant
 from metadata_builders.metadata import PER_ENTRY, STREAM_FIELD_NAMES, Audit, VerifyMetadata, canonical_plan
@@ -32,7 +37,9 @@ from metadata_builders.reference import ReferenceBuilder, diverged_extend_lens, 
 
 if TYPE_CHECKING:
     from metadata_builders.batch import VerifyBatch
+    from metadata_builders.graph_recorder import RecordedGraph
     from metadata_builders.inputs import VerifyInputs
+    from metadata_builders.metadata import Decision
     from metadata_builders.variants import Variant
 
 __all__ = [
@@ -41,6 +48,7 @@ __all__ = [
     "Builder",
     "Captured",
     "GraphBuilder",
+    "GraphPhases",
     "MemoBuilder",
     "get_builder",
     "resolve_device",
@@ -73,6 +81,25 @@ class GraphBuilder(Builder, Protocol):
     def capture(self, inputs: VerifyInputs) -> Any: ...
 
     def replay(self, state: Any, inputs: VerifyInputs) -> VerifyMetadata: ...
+
+
+@runtime_checkable
+class GraphPhases(Builder, Protocol):
+    """A builder whose graph replay is split as upstream's (P5's recorded replay, P7's in-graph rule).
+
+    ``graph_state`` (optional) allocates once per capture, outside the graph;
+    ``out_graph`` runs in Python before the capture and before every replay (the
+    raw verify metadata into graph state, in place; the reads the sync contract
+    allows) and returns the call's decision; ``in_graph`` is recorded at capture and
+    re-executed at replay, and returns the fields (tensors) or a ``VerifyMetadata``
+    whose decision is ignored (the decision is host data: out-graph work's).
+    """
+
+    def graph_state(self, inputs: VerifyInputs) -> Any: ...
+
+    def out_graph(self, state: Any, inputs: VerifyInputs) -> Decision: ...
+
+    def in_graph(self, state: Any, inputs: VerifyInputs) -> Mapping[str, Any] | VerifyMetadata: ...
 
 
 def resolve_device(device: str = "auto") -> str:
@@ -123,7 +150,9 @@ class Captured:
     inputs: VerifyInputs
     """The tier's static input buffers (the harness's, refilled in place by ``replay``)."""
     state: Any
-    """What the builder's ``capture`` returned."""
+    """The graph state (``graph_state``), or what a 0.2 builder's ``capture`` returned."""
+    graph: RecordedGraph | None = None
+    """The recorded in-graph work, re-executed at every replay; None: the builder's Python ``replay()``."""
     output_ptrs: dict[str, int] | None = None
     """Storage of each tensor field at the first replay; later replays must write there."""
     last_output_ptrs: dict[str, int] = field(default_factory=dict)
@@ -181,10 +210,16 @@ class AuditedBuilder:
 
     @property
     def can_replay(self) -> bool:
-        """Whether the builder models graph capture/replay (P5's replay sequence)."""
-        return not self.takes_batch and callable(getattr(self.inner, "capture", None)) and callable(
-            getattr(self.inner, "replay", None)
-        )
+        """Whether the builder models graph capture/replay (P5's replay sequence): two phases, or 0.2's pair."""
+        return self.records_graph or (not self.takes_batch and callable(getattr(self.inner, "capture", None))
+                                      and callable(getattr(self.inner, "replay", None)))
+
+    @property
+    def records_graph(self) -> bool:
+        """Whether replay re-executes what capture recorded (the builder names ``out_graph``/``in_graph``)."""
+        from metadata_builders.graph_recorder import has_phases
+
+        return not self.takes_batch and has_phases(self.inner)
 
     @property
     def can_validate_mirror(self) -> bool:
@@ -232,18 +267,32 @@ class AuditedBuilder:
         self._remember(batch)
         inputs = make_inputs(batch, variant, self.device)
         _mark_inputs(inputs)
+        if self.records_graph:
+            from metadata_builders.graph_recorder import capture_graph
+
+            state, graph, _ = capture_graph(self.inner, inputs)
+            return Captured(variant, inputs, state, graph)
         with DeviceAudit():
             state = self.inner.capture(inputs)
         return Captured(variant, inputs, state)
 
     def replay(self, captured: Captured, batch: VerifyBatch) -> VerifyMetadata:
-        """Refill the captured input buffers with ``batch`` in place, then replay, audited."""
+        """Refill the captured input buffers with ``batch`` in place, then replay, audited.
+
+        A recorded graph: the builder's out-graph work, then the recording re-executed
+        (no in-graph Python).  A 0.2 builder: its Python ``replay()``.
+        """
+        from metadata_builders.graph_recorder import replay_graph
         from metadata_builders.inputs import refill_inputs
 
         self._remember(batch)
         refill_inputs(captured.inputs, batch)
-        return self._audited(batch, captured.variant, captured.inputs,
-                             lambda: self.inner.replay(captured.state, captured.inputs), captured=captured)
+        graph = captured.graph
+        if graph is not None:
+            call = functools.partial(replay_graph, self.inner, captured.state, captured.inputs, graph)
+        else:
+            call = functools.partial(self.inner.replay, captured.state, captured.inputs)
+        return self._audited(batch, captured.variant, captured.inputs, call, captured=captured)
 
     def _audited(self, batch: VerifyBatch, variant: Variant, inputs: VerifyInputs | None,
                  call: Callable[[], VerifyMetadata], captured: Captured | None = None) -> VerifyMetadata:

@@ -14,6 +14,7 @@ from typing import Any
 __all__ = [
     "BuilderNotFound",
     "CaptureMismatch",
+    "CaptureSync",
     "GateError",
     "InvalidBatch",
     "InvalidMetadata",
@@ -158,6 +159,22 @@ class CaptureMismatch(MetadataBuildersError, ValueError):
     def __init__(self, field: str, expected: tuple[int, ...], actual: tuple[int, ...]) -> None:
         self._data(field, None, expected, actual)
         super().__init__(f"replay: {field} has shape {actual}, the captured buffer is {expected}")
+
+
+class CaptureSync(MetadataBuildersError, RuntimeError):
+    """A read of device memory back to the host inside a graph capture: a GPU cannot capture it.
+
+    ``CaptureSync("Tensor.item", "in_graph", "scalar", ("seq_lens",))`` reads ``graph capture:
+    Tensor.item in in_graph reads device memory back to the host (a scalar read of seq_lens); ...``.
+    Carries the call (``actual``), the builder function (``index``) and what it read.
+    """
+
+    def __init__(self, op: str, stage: str, kind: str, reads: tuple[str, ...] | list[str] = ()) -> None:
+        self.op, self.stage, self.kind, self.reads = op, stage, kind, tuple(reads)
+        self._data("in_graph", stage, "no device-to-host read while recording (move it out-graph)", op)
+        what = f"a {kind} read" + (f" of {'+'.join(self.reads)}" if self.reads else "")
+        super().__init__(f"graph capture: {op} in {stage} reads device memory back to the host ({what}); "
+                         "recorded (in-graph) work cannot sync: do it out-graph (out_graph), or keep it on the device")
 
 
 class MutantDoesNotApply(MetadataBuildersError, LookupError):

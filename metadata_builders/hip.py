@@ -17,6 +17,11 @@ is one stage of ``DeepseekV4HipRadixBackend`` so a backend engineer recognises i
 :mod:`.hip_compression`    with compression: ``init_compression_metadata``,
                            ``init_flashmla_related``, the indexer, the compress plans
 ``index_streams``          ``build_decode_streams`` (:mod:`.hip_streams`)
+``HipBuilder.out_graph``   ``init_forward_metadata_out_graph``: before every graph
+                           replay, in Python: the mirror, stage 1, the token map,
+                           into :class:`GraphState`
+``HipBuilder.in_graph``    ``init_forward_metadata_in_graph``: recorded at capture,
+                           re-executed at replay (``prefill_state``: stage 4 in-graph)
 =========================  ==================================================
 
 Runs on any device: ``cpu``, ``cuda`` (ROCm is ``cuda`` under HIP), and ``meta``
@@ -24,6 +29,12 @@ for shapes (graph path only: eager shapes depend on values).  No stage syncs
 except where the sync contract says: the ``tolist`` mirror, a ragged total
 read back from the device, and a token map built without ``output_size``.
 Fields are returned as tensors; the harness converts them outside the audit.
+
+Graph replay is split as upstream splits it (README, "Graph replay: the two
+phases"): ``out_graph`` does every host-side step and every read the sync
+contract allows, writing the raw verify metadata into :class:`GraphState`;
+``in_graph`` reads only graph state, the static inputs and the tier's constants,
+so re-executing what it recorded equals a fresh build.
 """
 
 from __future__ import annotations
@@ -36,7 +47,7 @@ import torch
 import torch.nn.functional as F
 
 from metadata_builders import hip_compression as compression
-from metadata_builders.errors import CaptureMismatch, StaleMirror
+from metadata_builders.errors import StaleMirror
 from metadata_builders.hip_streams import decode_index_streams_torch
 from metadata_builders.metadata import Decision, VerifyMetadata
 from metadata_builders.variants import apply_gate
@@ -44,7 +55,7 @@ from metadata_builders.variants import apply_gate
 if TYPE_CHECKING:
     from metadata_builders.inputs import VerifyInputs
 
-__all__ = ["GraphCapture", "HipBuilder", "Layout"]
+__all__ = ["GraphState", "HipBuilder", "Layout"]
 
 _I32 = torch.int32
 _I64 = torch.int64
@@ -61,10 +72,10 @@ class Layout:
     """(rows,) int32: verify tokens per row, as device memory holds them."""
     extend_start_loc: torch.Tensor
     """(rows,) int32: exclusive cumsum of ``extend_seq_lens``."""
-    num_tokens: int
-    """Tokens the host believes the rows cover."""
-    exact_num_tokens: bool
-    """After the gate: the token map may pass ``output_size=num_tokens``."""
+    num_tokens: int | None
+    """Tokens the host believes the rows cover; None in-graph (a host value, out-graph work's)."""
+    exact_num_tokens: bool | None
+    """After the gate: the token map may pass ``output_size=num_tokens``; None in-graph."""
     max_seq_len: int
     """After verify extension."""
 
@@ -80,20 +91,36 @@ def target_verify(inputs: VerifyInputs, *, check_mirror: bool = False) -> Verify
     layout = verify_extension(inputs, seq_lens_cpu)
     _log.debug("target verify %s: %d rows, %d tokens", inputs.variant.label, inputs.rows, layout.num_tokens)
     seq_lens_casual, slots = causal_expansion(layout, inputs)
-    fields = {
+    fields = _core_fields(layout, inputs, seq_lens_casual, slots)
+    fields.update(unified_prefill_meta(layout, inputs, slots))
+    _downstream_fields(layout, inputs, fields, seq_lens_cpu)
+    return VerifyMetadata(fields, _decision(layout))
+
+
+def _decision(layout: Layout) -> Decision:
+    assert layout.num_tokens is not None and layout.exact_num_tokens is not None
+    return Decision(layout.num_tokens, layout.exact_num_tokens, layout.exact_num_tokens, layout.max_seq_len)
+
+
+def _core_fields(layout: Layout, inputs: VerifyInputs, seq_lens_casual: torch.Tensor,
+                 slots: torch.Tensor) -> dict[str, torch.Tensor]:
+    """Stage 1's values and stage 3's fields, in the order every build reports them."""
+    return {
         "seq_lens": layout.seq_lens,
         "extend_seq_lens": layout.extend_seq_lens,
         "extend_start_loc": layout.extend_start_loc,
         **core_metadata(layout, inputs, seq_lens_casual, slots),
     }
-    fields.update(unified_prefill_meta(layout, inputs, slots))
-    fields.update(decode_streams(inputs, slots, fields["positions_casual"]))
+
+
+def _downstream_fields(layout: Layout, inputs: VerifyInputs, fields: dict[str, torch.Tensor],
+                       seq_lens_cpu: list[int] | None) -> None:
+    """After stage 4: the decode streams, the compression groups and the index streams, into ``fields``."""
+    fields.update(decode_streams(inputs, fields["req_pool_indices_repeated"], fields["positions_casual"]))
     if inputs.geometry.compression is not None:
         fields.update(compression.compression_groups(layout, inputs, fields, seq_lens_cpu))
     if inputs.geometry.swa_window == inputs.geometry.unified_swa_window:
         fields.update(index_streams(inputs, fields))
-    decision = Decision(layout.num_tokens, layout.exact_num_tokens, layout.exact_num_tokens, layout.max_seq_len)
-    return VerifyMetadata(fields, decision)
 
 
 def validate_mirror(seq_lens: torch.Tensor, seq_lens_cpu: list[int] | None) -> None:
@@ -301,30 +328,79 @@ def index_streams(inputs: VerifyInputs, fields: dict[str, torch.Tensor]) -> dict
 
 
 @dataclass(slots=True)
-class GraphCapture:
-    """The output buffers of one captured graph-path build.
+class GraphState:
+    """One captured tier's graph state: the raw verify metadata out-graph work refreshes in place.
 
-    A replay rebuilds from the (refilled) static inputs and copies the result into
-    ``outputs`` in place (upstream ``DSV4AttnMetadata.copy_``), so every captured
-    address stays valid; shapes must never change.
+    Allocated once per capture (:meth:`HipBuilder.graph_state`, outside the graph);
+    :meth:`HipBuilder.out_graph` writes it before the capture and before every replay,
+    and the recorded in-graph work reads it (upstream: the decode graph runner's
+    static buffers and ``init_forward_metadata_out_graph``).  Worked example: an
+    uncapped ragged tier of 4 rows / 8 tokens, ``seq_lens=[5, 2, 4]``, ``verify_lens=[3, 1, 2]``
+    (the pad row takes the 2 tokens left over)::
+
+        seq_lens           [8, 3, 6, 3]                 prefixes + extend; the pad row 1 + 2
+        extend_seq_lens    [3, 1, 2, 2]
+        extend_start_loc   [0, 3, 4, 6]
+        token_rows         [0, 0, 0, 1, 2, 2, 3, 3]     the token map, 0 past its end
+        num_tokens_host    8                            on the host, like a runner's pinned buffer
+        num_tokens         8                            its device copy, made in-graph
     """
 
-    outputs: dict[str, torch.Tensor]
-    """Captured metadata buffers, by field name."""
+    seq_lens: torch.Tensor
+    """(rows,) int32: prefixes plus verify tokens."""
+    extend_seq_lens: torch.Tensor
+    """(rows,) int32: verify tokens per row, tier-padded."""
+    extend_start_loc: torch.Tensor
+    """(rows,) int32: exclusive cumsum of ``extend_seq_lens``."""
+    token_rows: torch.Tensor
+    """(padded_num_tokens,) int64: the token map (``bid``) up to its length, 0 past it."""
+    num_tokens_host: torch.Tensor
+    """() int64, host memory: the tokens the host believes the rows cover (the pad boundary)."""
+    num_tokens: torch.Tensor
+    """() int64, device memory: ``num_tokens_host`` copied over asynchronously in-graph."""
     bs: int
-    """The captured batch's real requests."""
+    """The captured batch's real requests (a replay's may differ: in-graph work never reads it)."""
+    max_seq_len: int = 0
+    """After verify extension; a tier constant (``max_context`` on the graph path), set out-graph."""
 
 
-def _refill(static: torch.Tensor, fresh: torch.Tensor, name: str) -> None:
-    if static.shape != fresh.shape:
-        raise CaptureMismatch(name, tuple(static.shape), tuple(fresh.shape))
-    static.copy_(fresh)
+def token_map(layout: Layout) -> torch.Tensor:
+    """Stage 4's ``repeat_interleave``, out-graph: with ``output_size`` when exact, else synced (the contract's read)."""
+    rows = layout.extend_seq_lens.shape[0]
+    device = layout.seq_lens.device
+    return torch.repeat_interleave(
+        torch.arange(rows, dtype=_I64, device=device),
+        layout.extend_seq_lens.to(_I64),
+        output_size=layout.num_tokens if layout.exact_num_tokens or device.type == "meta" else None,
+    )
+
+
+def prefill_state(state: GraphState, inputs: VerifyInputs, slots: torch.Tensor) -> dict[str, torch.Tensor]:
+    """Stage 4 in-graph: the per-token prefill state from the token map out-graph work wrote.
+
+    Shape-static, so the graph never depends on the token count: tokens at or past
+    ``state.num_tokens`` are pads, chosen with ``where`` instead of cut and padded.
+    Example: token map ``[0, 0, 1, 0]``, count 3, slots ``[5, 5, 7, 0]``:
+    ``pf_state_slot = [5, 5, 7, 0]`` (the last token a pad: its slot), ``pf_final_pos[3] = win``.
+    """
+    real = torch.arange(inputs.padded_num_tokens, dtype=_I64, device=slots.device) < state.num_tokens
+    bid = state.token_rows
+    seq_lens = state.seq_lens.to(_I64)
+    ext = state.extend_seq_lens.to(_I64)
+    return {
+        "pf_state_slot": torch.where(real, inputs.req_pool_indices[bid], slots),
+        "pf_chunk_start": torch.where(real, (seq_lens - ext)[bid], 0),
+        "pf_cu_q": torch.where(real, state.extend_start_loc.to(_I64)[bid], 0),
+        "pf_final_pos": torch.where(real, (seq_lens - 1)[bid], inputs.geometry.unified_swa_window),
+    }
 
 
 class HipBuilder:
     """Builder ``"hip"`` on one torch device; keeps no state between builds.
 
-    ``capture``/``replay`` model CUDA/HIP-graph replay of the graph path for P5.
+    Graph replay in two phases (the harness records ``in_graph`` at capture and
+    re-executes it at replay, :mod:`metadata_builders.graph_recorder`):
+    ``graph_state`` allocates, ``out_graph`` refreshes it, ``in_graph`` materialises.
     """
 
     name = "hip"
@@ -341,14 +417,56 @@ class HipBuilder:
     def build(self, inputs: VerifyInputs) -> VerifyMetadata:
         return target_verify(inputs, check_mirror=self.validate_mirror)
 
-    def capture(self, inputs: VerifyInputs) -> GraphCapture:
-        """Build a graph-path call and keep its output buffers."""
-        md = target_verify(inputs, check_mirror=self.validate_mirror)
-        return GraphCapture({name: t.clone() for name, t in md.fields.items()}, inputs.bs)
+    def graph_state(self, inputs: VerifyInputs) -> GraphState:
+        """Allocate the tier's graph state (outside the graph): device buffers and the host count."""
+        rows, tokens, device = inputs.rows, inputs.padded_num_tokens, inputs.seq_lens.device
+        return GraphState(
+            seq_lens=torch.zeros(rows, dtype=_I32, device=device),
+            extend_seq_lens=torch.zeros(rows, dtype=_I32, device=device),
+            extend_start_loc=torch.zeros(rows, dtype=_I32, device=device),
+            token_rows=torch.zeros(tokens, dtype=_I64, device=device),
+            num_tokens_host=torch.zeros((), dtype=_I64),
+            num_tokens=torch.zeros((), dtype=_I64, device=device),
+            bs=inputs.bs,
+        )
 
-    def replay(self, capture: GraphCapture, inputs: VerifyInputs) -> VerifyMetadata:
-        """Rebuild from the refilled static inputs into the captured buffers, in place."""
-        md = target_verify(inputs, check_mirror=self.validate_mirror)
-        for name, t in md.fields.items():
-            _refill(capture.outputs[name], t, name)
-        return VerifyMetadata(dict(capture.outputs), md.decision)
+    def out_graph(self, state: GraphState, inputs: VerifyInputs) -> Decision:
+        """Out-graph work (``init_forward_metadata_out_graph``): before the capture and every replay, in Python.
+
+        As :func:`target_verify` up to the token map: the host mirror (or the
+        ``tolist`` fallback), verify extension with its tier padding and token count
+        (a capped tier reads it back), and the token map; every read the sync
+        contract allows happens here, outside the graph.  All of it lands in
+        ``state`` in place, so the addresses the graph recorded stay valid.
+        """
+        seq_lens_cpu = inputs.seq_lens_cpu
+        if self.validate_mirror:
+            validate_mirror(inputs.seq_lens, seq_lens_cpu)
+        if inputs.verify_lens is None and inputs.variant.mirror == "tolist":
+            seq_lens_cpu = inputs.seq_lens.tolist()  # the pre-fix fallback's one read, out-graph
+        layout = verify_extension(inputs, seq_lens_cpu)
+        state.seq_lens.copy_(layout.seq_lens)
+        state.extend_seq_lens.copy_(layout.extend_seq_lens)
+        state.extend_start_loc.copy_(layout.extend_start_loc)
+        rows_of = token_map(layout)
+        n = min(rows_of.shape[0], state.token_rows.shape[0])
+        state.token_rows.zero_()
+        state.token_rows[:n] = rows_of[:n]
+        state.num_tokens_host.fill_(layout.num_tokens)
+        state.max_seq_len = layout.max_seq_len
+        return _decision(layout)
+
+    def in_graph(self, state: GraphState, inputs: VerifyInputs) -> dict[str, torch.Tensor]:
+        """In-graph work (``init_forward_metadata_in_graph``): every field, materialised from graph state.
+
+        Recorded once and re-executed at every replay: it reads graph state, the
+        static inputs and the tier's constants only -- never ``inputs.bs``, the host
+        mirror or ``inputs.verify_lens``, which change from call to call.
+        """
+        state.num_tokens.copy_(state.num_tokens_host, non_blocking=True)
+        layout = Layout(state.seq_lens, state.extend_seq_lens, state.extend_start_loc, None, None, state.max_seq_len)
+        seq_lens_casual, slots = causal_expansion(layout, inputs)
+        fields = _core_fields(layout, inputs, seq_lens_casual, slots)
+        fields.update(prefill_state(state, inputs, slots))
+        _downstream_fields(layout, inputs, fields, None)
+        return fields

@@ -27,8 +27,9 @@ from metadata_builders.hip import HipBuilder
 
 
 class NoReplay(HipBuilder):
-    """hip without capture()/replay(): P5's replay half cannot be judged on it."""
+    """hip without graph replay (neither its two phases nor capture()/replay()): P5's replay half cannot be judged."""
 
+    graph_state = out_graph = in_graph = None
     capture = None
     replay = None
 

@@ -150,6 +150,7 @@ SAMPLES = {
     errors.UnknownMutant: ("nosuch", ("a", "b")),
     errors.StaleMirror: (2, 7, 4),
     errors.CaptureMismatch: ("seq_lens", (4,), (5,)),
+    errors.CaptureSync: ("Tensor.item", "in_graph", "scalar", ("seq_lens",)),
     errors.MutantDoesNotApply: ("m", "core_metadata", 0),
     errors.GateError: ("git rev-parse", "unknown revision"),
     errors.UpstreamNotFound: ("is_unified_kv_triton", "0.5.24", ("a (missing)", "b (missing)")),

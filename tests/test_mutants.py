@@ -64,10 +64,17 @@ EXTRA_BATCHES: dict[str, VerifyBatch] = {
         geometry=Geometry(page_size=128, swa_window=4, ring_size=6, unified_swa_window=4, page_index_align=64,
                           compression=Compression(index_topk=8, c4_ring_size=16, c128_ring_size=256,
                                                   unified_swa_pages=5))),
+    "low_ratios_capped_tier_with_tail_pads": make_batch([1, 127], [2, 1], 3, width=136, verify_lens=[3, 1],
+                                                        graph=GraphTier(3, 9, cap=3)).replace(
+        geometry=Geometry(page_size=128, swa_window=4, ring_size=6, unified_swa_window=4, page_index_align=64,
+                          compression=Compression(index_topk=8, c4_ring_size=16, c128_ring_size=256,
+                                                  unified_swa_pages=5, low_ratios=(1, 2)))),
 }
 """Witnesses the shared examples do not cover: a diverging device length, a stale mirror with the same sum,
 a capped tier a later, larger batch can fill (slot 3 is spare), a compressed geometry whose first row crosses
-the first c4 and c128 group (positions 127..129) while pad rows have no compressed entry yet."""
+the first c4 and c128 group (positions 127..129) while pad rows have no compressed entry yet, and a ragged
+capped tier with both low ratios whose tail pads have ``seq_lens_casual = 1`` (a ratio-2 token with no group
+yet) while the second request holds more than index_topk ratio-1 entries."""
 
 BATCHES = {**EXAMPLES, **EXTRA_BATCHES}
 
@@ -100,8 +107,11 @@ WITNESSES: dict[str, str] = {
     "output_size_is_padded_tokens": "capped_tier_uncovered_tail",
     "ring_modulo_by_window": "ring_wrap",
     "replay_refreshes_captured_rows_only": "uniform_eagle_batch_of_three",
-    "replay_skips_pf_fields": "uniform_eagle_batch_of_three",
+    "replay_skips_pf_fields": "ragged_tier_slack_spread_over_pad_rows",
     "replay_asserts_on_graph_state": "uniform_eagle_batch_of_three",
+    "tier_count_staged_in_graph": "capped_tier_uncovered_tail",
+    "pad_row_branch_at_capture": "uniform_eagle_batch_of_three",
+    "tier_padding_in_graph": "ragged_tier_slack_spread_over_pad_rows",
     "seq_lens_to_cpu_async_copy": "single_request",
     "mirror_validation_by_sum": "stale_mirror_rows_swapped",
     "async_staging_on_device_mirror": "dspark_host_mirror_run_ahead",
@@ -115,6 +125,10 @@ WITNESSES: dict[str, str] = {
     "indexer_lengths_from_c128": "compressed_tier_crossing_c128",
     "host_plan_mirror_off_by_one": "compressed_tier_crossing_c128",
     "device_plan_drops_write_pad": "compressed_tier_crossing_c128",
+    "c2_out_loc_zero_filled": "low_ratios_capped_tier_with_tail_pads",
+    "low_ratio_indexer_prefill_lengths": "low_ratios_capped_tier_with_tail_pads",
+    "low_ratio_indexer_table_not_expanded": "low_ratios_capped_tier_with_tail_pads",
+    "low_ratio_sparse_lengths_unclamped": "low_ratios_capped_tier_with_tail_pads",
 }
 """Each mutant's witness: a named batch on which it must differ from ``hip`` and fail a property."""
 

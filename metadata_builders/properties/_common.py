@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any, Iterable
 
 from metadata_builders.batch import VerifyBatch
-from metadata_builders.errors import PropertyFailure
+from metadata_builders.errors import CaptureSync, PropertyFailure
 from metadata_builders.metadata import SyncRecord, VerifyMetadata, first_difference
 from metadata_builders.reference import ReferenceBuilder
 from metadata_builders.variants import Variant, variants_for
@@ -39,6 +39,17 @@ def _compare(prop: str, variant: Variant, expected: VerifyMetadata, actual: Veri
             prop, variant, f"{what}: fields differ",
             field=mismatch.field, index=mismatch.index, expected=mismatch.expected, actual=mismatch.actual,
         )
+
+
+def _capture(prop: str, builder: Any, batch: VerifyBatch, variant: Variant) -> Any:
+    """``builder.capture(batch, variant)``; a read back inside the recording fails ``prop``, as a GPU refuses it."""
+    try:
+        return builder.capture(batch, variant)
+    except CaptureSync as error:
+        raise _fail(prop, variant, "graph capture: recorded (in-graph) work reads device memory back to the host "
+                    f"({error.kind} read{' of ' + '+'.join(error.reads) if error.reads else ''}); a GPU cannot "
+                    "capture a sync", field=f"in_graph ({error.stage})", expected="no read back while recording",
+                    actual=error.op) from error
 
 
 def _clean(batch: VerifyBatch) -> VerifyBatch:

@@ -7,7 +7,7 @@ from typing import Any
 from metadata_builders.batch import VerifyBatch
 from metadata_builders.errors import InvalidBatch
 from metadata_builders.metadata import FIELD_NAMES, FIELDS, PER_ENTRY, PER_ROW, SHAPE_VARIES, VerifyMetadata
-from metadata_builders.properties._common import Partial, _clean, _compare, _fail, _name, _variants
+from metadata_builders.properties._common import Partial, _capture, _clean, _compare, _fail, _name, _variants
 from metadata_builders.tier import absorbed_slack
 from metadata_builders.variants import Variant
 
@@ -28,6 +28,10 @@ def check_p5_graph_vs_eager(builder, batch: VerifyBatch, second: VerifyBatch | N
     ``seq_lens``/``extend_seq_lens`` and the ``pf_final_pos`` of its tokens.
     The replay half captures the tier once and replays a sequence of batches
     that grows, fills the tier, shrinks and changes values (:func:`replay_sequence`).
+    Replay is what a GPU does: for a builder with the two phases the recorded
+    in-graph work is re-executed after its out-graph work, none of its in-graph
+    Python runs (:mod:`~metadata_builders.graph_recorder`); a 0.2 builder's Python
+    ``replay()`` runs instead, and the verdict is ``partial``, saying so.
     """
     batch = _clean(batch)
     if batch.graph is None:
@@ -270,10 +274,11 @@ def _shapes(fields: dict[str, Any]) -> dict[str, tuple[int, ...]]:
 
 def _check_replay(builder, batch: VerifyBatch, graph_variants: list[Variant], second: VerifyBatch | None) -> list[str]:
     if not getattr(builder, "can_replay", False):
-        return [Partial(f"P5 replay not checked: builder {_name(builder)!r} has no capture()/replay()")]
+        return [Partial(f"P5 replay not checked: builder {_name(builder)!r} has no capture()/replay() "
+                        "(nor out_graph()/in_graph())")]
     sequence = replay_sequence(batch) if second is None else [batch, _clean(second)]
     for variant in graph_variants:
-        captured = builder.capture(sequence[0], variant)
+        captured = _capture("P5", builder, sequence[0], variant)
         shapes: dict[str, tuple[int, ...]] | None = None
         for step, other in enumerate(sequence):
             replayed = builder.replay(captured, other)
@@ -295,4 +300,8 @@ def _check_replay(builder, batch: VerifyBatch, graph_variants: list[Variant], se
                             field=change.name, index=change.index, expected=change.before, actual=change.after)
             fresh = builder.build(other, variant)
             _compare("P5", variant, fresh, replayed, f"{what} vs a fresh build")
+    if not getattr(builder, "records_graph", False):
+        return [Partial(f"P5 recorded replay not checked: builder {_name(builder)!r} replays in Python "
+                        "(capture()/replay(), no out_graph()/in_graph()), which a GPU never runs; so is P7's "
+                        "rule on host memory read by recorded work")]
     return []

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from collections import Counter
+from typing import Any
 
 from metadata_builders.batch import VerifyBatch
 from metadata_builders.metadata import SyncRecord, VerifyMetadata
-from metadata_builders.properties._common import _clean, _describe, _fail, _variants
+from metadata_builders.properties._common import _capture, _clean, _describe, _fail, _variants
 from metadata_builders.reference import CONTRACT_STAGES, expected_host_syncs
 from metadata_builders.variants import Variant
 
@@ -40,7 +41,9 @@ def check_sync_contract(builder, batch: VerifyBatch) -> list[str]:
 
     ``int(t.sum())`` and ``t.sum().item()`` are the same read; the same number
     read in another stage, or another number read instead, is a different one.
-    A graph replay is held to the same contract as a fresh build.
+    A graph replay is held to the same contract as a fresh build.  Capture safety:
+    a read back inside the recording is a failure, and so is recorded work that
+    reads host memory that is not graph state (:func:`check_recorded_reads`).
     """
     batch = _clean(batch)
     notes: list[str] = []
@@ -49,9 +52,26 @@ def check_sync_contract(builder, batch: VerifyBatch) -> list[str]:
         _check_contract(batch, variant, builder.build(batch, variant), "")
     if getattr(builder, "can_replay", False):
         for variant in (v for v in variants if v.path == "graph"):
-            captured = builder.capture(batch, variant)
+            captured = _capture("P7", builder, batch, variant)
+            check_recorded_reads(variant, captured)
             _check_contract(batch, variant, builder.replay(captured, batch), "graph replay: ")
     return notes
+
+
+def check_recorded_reads(variant: Variant, captured: Any) -> None:
+    """Recorded (in-graph) work reads no host memory that is not graph state (DESIGN.md section 3, P7).
+
+    A host buffer made or filled during capture is frozen into the graph: every
+    replay copies whatever it holds then (stale plan offsets, stale lengths).  The
+    static inputs and what ``graph_state`` allocated are graph state: the graph
+    runner and out-graph work refresh them before every replay.
+    """
+    graph = getattr(captured, "graph", None)
+    if graph is not None and graph.host_reads:
+        read = graph.host_reads[0]
+        raise _fail("P7", variant, f"recorded (in-graph) work reads host memory that is not graph state: {read}; "
+                    "a replay reads whatever that memory holds then", field=f"in_graph ({read.stage})",
+                    expected="graph state or device memory", actual=f"{read.op} reads host tensor {read.tensor}")
 
 
 def _check_contract(batch: VerifyBatch, variant: Variant, md: VerifyMetadata, what: str) -> None:

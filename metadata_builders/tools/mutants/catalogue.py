@@ -5,7 +5,9 @@ Nothing here compiles or runs a mutant (that is :mod:`.patching` and
 can be read, listed and diffed without torch.
 
 A mutant is a one-place source edit of one stage of :mod:`metadata_builders.hip` (or of
-:mod:`metadata_builders.hip_compression`, stage ``compression.<function>``)
+:mod:`metadata_builders.hip_compression`, stage ``compression.<function>``, or of
+:mod:`metadata_builders.hip_low_ratios`, stage ``low_ratios.<function>``: their mutants are
+in :mod:`.groups`)
 (``find`` -> ``replace`` in that function's source text).  Worked example
 (``causal_start_off_by_one``): stage ``causal_expansion``::
 
@@ -19,46 +21,10 @@ that a ``find`` text no longer occurs exactly once, update it here.
 
 from __future__ import annotations
 
-import textwrap
-from dataclasses import dataclass
+from metadata_builders.tools.mutants.groups import GROUP_SPECS
+from metadata_builders.tools.mutants.spec import MutantSpec
 
 __all__ = ["MUTANTS", "MutantSpec"]
-
-
-@dataclass(frozen=True, slots=True)
-class MutantSpec:
-    """One mutant: where it edits ``hip.py``, what bug it models, and the edit itself."""
-
-    name: str
-    """Identifier, also the ``metadata_builders.tools.mutants:<name>`` factory."""
-    stage: str
-    """A function of :mod:`metadata_builders.hip`, ``HipBuilder.<method>``, or ``compression.<fn>``
-    (a function of :mod:`metadata_builders.hip_compression`)."""
-    bug_class: str
-    """The kind of bug, in a few words."""
-    summary: str
-    """What the edit does and what it breaks."""
-    find: str
-    """Source text of the stage, exactly as in ``hip.py``, that the mutant replaces (once)."""
-    replace: str
-    """The buggy text put in its place."""
-    incident: str | None = None
-    """The upstream incident or bug report it resembles, if one exists."""
-
-    @property
-    def docstring(self) -> str:
-        """The factory's docstring: bug class, summary, incident, the diff."""
-        text = f"Mutant of hip.{self.stage} -- {self.bug_class}.\n\n{self.summary}\n"
-        if self.incident:
-            text += f"\nResembles: {self.incident}\n"
-        return text + "\n" + self.diff + "\n"
-
-    @property
-    def diff(self) -> str:
-        """The edit as a two-sided diff (``-`` original, ``+`` mutant), indentation stripped."""
-        old = textwrap.dedent(self.find).strip("\n").splitlines() or [""]
-        new = textwrap.dedent(self.replace).strip("\n").splitlines() or ["(line removed)"]
-        return "\n".join([f"- {line}" for line in old] + [f"+ {line}" for line in new])
 
 
 _AMD_FAULT = "the AMD MTP/EAGLE 'GPU memory access fault' after output_size=num_tokens was passed to repeat_interleave"
@@ -333,101 +299,74 @@ _SPECS: tuple[MutantSpec, ...] = (
         "persistent buffers sized for the largest batch seen, refreshed only up to the real token count",
     ),
     MutantSpec(
-        "replay_refreshes_captured_rows_only", "HipBuilder.replay", "replay refreshes only the captured rows",
-        "Replay copies the per-row fields only for as many requests as the captured batch had: when a "
-        "larger batch replays the tier, its extra rows keep the captured pad rows' values.",
-        "        for name, t in md.fields.items():\n            _refill(capture.outputs[name], t, name)",
-        "        for name, t in md.fields.items():\n"
-        "            if name in (\"seq_lens\", \"extend_seq_lens\", \"extend_start_loc\"):\n"
-        "                capture.outputs[name][: capture.bs].copy_(t[: capture.bs])\n"
-        "            else:\n"
-        "                _refill(capture.outputs[name], t, name)",
+        "replay_refreshes_captured_rows_only", "HipBuilder.out_graph", "replay refreshes only the captured rows",
+        "After the capture, the out-graph refresh of the static layout buffers copies only as many rows as the "
+        "captured batch had: when a larger batch replays the tier, its extra rows keep the captured pad rows' values.",
+        "        state.seq_lens.copy_(layout.seq_lens)\n"
+        "        state.extend_seq_lens.copy_(layout.extend_seq_lens)\n"
+        "        state.extend_start_loc.copy_(layout.extend_start_loc)\n",
+        "        rows = inputs.rows if state.max_seq_len == 0 else state.bs  # the capture fills every row\n"
+        "        state.seq_lens[:rows].copy_(layout.seq_lens[:rows])\n"
+        "        state.extend_seq_lens[:rows].copy_(layout.extend_seq_lens[:rows])\n"
+        "        state.extend_start_loc[:rows].copy_(layout.extend_start_loc[:rows])\n",
         "SGLang's CudaGraphRunner.replay_prepare, which must refresh every row whenever bs != raw_bs",
     ),
     MutantSpec(
-        "replay_skips_pf_fields", "HipBuilder.replay", "in-place copy misses new fields",
-        "The replay's in-place copy (DSV4AttnMetadata.copy_) predates the unified-KV pf_* fields and "
-        "leaves them as captured: a replayed batch runs with the previous batch's prefill state.",
-        "        for name, t in md.fields.items():\n            _refill(capture.outputs[name], t, name)",
-        "        for name, t in md.fields.items():\n            if not name.startswith(\"pf_\"):\n"
-        "                _refill(capture.outputs[name], t, name)",
+        "replay_skips_pf_fields", "HipBuilder.out_graph", "refresh misses the newer static buffer",
+        "The out-graph refresh predates the unified-KV pf_* fields: it writes the token map's static buffer "
+        "only when the capture first fills it, so every replay runs with the captured batch's prefill state.",
+        "        state.token_rows.zero_()\n        state.token_rows[:n] = rows_of[:n]\n",
+        "        if state.max_seq_len == 0:  # filled at capture\n"
+        "            state.token_rows.zero_()\n            state.token_rows[:n] = rows_of[:n]\n",
         "DSV4AttnMetadata.copy_ (graph replay copies metadata into captured buffers field by field)",
     ),
     MutantSpec(
-        "replay_asserts_on_graph_state", "HipBuilder.replay", "hidden sync on graph state",
-        "Replay asserts that the captured seq_lens fit the table, reading the buffer captured earlier "
-        "(graph state, not an input of this call) back to the host: a sync inside graph replay.",
-        "        md = target_verify(inputs, check_mirror=self.validate_mirror)\n        for name",
-        "        assert int(capture.outputs[\"seq_lens\"][: capture.bs].max()) <= inputs.req_to_token.shape[1]\n"
-        "        md = target_verify(inputs, check_mirror=self.validate_mirror)\n        for name",
-        "debug asserts on persistent CUDA-graph buffers (cudaStreamSynchronize inside replay)",
+        "replay_asserts_on_graph_state", "HipBuilder.out_graph", "hidden sync on graph state",
+        "Before each replay, out-graph work asserts that the captured seq_lens fit the table, reading the "
+        "static buffer (graph state, not an input of this call) back to the host: a sync on every replay.",
+        "        layout = verify_extension(inputs, seq_lens_cpu)\n        state.seq_lens",
+        "        assert int(state.seq_lens[: state.bs].max()) <= inputs.req_to_token.shape[1]\n"
+        "        layout = verify_extension(inputs, seq_lens_cpu)\n        state.seq_lens",
+        "debug asserts on persistent CUDA-graph buffers (cudaStreamSynchronize before every replay)",
+    ),
+    # -- graph replay as a GPU does it: what recorded work froze at capture (issue 18) ---------------
+    MutantSpec(
+        "tier_count_staged_in_graph", "HipBuilder.in_graph", "async copy from a host buffer made at capture",
+        "The in-graph work stages the tier's token count into a host buffer of its own (torch.tensor) and copies "
+        "it over asynchronously, instead of copying the graph state's buffer out-graph work refreshes: the "
+        "recorded copy reads that capture-time buffer at every replay, so a replay whose count differs (a capped "
+        "tier) treats the wrong tokens as pads.",
+        "        state.num_tokens.copy_(state.num_tokens_host, non_blocking=True)",
+        "        staged = torch.tensor(int(state.num_tokens_host), dtype=_I64)\n"
+        "        state.num_tokens.copy_(staged, non_blocking=True)",
+        "stale plan offsets and lengths staged on the host inside a captured DSV4 verify graph (upstream issues)",
+    ),
+    MutantSpec(
+        "pad_row_branch_at_capture", "prefill_state", "Python branch frozen at capture",
+        "When the batch has pad rows, their tokens store into slot 0 without a gather: a Python branch on the "
+        "batch size, decided once at capture.  Right on every fresh build; a replay with more real requests "
+        "than the captured batch sends their tokens' prefill state to slot 0.",
+        '        "pf_state_slot": torch.where(real, inputs.req_pool_indices[bid], slots),',
+        '        "pf_state_slot": torch.where(real & (bid < inputs.bs), inputs.req_pool_indices[bid], 0)\n'
+        '        if inputs.bs < inputs.rows else torch.where(real, inputs.req_pool_indices[bid], slots),',
+        "host-side branches in graph-captured metadata code (a CUDA graph replays the branch it recorded)",
+    ),
+    MutantSpec(
+        "tier_padding_in_graph", "HipBuilder.in_graph", "replay keeps the captured request geometry",
+        "The in-graph work pads the call's own ragged lengths to the tier (inputs.verify_lens, a per-call "
+        "tensor of bs rows) instead of reading the static buffer out-graph work refreshed: the graph keeps the "
+        "captured batch's request count and widths, so a replay whose geometry differs runs on the capture's.",
+        "        layout = Layout(state.seq_lens, state.extend_seq_lens, state.extend_start_loc, None, None,",
+        "        extend = state.extend_seq_lens\n"
+        "        if inputs.verify_lens is not None and inputs.graph is not None:\n"
+        "            g = inputs.graph\n"
+        "            extend = pad_verify_lens_to_bucket(inputs.verify_lens, inputs.rows, g.graph_num_tokens, g.cap)\n"
+        "        layout = Layout(state.seq_lens, extend, state.extend_start_loc, None, None,",
+        "replays whose request geometry differed from the captured one (DSV4 MTP verify, upstream issues)",
     ),
 )
 
-# The compression groups (metadata_builders.hip_compression): two or more per group.
-_SPECS += (
-    MutantSpec(
-        "compress_gate_on_position", "compression.compressed_attention", "positions for lengths",
-        "A token compresses when its position, not its length, is a multiple of the ratio: every c4/c128 "
-        "store location lands one token early (the token that completes a group stores nothing).",
-        "        compress = torch.remainder(casual, ratio) == 0",
-        "        compress = torch.remainder(casual - 1, ratio) == 0",
-        "the seq_lens_casual vs positions_casual split of make_core_attn_metadata",
-    ),
-    MutantSpec(
-        "c128_page_indices_inclusive", "compression.c128_page_indices", "off-by-one visibility bound",
-        "The c128 page indices show slot k while k <= the raw length: one compressed slot not yet written "
-        "becomes visible to attention.",
-        "torch.where(k.unsqueeze(0) < raw.to(_I64).unsqueeze(1),",
-        "torch.where(k.unsqueeze(0) <= raw.to(_I64).unsqueeze(1),",
-    ),
-    MutantSpec(
-        "sparse_lengths_from_raw", "compression.sparse_buffers", "clamp-1 and raw lengths swapped",
-        "The sparse top-k lengths clamp the raw c4 lengths instead of the clamp-1 ones: a token with no "
-        "compressed entry yet gets length 0 where the FlashMLA kernel needs 1.",
-        '        "c4_sparse_topk_lengths": clamp1.clamp(max=topk),',
-        '        "c4_sparse_topk_lengths": compressed["c4_topk_lengths_raw"].clamp(max=topk),',
-        "sparse_buffers in attn_glue_hip (c4_sparse_topk_lengths vs c4_sparse_topk_lengths_raw)",
-    ),
-    MutantSpec(
-        "sparse_page_indices_zero_filled", "compression.sparse_buffers", "zeros for the -1 fill",
-        "The sparse page-index buffer starts as zeros instead of -1: every column the top-k kernel does not "
-        "fill points at page 0 instead of nowhere.",
-        "_aligned(topk, geo.page_index_align)), -1,",
-        "_aligned(topk, geo.page_index_align)), 0,",
-    ),
-    MutantSpec(
-        "indexer_lengths_clamped", "compression.indexer_metadata", "clamp-1 lengths for the indexer",
-        "The c4 indexer ranks clamp-1 lengths (what decode rows of the low ratios use) instead of the raw "
-        "ones: a token with no compressed entry scores one phantom entry.",
-        '    return {"indexer_compressed_seq_lens": compressed["c4_topk_lengths_raw"]}',
-        '    return {"indexer_compressed_seq_lens": compressed["c4_topk_lengths_clamp1"]}',
-        "init_forward_metadata_indexer (c4 raw vs the low ratios' clamp-1 lengths)",
-    ),
-    MutantSpec(
-        "indexer_lengths_from_c128", "compression.indexer_metadata", "wrong ratio",
-        "The indexer reads the c128 lengths instead of the c4 ones.",
-        '    return {"indexer_compressed_seq_lens": compressed["c4_topk_lengths_raw"]}',
-        '    return {"indexer_compressed_seq_lens": compressed["c128_topk_lengths_raw"]}',
-    ),
-    MutantSpec(
-        "host_plan_mirror_off_by_one", "compression.compress_plans", "host-mirror arithmetic off by one",
-        "The compress plan's host mirror adds one draft token too few (seq_lens_cpu + num_draft - 1): on an "
-        "eager build with a host mirror every compression and state write lands one position early, while "
-        "the device plan is right. The one GPU consumer of the mirror the CPU-mirror fix is about.",
-        "[s + draft for s in seq_lens_cpu]",
-        "[s + draft - 1 for s in seq_lens_cpu]",
-        "the seq_lens_cpu + num_draft arithmetic of init_forward_metadata_target_verify_old (CPU-mirror fix)",
-    ),
-    MutantSpec(
-        "device_plan_drops_write_pad", "compression.device_plan", "rollback tail not kept",
-        "The device plan writes the state ring only from the last compressed group, ignoring the verified "
-        "tail a rollback keeps (mtp_pad): after a rejected draft the ring lacks the tokens it must replay.",
-        "    writes = real & (position >= torch.minimum(last_c, seq_lens[r] - pad))",
-        "    writes = real & (position >= last_c)",
-        "c_plan.cuh's mtp_pad (write plan keeps the verify batch's committed tail resident)",
-    ),
-)
+_SPECS += GROUP_SPECS  # the whole metadata's groups (compression, the low ratios)
 
 MUTANTS: dict[str, MutantSpec] = {spec.name: spec for spec in _SPECS}
 """Every mutant by name, in pipeline order."""

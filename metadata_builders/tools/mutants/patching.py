@@ -5,7 +5,7 @@ text of its stage and raises :class:`~metadata_builders.errors.MutantDoesNotAppl
 when the text is not there exactly once (``hip.py`` changed), so a stale mutant
 fails loudly instead of silently testing nothing.  :class:`MutantBuilder`
 compiles the edited copy once in ``hip``'s namespace and, for the duration of
-each ``build`` / ``capture`` / ``replay``, puts it in place of the original in
+each ``build`` and each graph phase (``graph_state`` / ``out_graph`` / ``in_graph``), puts it in place of the original in
 the ``hip`` module, so the rest of the pipeline calls the mutated stage exactly
 as it would call a buggy upstream one.  Nothing edits outputs after the fact.
 
@@ -34,9 +34,9 @@ from metadata_builders.tools.mutants.catalogue import MUTANTS, MutantSpec
 
 if TYPE_CHECKING:
     from metadata_builders.builders import AuditedBuilder
-    from metadata_builders.hip import GraphCapture
+    from metadata_builders.hip import GraphState
     from metadata_builders.inputs import VerifyInputs
-    from metadata_builders.metadata import VerifyMetadata
+    from metadata_builders.metadata import Decision, VerifyMetadata
 
 __all__ = [
     "FACTORIES",
@@ -54,12 +54,17 @@ def _stage_module(stage: str) -> tuple[Any, str]:
     """The module that defines ``stage`` and the function's name there.
 
     ``compression.<fn>`` names a function of :mod:`metadata_builders.hip_compression`
-    (the compression groups); anything else is a function of :mod:`metadata_builders.hip`.
+    (the compression groups), ``low_ratios.<fn>`` one of :mod:`metadata_builders.hip_low_ratios`;
+    anything else is a function of :mod:`metadata_builders.hip`.
     """
     if stage.startswith("compression."):
         from metadata_builders import hip_compression
 
         return hip_compression, stage.partition(".")[2]
+    if stage.startswith("low_ratios."):
+        from metadata_builders import hip_low_ratios
+
+        return hip_low_ratios, stage.partition(".")[2]
     from metadata_builders import hip
 
     return hip, stage
@@ -117,7 +122,7 @@ def mutant_builder_class() -> type:
     class _MutantBuilder(HipBuilder):
         """A :class:`~metadata_builders.hip.HipBuilder` with one stage replaced by a mutant.
 
-        During each ``build``/``capture``/``replay`` the mutated function stands in
+        During each ``build`` and graph phase the mutated function stands in
         for the original in the ``hip`` module namespace (restored afterwards, even
         on error); a ``HipBuilder.<method>`` stage replaces that method instead.
         Keeps no state between builds, like the builder it mutates.
@@ -135,11 +140,15 @@ def mutant_builder_class() -> type:
         def build(self, inputs: VerifyInputs) -> VerifyMetadata:
             return self._run("build", inputs)
 
-        def capture(self, inputs: VerifyInputs) -> GraphCapture:
-            return self._run("capture", inputs)
+        def graph_state(self, inputs: VerifyInputs) -> GraphState:
+            return self._run("graph_state", inputs)
 
-        def replay(self, capture: GraphCapture, inputs: VerifyInputs) -> VerifyMetadata:
-            return self._run("replay", capture, inputs)
+        def out_graph(self, state: GraphState, inputs: VerifyInputs) -> Decision:
+            return self._run("out_graph", state, inputs)
+
+        def in_graph(self, state: GraphState, inputs: VerifyInputs) -> dict[str, Any]:
+            # Runs once, at capture: a replay re-executes what was recorded, whatever the stage.
+            return self._run("in_graph", state, inputs)
 
         def _run(self, method: str, *args: Any) -> Any:
             if self.spec.stage == f"HipBuilder.{method}":
