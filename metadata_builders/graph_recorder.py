@@ -64,6 +64,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from metadata_builders.audit import DeviceAudit, is_device_resident
+from metadata_builders.audit.residency import _tensors
 from metadata_builders.errors import CaptureMismatch, CaptureSync, InvalidMetadata
 from metadata_builders.metadata import Decision, VerifyMetadata
 
@@ -249,17 +250,6 @@ def replay_graph(builder: Any, state: Any, inputs: VerifyInputs, graph: Recorded
 
 
 # -- helpers ------------------------------------------------------------------------------------------
-
-
-def _tensors(obj: Any) -> Iterator[torch.Tensor]:
-    if isinstance(obj, torch.Tensor):
-        yield obj
-    elif isinstance(obj, (list, tuple)):
-        for x in obj:
-            yield from _tensors(x)
-    elif isinstance(obj, dict):
-        for x in obj.values():
-            yield from _tensors(x)
 
 
 def _reachable(obj: Any, depth: int = 4) -> Iterator[torch.Tensor]:

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import pytest
 
-from metadata_builders import GraphTier, get_builder, variants_for
+from metadata_builders import GraphTier, variants_for
 from metadata_builders.batch import Compression
 from metadata_builders.errors import PropertyFailure
 from metadata_builders.metadata import FIELDS
 from metadata_builders.properties import check_p1_reference
-from tests.test_sglang_compression import _known, compressed
+from tests.test_sglang_compression import _known, compressed, sglang, upstream  # noqa: F401 (fixtures)
 
 pytestmark = pytest.mark.sglang
 
@@ -24,16 +24,6 @@ EXAMPLES = {
     "ragged_capped_tier_with_tail_pads": lambda c: compressed([5, 126], [1, 3], 3, verify_lens=[3, 1],
                                                               graph=GraphTier(3, 9, cap=3), compression=c),
 }
-
-
-@pytest.fixture(scope="module")
-def sglang():
-    return get_builder("sglang", "cpu")
-
-
-@pytest.fixture(scope="module")
-def upstream(sglang):
-    return sglang.inner.upstream
 
 
 def _low_fields(low_ratios: tuple[int, ...]) -> set[str]:
