@@ -65,6 +65,11 @@ def _f9(field: str, message: str, batch: VerifyBatch) -> bool:
     return field == "audit.faults" and "the compress planner wrote" in message and batch.divergence is not None
 
 
+def _f12(field: str, message: str, batch: VerifyBatch) -> bool:
+    return "AssertionError: self.raw_out_loc.shape" in message and batch.divergence is not None and batch.is_ragged \
+        and batch.geometry.compression is not None
+
+
 def _f11(field: str, message: str, batch: VerifyBatch) -> bool:
     # Upstream's semantics before 0.5.20 (no per-request c4 ring), so only where the installed release lacks it.
     return field in ("c4_compress_plan", "c4_write_plan") and batch.geometry.compression is not None \
@@ -94,6 +99,9 @@ FINDINGS: tuple[Finding, ...] = (
             "0.5.21+: the graph path plans compression from device extend lengths; a stale copy summing past the "
             "tier makes kernel0 write plan entries past its num_q_tokens buffers (the dspark gate covers the token "
             "map only)"),
+    Finding("F12", ("P6", "P8"), _f12,
+            "with compression, a stale device ragged layout whose total is read from the device makes "
+            "init_compression_metadata assert raw_out_loc's rows against num_tokens (the process stops)"),
     Finding("F11", ("P1",), _f11,
             "0.5.18/0.5.19: the c4 compress state lives in the SWA pool (no per-request ring), so their c4 plans "
             "differ from the reference (0.5.20+ semantics) on every compressed batch"),
@@ -101,8 +109,9 @@ FINDINGS: tuple[Finding, ...] = (
 """The findings the gate and ``check --builder sglang`` recognise."""
 
 
-JUDGES_DIVERGENCE = ("P6",)
-"""Properties that judge a batch with its divergence; every other property judges it without (``_clean``)."""
+JUDGES_DIVERGENCE = ("P6", "P8")
+"""Properties that build a batch with its divergence (P6 judges the faults, P8 that the diverged inputs stay
+untouched); every other property judges it without (``_clean``)."""
 
 
 def known_finding(prop: str, field: str, message: str, batch: VerifyBatch) -> str | None:
@@ -110,7 +119,8 @@ def known_finding(prop: str, field: str, message: str, batch: VerifyBatch) -> st
 
     A finding is matched on the batch the property judged: P1 and P5 judge a
     diverging batch without its divergence, so an F2c batch drawn with one is F2c
-    for them as for any other F2c batch (P6 judges it diverged: F7 there).
+    for them as for any other F2c batch (P6 judges it diverged: F7 there; P8
+    builds it diverged too: F12).
     """
     judged = batch if prop in JUDGES_DIVERGENCE or batch.divergence is None else batch.without_divergence()
     for finding in FINDINGS:

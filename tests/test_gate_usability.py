@@ -280,3 +280,18 @@ def test_f11_is_known_only_where_the_installed_release_keeps_c4_state_in_the_swa
         assert findings.known_finding("P1", "swa_loc", message, batch) is None
         uncompressed = batch.replace(geometry=dataclasses.replace(batch.geometry, compression=None))
         assert findings.known_finding("P1", "c4_write_plan", message, uncompressed) is None
+
+
+def test_f12_is_known_where_p8_builds_the_diverged_batch() -> None:
+    """P8 builds a batch with its divergence: upstream's assertion on the stale ragged total is F12 there."""
+    from metadata_builders.batch import VerifyBatch
+    from metadata_builders.findings import known_finding
+
+    d = json.loads((pathlib.Path(__file__).parent / "regressions" / "sglang"
+                    / "f12_compression_asserts_on_stale_ragged_device_total.json").read_text())
+    batch = VerifyBatch.from_dict(d)
+    message = ("P8: builder raised AssertionError: self.raw_out_loc.shape=torch.Size([1]), num_tokens=2 "
+               "(at deepseek_v4_backend_hip_radix.py:589 in init_compression_metadata)")
+    assert known_finding("P8", "None", message, batch) == "F12"
+    assert known_finding("P8", "None", message, batch.without_divergence()) is None
+    assert known_finding("P1", "None", message, batch) is None
