@@ -119,3 +119,16 @@ def test_hip_equals_reference_on_generated_batches(batch: VerifyBatch, low_ratio
         for name in fields_for(batch.geometry):
             if FIELDS[name].group == "low_ratios":
                 assert got[name] == want[name], f"{variant.label}: {name}"
+
+
+def test_p5_compares_the_indexer_page_table_on_the_eager_builds_columns() -> None:
+    """The graph sizes the page table by the tier, and the low-ratio indexer's table with it (found by the suite
+    on a fresh clone: one request, one token, page 128, ratio 1); P5 compares eager's columns, as for page_table."""
+    from metadata_builders.properties import check_p5_graph_vs_eager
+    from tests._examples import make_batch
+
+    geometry = Geometry(page_size=128, swa_window=1, ring_size=1, unified_swa_window=1, page_index_align=64,
+                        compression=Compression(index_topk=512, c4_ring_size=8, c128_ring_size=128,
+                                                unified_swa_pages=1, low_ratios=(1,)))
+    batch = make_batch([1], [1], 1, width=300, graph=GraphTier(1, 1, cap=1)).replace(geometry=geometry)
+    check_p5_graph_vs_eager(get_builder("hip"), batch)
