@@ -82,12 +82,7 @@ class Layout:
 
 def target_verify(inputs: VerifyInputs, *, check_mirror: bool = False) -> VerifyMetadata:
     """Entry point (``init_forward_metadata_target_verify``): the mirror fallback, then the five stages."""
-    seq_lens_cpu = inputs.seq_lens_cpu
-    if check_mirror:
-        validate_mirror(inputs.seq_lens, seq_lens_cpu)
-    if inputs.verify_lens is None and inputs.variant.mirror == "tolist":
-        # The pre-fix fallback: no host mirror was passed, so read it back (one D2H sync).
-        seq_lens_cpu = inputs.seq_lens.tolist()
+    seq_lens_cpu = host_mirror(inputs, check_mirror=check_mirror)
     layout = verify_extension(inputs, seq_lens_cpu)
     _log.debug("target verify %s: %d rows, %d tokens", inputs.variant.label, inputs.rows, layout.num_tokens)
     seq_lens_casual, slots = causal_expansion(layout, inputs)
@@ -95,6 +90,17 @@ def target_verify(inputs: VerifyInputs, *, check_mirror: bool = False) -> Verify
     fields.update(unified_prefill_meta(layout, inputs, slots))
     _downstream_fields(layout, inputs, fields, seq_lens_cpu)
     return VerifyMetadata(fields, _decision(layout))
+
+
+def host_mirror(inputs: VerifyInputs, *, check_mirror: bool = False) -> list[int] | None:
+    """The host mirror the stages read: the caller's (checked on request), else the pre-fix fallback's read."""
+    seq_lens_cpu = inputs.seq_lens_cpu
+    if check_mirror:
+        validate_mirror(inputs.seq_lens, seq_lens_cpu)
+    if inputs.verify_lens is None and inputs.variant.mirror == "tolist":
+        # The pre-fix fallback: no host mirror was passed, so read it back (one D2H sync).
+        seq_lens_cpu = inputs.seq_lens.tolist()
+    return seq_lens_cpu
 
 
 def _decision(layout: Layout) -> Decision:
@@ -439,12 +445,7 @@ class HipBuilder:
         contract allows happens here, outside the graph.  All of it lands in
         ``state`` in place, so the addresses the graph recorded stay valid.
         """
-        seq_lens_cpu = inputs.seq_lens_cpu
-        if self.validate_mirror:
-            validate_mirror(inputs.seq_lens, seq_lens_cpu)
-        if inputs.verify_lens is None and inputs.variant.mirror == "tolist":
-            seq_lens_cpu = inputs.seq_lens.tolist()  # the pre-fix fallback's one read, out-graph
-        layout = verify_extension(inputs, seq_lens_cpu)
+        layout = verify_extension(inputs, host_mirror(inputs, check_mirror=self.validate_mirror))
         state.seq_lens.copy_(layout.seq_lens)
         state.extend_seq_lens.copy_(layout.extend_seq_lens)
         state.extend_start_loc.copy_(layout.extend_start_loc)

@@ -67,7 +67,7 @@ CORRECT = (
         "num_tokens, exact = int(extend.sum().item()), True", "num_tokens, exact = int(extend.sum()), True",
     ),
     MutantSpec(
-        "mirror_read_through_cpu", "target_verify", "same read, another spelling",
+        "mirror_read_through_cpu", "host_mirror", "same read, another spelling",
         "The pre-fix fallback copies seq_lens to the host once and converts it there.",
         "seq_lens_cpu = inputs.seq_lens.tolist()", "seq_lens_cpu = [int(x) for x in inputs.seq_lens.cpu()]",
     ),

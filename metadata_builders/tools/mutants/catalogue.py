@@ -33,9 +33,9 @@ _TOLIST_STALL = "the seq_lens.tolist() D2H sync in init_forward_metadata_target_
 _SPECS: tuple[MutantSpec, ...] = (
     # -- the entry point and the mirror -------------------------------------------------------------
     MutantSpec(
-        "mirror_not_plumbed", "target_verify", "host mirror dropped, fallback syncs",
+        "mirror_not_plumbed", "host_mirror", "host mirror dropped, fallback syncs",
         "The caller's seq_lens_cpu is ignored and the builder falls back to seq_lens.tolist() on the "
-        "host-mirror path too: the regression the CPU-mirror fix removed.",
+        "host-mirror path too, eager and out-graph alike: the regression the CPU-mirror fix removed.",
         "if inputs.verify_lens is None and inputs.variant.mirror == \"tolist\":",
         "if inputs.verify_lens is None and inputs.variant.mirror in (\"tolist\", \"host\"):",
         _TOLIST_STALL,
@@ -324,9 +324,11 @@ _SPECS: tuple[MutantSpec, ...] = (
         "replay_asserts_on_graph_state", "HipBuilder.out_graph", "hidden sync on graph state",
         "Before each replay, out-graph work asserts that the captured seq_lens fit the table, reading the "
         "static buffer (graph state, not an input of this call) back to the host: a sync on every replay.",
-        "        layout = verify_extension(inputs, seq_lens_cpu)\n        state.seq_lens",
+        "        layout = verify_extension(inputs, host_mirror(inputs, check_mirror=self.validate_mirror))\n"
+        "        state.seq_lens",
         "        assert int(state.seq_lens[: state.bs].max()) <= inputs.req_to_token.shape[1]\n"
-        "        layout = verify_extension(inputs, seq_lens_cpu)\n        state.seq_lens",
+        "        layout = verify_extension(inputs, host_mirror(inputs, check_mirror=self.validate_mirror))\n"
+        "        state.seq_lens",
         "debug asserts on persistent CUDA-graph buffers (cudaStreamSynchronize before every replay)",
     ),
     # -- graph replay as a GPU does it: what recorded work froze at capture (issue 18) ---------------
