@@ -335,16 +335,33 @@ class MemoBuilder:
     P1, P3, P4, P6, P7 and P8 rebuild the same (batch, variant) pairs.
     """
 
-    def __init__(self, inner: Any) -> None:
+    def __init__(self, inner: Any, played_history: tuple[VerifyBatch, ...] | None = None) -> None:
         self.inner = inner
         self.name = getattr(inner, "name", "builder")
+        self.played_history = played_history
+        """The batches ``inner`` built (P9's history) before this memo was handed out, when it was made
+        for that: P9 then judges its builds instead of seasoning another twin."""
         self._cache: dict[tuple[VerifyBatch, Variant], VerifyMetadata] = {}
+        self._twin: MemoBuilder | None = None
 
     def build(self, batch: VerifyBatch, variant: Variant) -> VerifyMetadata:
         key = (batch, variant)
         if key not in self._cache:
             self._cache[key] = self.inner.build(batch, variant)
         return self._cache[key]
+
+    def fresh(self) -> Any:
+        """A freshly constructed twin of ``inner``; for a seasoned memo, one twin (memoised) for every asker.
+
+        The gate judges a batch's P9 first, so the shared twin's first builds are
+        P9's fresh builds of the batch; P1-P8 confirm their failures on it and
+        reuse them.
+        """
+        if self.played_history is None:
+            return self.inner.fresh()
+        if self._twin is None:
+            self._twin = MemoBuilder(self.inner.fresh())
+        return self._twin
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)

@@ -27,6 +27,7 @@ from metadata_builders.reproduce import reproduce
 from metadata_builders.tools.mutants import mutant_builder
 
 P1 = next(spec for spec in PROPERTIES if spec.name == "P1")
+P9 = next(spec for spec in PROPERTIES if spec.name == "P9")
 CAPPED_WITH_A_SPARE_SLOT = make_batch([5, 3], [2, 1], 3, verify_lens=[2, 1], num_slots=4, graph=GraphTier(3, 8, cap=2))
 """Pad row 2 takes 2 tokens (cap 2), tokens 5..7 are an uncovered tail in slot 0; slot 3 is spare."""
 
@@ -126,3 +127,34 @@ def test_largest_form_skips_spare_slots_the_table_cannot_hold() -> None:
                         req_to_token=[[0, 1], [0, 1], [2, 3]], full_to_swa=[0, 1, 2, 3, -1],
                         geometry=Geometry(1, 1, 1, 1, 1))
     assert requests_in_spare_slots(batch, None, 2) is None
+
+
+def test_the_gate_judges_a_batch_on_one_seasoned_builder_and_p1_on_a_fresh_one() -> None:
+    """The gate shares one builder per batch, seasoned with P9's history, so P9's builds are P1's; a P1 failure
+    only that history causes is judged again on a fresh builder (held), and P9 reports it."""
+    from metadata_builders.gate.evaluate import _outcomes, seasoned
+
+    builder = mutant_builder("stateful_scratch_tail")
+    memo = seasoned(builder, CAPPED_WITH_A_SPARE_SLOT)
+    assert memo.played_history == tuple(history_for(CAPPED_WITH_A_SPARE_SLOT))
+    assert memo.fresh() is memo.fresh() and memo.fresh().inner is not memo.inner  # one twin, P9's and P1's
+    assert memo.fresh().played_history is None
+    outcomes = {o.prop: o for o in _outcomes([P1, P9], builder, CAPPED_WITH_A_SPARE_SLOT, 0)}
+    assert outcomes["P1"].status == "held"
+    assert outcomes["P9"].status == "failed" and outcomes["P9"].field == "verify_store_state_slot"
+
+
+def test_p9_on_a_seasoned_memo_reuses_its_builds(monkeypatch) -> None:
+    """On the gate's seasoned memo, P9 builds nothing P1 has not built (no second twin, no second history)."""
+    from metadata_builders.builders import MemoBuilder
+    from metadata_builders.gate.evaluate import seasoned
+
+    memo = seasoned(get_builder("hip"), CAPPED_WITH_A_SPARE_SLOT)
+    P1.check(memo, CAPPED_WITH_A_SPARE_SLOT)
+    built = []
+    inner_build = memo.inner.build
+    monkeypatch.setattr(memo.inner, "build", lambda batch, variant: built.append(variant) or inner_build(batch, variant))
+    monkeypatch.setattr(MemoBuilder, "fresh", lambda self: pytest.fail("P9 made a twin of a seasoned memo"),
+                        raising=False)
+    assert check_p9_no_hidden_state(memo, CAPPED_WITH_A_SPARE_SLOT) == []
+    assert built == []

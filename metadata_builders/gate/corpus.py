@@ -28,10 +28,12 @@ PER_KIND = {"dev": 5, "ci": 10, "nightly": 100}
 Measured (35 catalogue mutants, ``gate --base-builder hip --head-builder <mutant>``): killed 33
 at 5 per kind (``tier_slack_first_real_row`` and ``swa_window_reads_past_table`` need rarer
 shapes), 35 at 10, 15 and 20; at 10 those two are killed by 5 and 2 of the 60 batches, at 15 by
-10 and 3 of 90.  ``ci`` takes 10 because SGLang's gate pays per batch: about 7.4 CPU s a batch
-for both sides and both routes (0.5.23, CPU: 1.6 s a side on the Triton route, 0.7 on the
-torch route, P9 about half of it) plus about 100 CPU s of process start-up, so 90 batches
-measured 762 CPU s (over six minutes on two idle cores) and 60 stay within five.
+10 and 3 of 90.  ``ci`` takes 10 because SGLang's gate pays per batch (0.5.23, CPU, one
+process, the default 70 batches): 1.6 CPU s a side on the Triton route and 0.9 on the torch
+route, one build of every variant after P9's history shared by all properties
+(:func:`~metadata_builders.gate.evaluate.seasoned`; 2.5 s and 1.3 s when P9 rebuilt them), plus
+the process start-up (8 s a worker to import SGLang): base and head on both routes took 288 s
+on two idle cores.
 """
 
 

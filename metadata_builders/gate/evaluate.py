@@ -1,8 +1,9 @@
 """Evaluating corpus batches with one side's builder: shared by the pytest items and the isolation runner.
 
 Every property runs on every batch (a failure is recorded, never raised, so
-nothing stops the search), the builds shared between properties
-(:class:`~metadata_builders.builders.MemoBuilder`).  Each batch's outcomes are
+nothing stops the search), on one builder per batch whose builds the properties
+share (:class:`~metadata_builders.builders.MemoBuilder`): a fresh twin of the
+side's builder that has first built the batch's P9 history (:func:`seasoned`).  Each batch's outcomes are
 written and flushed as soon as it is done, one JSON line per (property, batch),
 and a progress file says which batch is running since when::
 
@@ -36,7 +37,7 @@ from metadata_builders.gate.model import (
     shorten,
 )
 
-__all__ = ["evaluate_batches", "main", "make_builder"]
+__all__ = ["evaluate_batches", "main", "make_builder", "seasoned"]
 
 
 def make_builder(name: str, device: str) -> Any:
@@ -68,19 +69,53 @@ def _signature(prop: str, failure: Any, builder: Any, batch: Any) -> tuple[str, 
     return (f"{failure.variant}|{failure.field}",)
 
 
+def seasoned(builder: Any, batch: Any) -> Any:
+    """A memo over a fresh twin of ``builder`` that has built ``batch``'s P9 history; None when there is none.
+
+    The properties of one batch then share one builder: P9's builds after the
+    history are P1's builds (half of a batch's cost on SGLang).  None when the
+    builder cannot be made afresh, the batch has no history, or the history
+    raises (P9 plays it again on its own twin and reports that).
+    """
+    from metadata_builders.builders import MemoBuilder
+    from metadata_builders.properties.state import can_be_made_afresh, history_for, play_history
+
+    history = tuple(history_for(batch)) if can_be_made_afresh(builder) else ()
+    if not history:
+        return None
+    memo = MemoBuilder(builder.fresh(), history)
+    try:
+        play_history(memo, list(history))
+    except Exception:  # noqa: BLE001 - P9's own run reports it, with the exception named
+        return None
+    return memo
+
+
 def _outcomes(props: list, builder: Any, batch: Any, index: int) -> list[Outcome]:
+    """Every property on ``batch``, on one seasoned builder when P9 is judged; P1-P8 failures confirmed on a fresh one.
+
+    A P1-P8 failure that a freshly constructed builder does not repeat is hidden
+    state, which is P9's to report: the outcome recorded is the fresh builder's,
+    so every replay file the gate writes reproduces on a fresh builder.  The fresh
+    builder is one twin per batch (:meth:`MemoBuilder.fresh`), P9's own: P9 runs
+    first, so the twin's first builds are the batch's, and the others reuse them.
+    """
     from metadata_builders.builders import MemoBuilder
     from metadata_builders.properties import verdict
 
-    memo = MemoBuilder(builder)
-    out = []
-    for spec in props:
-        result = verdict(spec, memo, batch)
+    season = seasoned(builder, batch) if any(spec.name == "P9" for spec in props) else None
+    memo = season or MemoBuilder(builder)
+    out: dict[str, Outcome] = {}
+    for spec in sorted(props, key=lambda spec: spec.name != "P9"):  # P9 first: the fresh twin's first builds
+        result, judged = verdict(spec, memo, batch), memo
+        if result.failure is not None and season is not None and spec.name != "P9":
+            judged = season.fresh()
+            result = verdict(spec, judged, batch)
         failure = result.failure
-        out.append(Outcome(spec.name, index, result.status, _signature(spec.name, failure, memo, batch),
-                           shorten(str(failure)) if failure is not None else "", result.why,
-                           str(failure.field) if failure is not None else ""))
-    return out
+        out[spec.name] = Outcome(spec.name, index, result.status, _signature(spec.name, failure, judged, batch),
+                                 shorten(str(failure)) if failure is not None else "", result.why,
+                                 str(failure.field) if failure is not None else "")
+    return [out[spec.name] for spec in props]
 
 
 def evaluate_batches(builder: Any, corpus_path: str, indices: Iterable[int], out_path: str, progress_path: str,
