@@ -22,6 +22,9 @@ autotuners and heuristics included) -- so the launch runs inside the audit's
 of them read.  Nested audits install it once; it is removed when the last one
 exits, restoring whatever ``run`` was before (a test's counting wrapper too).
 
+Others may watch the same launches (:data:`WATCHERS`): the graph recorder keeps each
+launch inside a capture as one op, re-launched on the same arguments at every replay.
+
 Not covered: a builder that first imports triton *inside* an audited build
 (its first build's launches are seen as the interpreter's host copies, i.e. as
 reads: loud, never silent); compiled launches on a GPU (no host copies there;
@@ -37,7 +40,7 @@ from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager as ContextManager
 from typing import Any
 
-__all__ = ["INTERPRETER_MODULE", "interpreted_launches"]
+__all__ = ["INTERPRETER_MODULE", "WATCHERS", "interpreted_launches"]
 
 INTERPRETER_MODULE = "triton.runtime.interpreter"
 """Where ``InterpretedFunction`` lives; looked up in ``sys.modules``, never imported."""
@@ -48,8 +51,20 @@ _INSTALLED: tuple[type, Any, Callable[..., Any]] | None = None
 """(class, what ``run`` was before, our wrapper) while installed."""
 
 
+WATCHERS: list[Callable[[Any, tuple, dict], ContextManager[None]]] = []
+"""Who else sees each interpreted launch while the audit's wrapper is installed: each entry is called
+with (the kernel, its positional and keyword arguments) and the launch runs inside what it returns.
+The graph recorder (:mod:`metadata_builders.graph_recorder`) keeps a launch as one recorded op so."""
+
+
 def _wrap(run: Callable[..., Any], launch: Callable[[Any], ContextManager[None]]) -> Callable[..., Any]:
     def run_audited(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if WATCHERS and not kwargs.get("warmup"):
+            with contextlib.ExitStack() as stack:
+                for watcher in list(WATCHERS):
+                    stack.enter_context(watcher(self, args, kwargs))
+                with launch((args, kwargs)):
+                    return run(self, *args, **kwargs)
         with launch((args, kwargs)):
             return run(self, *args, **kwargs)
 

@@ -24,7 +24,11 @@ the audit places memory and models the HIP device exactly as in a build.  A call
 is device work when it makes or writes device memory; it is kept with its
 arguments (the tensors themselves: their storages) and the outputs it made.  Host
 work (a host factory, host arithmetic) is not kept: a graph does not capture the
-CPU, so what it made stays as it was at capture.  Views are not kept either (no
+CPU, so what it made stays as it was at capture.  An interpreted Triton launch
+(``kernel[grid](...)``, seen through :data:`metadata_builders.audit_triton.WATCHERS`)
+is kept as one call with its kernel and arguments, grid and numbers as given at
+capture, as a GPU graph keeps a kernel node; the interpreter's own torch calls
+inside it are not the builder's and are not kept.  Views are not kept either (no
 kernel); they alias what is refreshed.  (It records above the audit, not at the
 dispatch level below it: the HIP model's own bookkeeping -- the bounds check of a
 device gather reads two numbers back -- runs below the audit and would read as
@@ -53,7 +57,9 @@ from the state ``graph_state`` returned, when it returned it) is a
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import functools
 import os
 import sys
 from collections.abc import Callable, Iterable, Iterator
@@ -63,6 +69,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch.overrides import TorchFunctionMode
 
+from metadata_builders import audit_triton
 from metadata_builders.audit import DeviceAudit, is_device_resident
 from metadata_builders.audit.residency import _tensors
 from metadata_builders.errors import CaptureMismatch, CaptureSync, InvalidMetadata
@@ -174,9 +181,44 @@ class GraphRecorder(TorchFunctionMode):
         self._graph_state = {_storage(t) for t in _reachable(list(graph_state))}
         self._made: dict[int, str] = {}
         """Host storage -> how it was made or filled during the recording."""
+        self._launching = 0
+        """Inside an interpreted Triton launch: its own torch calls (host copies) are not the builder's."""
+
+    def __enter__(self) -> GraphRecorder:
+        audit_triton.WATCHERS.append(self._launch)
+        return super().__enter__()
+
+    def __exit__(self, *exc: Any) -> None:
+        super().__exit__(*exc)
+        audit_triton.WATCHERS.remove(self._launch)
+
+    @contextlib.contextmanager
+    def _launch(self, kernel: Any, args: tuple, kwargs: dict) -> Iterator[None]:
+        """An interpreted Triton launch while recording: kept as one call, re-launched on the same arguments.
+
+        A GPU graph records the kernel with its arguments (pointers and the numbers
+        given at capture) and re-runs it on whatever those storages hold at replay.
+        Every tensor argument may be read, so one that is host memory and not graph
+        state is a :class:`HostRead`.
+        """
+        self._launching += 1
+        try:
+            yield
+        finally:
+            self._launching -= 1
+        if self._launching:
+            return
+        stage = _stage(_launch_frames())
+        name = f"triton {_kernel_name(kernel)}"
+        self.calls.append(_Call(functools.partial(_launch_again, kernel), args, dict(kwargs), (), name, stage, True))
+        with _bare():
+            for t in _tensors((args, kwargs)):
+                self._host_read(name, stage, t)
 
     def __torch_function__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
         kwargs = kwargs or {}
+        if self._launching:
+            return func(*args, **kwargs)
         with _bare():
             tensors = list(_tensors((args, kwargs)))
             versions = [_version(t) for t in tensors]
@@ -196,8 +238,10 @@ class GraphRecorder(TorchFunctionMode):
               outputs: list[torch.Tensor], written: list[torch.Tensor]) -> None:
         name = _name(func)
         if not any(is_device_resident(t) for t in (*outputs, *written)):
+            where = _stage()
             for t in (*outputs, *written):  # host work: not kept; remember where the memory came from
-                self._made.setdefault(_storage(t), f"{'filled' if any(t is w for w in written) else 'made'} by {name}")
+                how = "filled" if any(t is w for w in written) else "made"
+                self._made.setdefault(_storage(t), f"{how} by {name} in {where}")
             return
         arguments = {_storage(t) for t in tensors}
         copies = tuple(None if t.numel() == 0 or _storage(t) in arguments else t for t in outputs)
@@ -206,12 +250,16 @@ class GraphRecorder(TorchFunctionMode):
         stage = _stage()
         self.calls.append(_Call(func, args, kwargs, copies, name, stage, name not in _ALLOCATIONS))
         for t in tensors:
-            if not is_device_resident(t) and _storage(t) not in self._graph_state:
-                origin = self._made.get(_storage(t))
-                origin = f"{origin} in {stage} during capture" if origin else "that is not graph state"
-                self.host_reads.append(HostRead(name, stage, _describe(t), origin))
+            self._host_read(name, stage, t)
         if name in _FROM_DATA and not isinstance(args[0] if args else None, torch.Tensor):
             self.host_reads.append(HostRead(name, stage, "of Python data", "made during capture"))
+
+    def _host_read(self, name: str, stage: str, t: torch.Tensor) -> None:
+        """Note ``t`` if it is host memory that is not graph state, read by the kept call ``name``."""
+        if not is_device_resident(t) and _storage(t) not in self._graph_state:
+            origin = self._made.get(_storage(t))
+            origin = f"{origin} during capture" if origin else "that is not graph state"
+            self.host_reads.append(HostRead(name, stage, _describe(t), origin))
 
     def graph(self, result: Any) -> RecordedGraph:
         """The recording, with the in-graph work's ``result`` (its fields, or a ``VerifyMetadata``)."""
@@ -297,12 +345,30 @@ def _name(func: Callable) -> str:
     return f"{'F' if module == 'torch.nn.functional' else 'torch'}.{name}"
 
 
-def _stage() -> str:
-    """The innermost builder function on the stack (outside torch, the audit and this module)."""
+def _stage(skip: tuple[str, ...] = ()) -> str:
+    """The innermost builder function on the stack (outside torch, the audit, this module and ``skip``)."""
     frame = sys._getframe(1)
+    prefixes = (_TORCH_DIR, _AUDIT_DIR, *skip)
     while frame is not None:
         filename = frame.f_code.co_filename
-        if not (filename.startswith((_TORCH_DIR, _AUDIT_DIR)) or filename == _HERE):
+        if not (filename.startswith(prefixes) or filename == _HERE):
             return frame.f_code.co_name
         frame = frame.f_back
     return "<unknown>"
+
+
+def _launch_frames() -> tuple[str, ...]:
+    """Files between a Triton launch and the builder line that made it: triton's, contextlib, the audit's wrapper."""
+    triton = sys.modules.get("triton")
+    triton_dir = os.path.dirname(os.path.abspath(triton.__file__)) if triton is not None else _HERE
+    return (triton_dir, contextlib.__file__.removesuffix("c"), audit_triton.__file__.removesuffix("c"))
+
+
+def _launch_again(kernel: Any, *args: Any, **kwargs: Any) -> Any:
+    """Re-launch an interpreted Triton kernel through its class's ``run`` as installed now (the replay's audit)."""
+    return type(kernel).run(kernel, *args, **kwargs)
+
+
+def _kernel_name(kernel: Any) -> str:
+    fn = getattr(kernel, "fn", kernel)
+    return getattr(fn, "__name__", None) or type(kernel).__name__

@@ -22,8 +22,15 @@ tl = pytest.importorskip("triton.language")
 
 import torch
 
+from _examples import EXAMPLES
+
 from metadata_builders import audit_triton
 from metadata_builders.audit import DeviceAudit
+from metadata_builders.builders import AuditedBuilder
+from metadata_builders.errors import PropertyFailure
+from metadata_builders.graph_recorder import GraphRecorder
+from metadata_builders.hip import HipBuilder
+from metadata_builders.properties import check_p5_graph_vs_eager, check_p7_capture_safety
 
 pytestmark = pytest.mark.triton
 
@@ -114,3 +121,85 @@ def test_the_audit_never_imports_triton_itself() -> None:
             "assert 'triton' not in sys.modules, 'the audit imported triton'\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stderr
+
+
+# -- the graph recorder keeps a launch as one recorded op ------------------------------------------
+
+
+@triton.jit
+def _copy_kernel(src_ptr, dst_ptr, n, BLOCK: tl.constexpr):
+    idx = tl.arange(0, BLOCK)
+    valid = idx < n
+    tl.store(dst_ptr + idx, tl.load(src_ptr + idx, mask=valid, other=0), mask=valid)
+
+
+def _launch_copy(src: torch.Tensor) -> torch.Tensor:
+    out = torch.empty_like(src)
+    _copy_kernel[(1,)](src, out, src.numel(), BLOCK=triton.next_power_of_2(max(src.numel(), 1)))
+    return out
+
+
+class TritonSeqLens(HipBuilder):
+    """The bundled builder with ``seq_lens`` materialised in-graph by a Triton copy of what the graph computed."""
+
+    def in_graph(self, state, inputs):
+        fields = super().in_graph(state, inputs)
+        fields["seq_lens"] = _launch_copy(fields["seq_lens"])
+        return fields
+
+
+class TritonReadsTheHostMirror(HipBuilder):
+    """The same copy fed the host mirror: a GPU graph's kernel reads that host memory as it is at replay."""
+
+    def in_graph(self, state, inputs):
+        fields = super().in_graph(state, inputs)
+        mirror = torch.tensor(inputs.seq_lens_cpu, dtype=torch.int32)
+        fields["seq_lens"][: mirror.numel()] = _launch_copy(mirror)
+        return fields
+
+
+def test_a_launch_in_the_recording_is_relaunched_at_replay_on_the_recorded_storages(lens) -> None:
+    """Captured on [3, 1, 2], replayed on [1, 1, 1]: the kernel runs again and reads what the input holds now."""
+    with DeviceAudit() as audit:
+        recorder = GraphRecorder(audit, [lens])
+        with recorder:
+            out = torch.empty_like(lens)
+            _prefix_kernel[(1,)](lens, out, 3, BLOCK=4)
+        graph = recorder.graph({"start": out})
+    assert [(c.name, c.rerun) for c in graph.calls] == [("torch.empty_like", False), ("triton _prefix_kernel", True)]
+    assert graph.host_reads == [] and audit_triton.WATCHERS == []
+    lens.copy_(torch.tensor([1, 1, 1], dtype=torch.int32))
+    with DeviceAudit():
+        graph.replay()
+    assert out.tolist() == [0, 1, 2]
+
+
+def test_a_launch_reading_host_memory_staged_at_capture_is_a_host_read(lens) -> None:
+    """A kernel argument made on the host during capture is frozen there: P7's host read, naming the kernel."""
+
+    def staged_in_graph():
+        staged = torch.tensor([2, 2, 2], dtype=torch.int32)
+        out = torch.empty_like(lens)
+        _copy_kernel[(1,)](staged, out, 3, BLOCK=4)
+        return out
+
+    with DeviceAudit() as audit:
+        recorder = GraphRecorder(audit, [lens])
+        with recorder:
+            staged_in_graph()
+    [read] = recorder.graph({}).host_reads
+    assert str(read) == ("triton _copy_kernel in staged_in_graph reads host tensor (3,) int32 made by torch.tensor "
+                         "in staged_in_graph during capture")
+
+
+@pytest.mark.parametrize("name", ["uniform_eagle_batch_of_three", "ragged_tier_slack_spread_over_pad_rows"])
+def test_recorded_triton_work_replays_as_a_fresh_build_and_host_reads_fail_p7(lens, name) -> None:
+    """Through P5 and P7: a Triton launch in in_graph holds (it is re-launched at every replay; kept as
+    nothing, ``seq_lens`` would replay the capture's); the same launch fed the host mirror fails P7."""
+    batch = EXAMPLES[name]
+    good = AuditedBuilder(TritonSeqLens(), "cpu", "triton-seq-lens")
+    assert check_p5_graph_vs_eager(good, batch) == [] and check_p7_capture_safety(good, batch) == []
+    bad = AuditedBuilder(TritonReadsTheHostMirror(), "cpu", "triton-reads-the-mirror")
+    with pytest.raises(PropertyFailure) as failure:
+        check_p7_capture_safety(bad, batch)
+    assert "triton _copy_kernel" in str(failure.value)
