@@ -84,12 +84,15 @@ def run_property(
     its own fixed seed (``hypothesis.seed``), so focuses explore different batches
     and a run is reproducible.
     """
+    from metadata_builders.audit import DeviceAudit
+
     run = PropertyRun(spec)
     start = time.perf_counter()
-    for index, focus in enumerate(spec.focuses):
-        _run_focus(run, focus, builder, settings_, index, progress)
-        if run.failure is not None:
-            break
+    with DeviceAudit.session():  # the audit's direct entries installed once for every build of the run
+        for index, focus in enumerate(spec.focuses):
+            _run_focus(run, focus, builder, settings_, index, progress)
+            if run.failure is not None:
+                break
     run.seconds = time.perf_counter() - start
     if progress is not None:
         progress(run)

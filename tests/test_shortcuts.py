@@ -31,6 +31,35 @@ def test_an_audit_leaves_torch_as_it_found_it():
     assert "to" not in vars(torch.Tensor) and torch.Tensor.to is torch._C.TensorBase.to
 
 
+def test_a_session_installs_once_for_many_audits_and_leaves_torch_as_found():
+    """Between a session's audits the entries stay (no audit: each calls its original); after it, torch as found,
+    also when the block raises and when an audit outlives it."""
+    before = _torch_as_it_is()
+    with pytest.raises(RuntimeError, match="a run that raised"), DeviceAudit.session():
+        wrapper = torch.arange
+        assert wrapper is not torch._C._VariableFunctions.arange
+        for _ in range(2):
+            with DeviceAudit():
+                assert torch.arange is wrapper and is_device_resident(torch.arange(3, device=DEVICE_NAME))
+            assert torch.arange is wrapper  # still installed between the audits
+            out = torch.arange(3)  # no audit: the original's result, unmarked
+            assert out.tolist() == [0, 1, 2] and not is_device_resident(out)
+        raise RuntimeError("a run that raised")
+    assert _torch_as_it_is() == before
+    audit = DeviceAudit()
+    with audit:
+        with DeviceAudit.session():
+            pass
+        assert torch.arange is not torch._C._VariableFunctions.arange  # the audit still holds them
+    assert _torch_as_it_is() == before
+
+
+def test_a_session_without_direct_entries_changes_nothing(monkeypatch):
+    monkeypatch.setattr(DeviceAudit, "DIRECT", False)
+    with DeviceAudit.session():
+        assert torch.arange is torch._C._VariableFunctions.arange
+
+
 def test_a_direct_entry_records_what_the_mode_records(monkeypatch):
     """A read through a direct entry (``x.tolist()``) and its marks: the same with and without the entries."""
     seen = []

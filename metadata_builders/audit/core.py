@@ -25,6 +25,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from metadata_builders.audit.device_model import _caller_stage, _HipDeviceModel, _model_bookkeeping
 from metadata_builders.audit.function_level import _FunctionLayer, _FunctionLevel
 from metadata_builders.audit.shortcuts import installed as direct_entries
+from metadata_builders.audit.shortcuts import session as direct_session
 from metadata_builders.audit.residency import (
     _NO_READS,
     _add_reads,
@@ -129,6 +130,16 @@ class DeviceAudit(_FunctionLevel, _HipDeviceModel):
     def __exit__(self, *exc: Any) -> None:
         _ACTIVE.remove(self)
         self._stack.close()
+
+    @classmethod
+    def session(cls) -> contextlib.AbstractContextManager[None]:
+        """For a run of many audits (a property's examples, a gate batch): the direct entries installed once.
+
+        Nothing else changes: each build is still audited on its own, and torch is
+        left as found when the block ends (:func:`.shortcuts.session`).  A no-op with
+        ``DIRECT = False``.
+        """
+        return direct_session() if cls.DIRECT else contextlib.nullcontext()
 
     def _new_dispatch_layer(self) -> _DispatchLayer:
         return _DispatchLayer(self)

@@ -124,10 +124,12 @@ def evaluate_batches(builder: Any, corpus_path: str, indices: Iterable[int], out
     from metadata_builders.batch import VerifyBatch
     from metadata_builders.properties import PROPERTIES
 
+    from metadata_builders.audit import DeviceAudit
+
     props = [p for p in PROPERTIES if p.name in prop_names]
     with open(corpus_path) as fh:
         lines = fh.readlines()
-    with open(out_path, "a") as out, open(progress_path, "a") as progress:
+    with open(out_path, "a") as out, open(progress_path, "a") as progress, DeviceAudit.session():
         for index in indices:
             batch = VerifyBatch.from_dict(json.loads(lines[index]))
             progress.write(f"start {index} {time.time():.3f}\n")

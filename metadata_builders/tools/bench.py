@@ -13,10 +13,11 @@ Two measurements on this machine, never asserted in a test:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import statistics
 import time
-from typing import Callable
+from typing import Any, Callable
 
 from metadata_builders.batch import Geometry, GraphTier, VerifyBatch
 from metadata_builders.builders import get_builder
@@ -58,26 +59,40 @@ def time_builds(builder, batch: VerifyBatch, repeats: int, *, bare: bool = False
     ``bare`` times an audited builder without its audit: the same inputs, the
     inner builder, the same conversion to lists -- what the audit adds is the rest.
     """
-    return _median_times([_bare(builder) if bare else builder.build], batch, repeats)[0]
+    if bare:
+        return _median_times([_bare(builder)], batch, repeats)[0]
+    return _median_times([builder.build], batch, repeats, [_audit_session])[0]
+
+
+def _audit_session() -> contextlib.AbstractContextManager[None]:
+    """The run an audited build is part of, as ``check`` and the gate run it (``DeviceAudit.session``)."""
+    from metadata_builders.audit import DeviceAudit
+
+    return DeviceAudit.session()
 
 
 def _median_times(builds: list[Callable[[VerifyBatch, Variant], object]], batch: VerifyBatch,
-                  repeats: int) -> list[float]:
+                  repeats: int, runs: list[Callable[[], Any] | None] | None = None) -> list[float]:
     """Median CPU seconds per build of each of ``builds``, their rounds interleaved.
 
     One round builds every variant with each in turn, so a machine whose load
     drifts (a shared CI runner) slows all of them alike and their ratio holds.
+    ``runs``: per build, the context each round of it runs in (an audited build's
+    session: ``check`` installs the audit's direct entries once a property run, here
+    once a round of every variant, inside the time measured); None: none.
     """
     variants = variants_for(batch)
+    runs = runs or [None] * len(builds)
     for build in builds:
         for v in variants:
             build(batch, v)  # warm-up: first-call overheads are not the steady state
     samples: list[list[float]] = [[] for _ in builds]
     for _ in range(repeats):
-        for build, times in zip(builds, samples):
+        for build, run, times in zip(builds, runs, samples):
             start = time.process_time()
-            for v in variants:
-                build(batch, v)
+            with run() if run is not None else contextlib.nullcontext():
+                for v in variants:
+                    build(batch, v)
             times.append((time.process_time() - start) / len(variants))
     return [statistics.median(times) for times in samples]
 
@@ -104,7 +119,8 @@ def _build_times(builders: list[str], device: str, repeats: int) -> list[list[ob
             rounds = repeats if "small" in label else max(3, repeats // 10)
             bare = ratio = "-"
             if hasattr(builder, "inner") and not builder.takes_batch:
-                seconds, bare_seconds = _median_times([builder.build, _bare(builder)], batch, rounds)
+                seconds, bare_seconds = _median_times([builder.build, _bare(builder)], batch, rounds,
+                                                      [_audit_session, None])
                 bare, ratio = f"{bare_seconds * 1e3:.3f} ms", f"{seconds / bare_seconds:.2f}x"
             else:
                 seconds = time_builds(builder, batch, rounds)
