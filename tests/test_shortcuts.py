@@ -61,7 +61,8 @@ def test_a_session_without_direct_entries_changes_nothing(monkeypatch):
 
 
 def test_a_direct_entry_records_what_the_mode_records(monkeypatch):
-    """A read through a direct entry (``x.tolist()``) and its marks: the same with and without the entries."""
+    """Reads through direct entries (``x.sum().item()``) and through the mode (``x.tolist()``), and their marks:
+    the same with and without the entries."""
     seen = []
     for direct in (True, False):
         monkeypatch.setattr(DeviceAudit, "DIRECT", direct)
@@ -69,13 +70,13 @@ def test_a_direct_entry_records_what_the_mode_records(monkeypatch):
         with audit:
             lens = DeviceAudit.mark_input(torch.tensor([5, 3, 7], device=DEVICE_NAME), "verify_lens")
             out = F.pad(torch.cumsum(lens, 0), (1, 0)).to(torch.int32)
-            listed = out.tolist()
+            listed = out.tolist(), out.sum().item()
             shape, device = tuple(out.shape), str(out.device)
         seen.append((listed, shape, device, is_device_resident(out), sorted(_reads(out)),
                      [(s.op, s.kind, s.reads) for s in audit.host_syncs]))
     assert seen[0] == seen[1]
     assert seen[0][2] == str(torch.device(DEVICE_NAME)) and seen[0][4] == ["verify_lens"]
-    assert [s[1] for s in seen[0][5]] == ["copy"]
+    assert [s[1] for s in seen[0][5]] == ["copy", "scalar"]
 
 
 def test_a_tensor_of_elements_still_reads_them():
