@@ -108,7 +108,7 @@ def _plan_case(rng, torch, device):
 
 def _plan_rows(plan_c, plan_w):
     from metadata_builders.metadata import canonical_plan
-    from metadata_builders.sglang_adapter.plan_kernel import (
+    from metadata_builders.sglang_adapter.reading import (
         decode_compress_plan,
         decode_write_plan,
     )

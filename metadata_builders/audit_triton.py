@@ -40,7 +40,7 @@ from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager as ContextManager
 from typing import Any
 
-__all__ = ["INTERPRETER_MODULE", "WATCHERS", "interpreted_launches"]
+__all__ = ["INTERPRETER_MODULE", "WATCHERS", "interpreted_launches", "watched"]
 
 INTERPRETER_MODULE = "triton.runtime.interpreter"
 """Where ``InterpretedFunction`` lives; looked up in ``sys.modules``, never imported."""
@@ -57,14 +57,21 @@ with (the kernel, its positional and keyword arguments) and the launch runs insi
 The graph recorder (:mod:`metadata_builders.graph_recorder`) keeps a launch as one recorded op so."""
 
 
+@contextlib.contextmanager
+def watched(kernel: Any, args: tuple, kwargs: dict) -> Iterator[None]:
+    """Run a launch of ``kernel`` inside every watcher's context: ``type(kernel).run(kernel, *args, **kwargs)``
+    must launch it again (a kernel the adapter models on CPU enters here too, as one launch)."""
+    with contextlib.ExitStack() as stack:
+        for watcher in list(WATCHERS):
+            stack.enter_context(watcher(kernel, args, kwargs))
+        yield
+
+
 def _wrap(run: Callable[..., Any], launch: Callable[[Any], ContextManager[None]]) -> Callable[..., Any]:
     def run_audited(self: Any, *args: Any, **kwargs: Any) -> Any:
         if WATCHERS and not kwargs.get("warmup"):
-            with contextlib.ExitStack() as stack:
-                for watcher in list(WATCHERS):
-                    stack.enter_context(watcher(self, args, kwargs))
-                with launch((args, kwargs)):
-                    return run(self, *args, **kwargs)
+            with watched(self, args, kwargs), launch((args, kwargs)):
+                return run(self, *args, **kwargs)
         with launch((args, kwargs)):
             return run(self, *args, **kwargs)
 

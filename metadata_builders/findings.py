@@ -76,11 +76,42 @@ def _f11(field: str, message: str, batch: VerifyBatch) -> bool:
         and _installed_release_lacks_req_ring()
 
 
+def _f13(field: str, message: str, batch: VerifyBatch) -> bool:
+    # The recorded replay runs upstream's out-graph phase, which pads the live layout without the tier's cap;
+    # the direct graph build (and the model) honour it.  Only where the cap changes the padded lengths: P5
+    # compares replays with fresh builds (values), P7 holds a replay to the build's sync contract.
+    if batch.graph is None or batch.graph.cap is None:
+        return False
+    if "vs a fresh build" in message:
+        from metadata_builders.properties.graph import replay_sequence
+
+        return any(_cap_changes_padding(b) for b in replay_sequence(batch))
+    return "graph replay: host syncs" in message and _cap_changes_padding(batch)
+
+
+def _cap_changes_padding(batch: VerifyBatch) -> bool:
+    from metadata_builders.tier import tier_verify_lens
+
+    tier = batch.graph
+    return batch.is_ragged and tier is not None and tier.cap is not None and \
+        tier_verify_lens(batch.verify_lens, tier.padded_bs, tier.graph_num_tokens, tier.cap) != \
+        tier_verify_lens(batch.verify_lens, tier.padded_bs, tier.graph_num_tokens, None)
+
+
+def _f14(field: str, message: str, batch: VerifyBatch) -> bool:
+    # 0.5.18/0.5.19 rebind swa_loc at replay while the graph reads the captured one (eager out-graph path).
+    return field == "swa_loc" and "vs a fresh build" in message and _installed_release_lacks("replay_copies_swa_loc")
+
+
 def _installed_release_lacks_req_ring() -> bool:
+    return _installed_release_lacks("plan_req_ring")
+
+
+def _installed_release_lacks(capability: str) -> bool:
     try:
         from metadata_builders.sglang_adapter.releases import Capabilities, upstream_version
 
-        return not Capabilities.of(upstream_version()).plan_req_ring
+        return not getattr(Capabilities.of(upstream_version()), capability)
     except Exception:  # no SGLang installed (PackageNotFoundError), or one the adapter cannot read
         return False
 
@@ -102,6 +133,12 @@ FINDINGS: tuple[Finding, ...] = (
     Finding("F12", ("P6", "P8"), _f12,
             "with compression, a stale device ragged layout whose total is read from the device makes "
             "init_compression_metadata assert raw_out_loc's rows against num_tokens (the process stops)"),
+    Finding("F13", ("P5", "P7"), _f13,
+            "upstream's graph replay (init_forward_metadata_out_graph) pads the live ragged layout without the "
+            "tier's cap: the last row absorbs all the slack where the model and the direct build clamp it"),
+    Finding("F14", ("P5",), _f14,
+            "0.5.18/0.5.19: a graph replay rebinds swa_loc (UnifiedKvMetadata.copy_ assigns it) while the captured "
+            "SWA store reads the captured tensor: every replay writes the KV ring slots of the captured batch"),
     Finding("F11", ("P1",), _f11,
             "0.5.18/0.5.19: the c4 compress state lives in the SWA pool (no per-request ring), so their c4 plans "
             "differ from the reference (0.5.20+ semantics) on every compressed batch"),

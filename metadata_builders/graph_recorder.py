@@ -209,8 +209,10 @@ class GraphRecorder(TorchFunctionMode):
         if self._launching:
             return
         stage = _stage(_launch_frames())
-        name = f"triton {_kernel_name(kernel)}"
-        self.calls.append(_Call(functools.partial(_launch_again, kernel), args, dict(kwargs), (), name, stage, True))
+        name = f"launch {_kernel_name(kernel)}" if getattr(kernel, "launch_name", None) else \
+            f"triton {_kernel_name(kernel)}"
+        again = functools.partial(_launch_again, kernel, _interpreter_options())
+        self.calls.append(_Call(again, args, dict(kwargs), (), name, stage, True))
         with _bare():
             for t in _tensors((args, kwargs)):
                 self._host_read(name, stage, t)
@@ -364,11 +366,34 @@ def _launch_frames() -> tuple[str, ...]:
     return (triton_dir, contextlib.__file__.removesuffix("c"), audit_triton.__file__.removesuffix("c"))
 
 
-def _launch_again(kernel: Any, *args: Any, **kwargs: Any) -> Any:
-    """Re-launch an interpreted Triton kernel through its class's ``run`` as installed now (the replay's audit)."""
-    return type(kernel).run(kernel, *args, **kwargs)
+def _interpreter_options() -> tuple[Any, Any] | None:
+    """The interpreter's builder and its options now (None: no interpreter loaded)."""
+    interpreter = sys.modules.get(audit_triton.INTERPRETER_MODULE)
+    builder = getattr(interpreter, "interpreter_builder", None)
+    return None if builder is None else (builder, builder.options)
+
+
+def _launch_again(kernel: Any, options: tuple[Any, Any] | None, *args: Any, **kwargs: Any) -> Any:
+    """Re-launch an interpreted Triton kernel through its class's ``run`` as installed now (the replay's audit).
+
+    With the compile options it was launched with at capture (``options``): a GPU
+    graph keeps the compiled kernel, so a replay outside the builder's own
+    settings (the adapter turns the interpreter's overflow asserts off, as a GPU
+    build compiles them out) runs it as it was recorded.
+    """
+    if options is None:
+        return type(kernel).run(kernel, *args, **kwargs)
+    builder, recorded = options
+    now = builder.options
+    builder.options = recorded
+    try:
+        return type(kernel).run(kernel, *args, **kwargs)
+    finally:
+        builder.options = now
 
 
 def _kernel_name(kernel: Any) -> str:
+    if getattr(kernel, "launch_name", None):
+        return kernel.launch_name
     fn = getattr(kernel, "fn", kernel)
     return getattr(fn, "__name__", None) or type(kernel).__name__

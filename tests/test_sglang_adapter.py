@@ -30,6 +30,7 @@ from metadata_builders.properties import (
     check_p2_mirror,
     check_p3_sync_free,
     check_p4_gate,
+    check_p5_graph_vs_eager,
     check_p6_fault_model,
     check_p7_capture_safety,
     check_p8_inputs_untouched,
@@ -379,7 +380,7 @@ def _as_failure(check):
     return run
 
 
-_CHECKS = {"P1": check_p1_reference, "P6": check_p6_fault_model, "P7": check_p7_capture_safety,
+_CHECKS = {"P1": check_p1_reference, "P5": check_p5_graph_vs_eager, "P6": check_p6_fault_model, "P7": check_p7_capture_safety,
            "P8": _as_failure(check_p8_inputs_untouched)}
 
 

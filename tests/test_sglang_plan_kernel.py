@@ -20,20 +20,22 @@ import torch
 from metadata_builders.audit import DeviceAudit, is_device_resident
 from metadata_builders.metadata import canonical_plan
 
-_PATH = Path(__file__).parents[1] / "metadata_builders" / "sglang_adapter" / "plan_kernel.py"
+_ADAPTER = Path(__file__).parents[1] / "metadata_builders" / "sglang_adapter"
 
 
-def _load():
-    name = "_plan_kernel_model"
+def _load(file: str):
+    """An adapter module by path: importing the package needs SGLang, these two modules do not."""
+    name = f"_sglang_adapter_{file.removesuffix('.py')}"
     if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, _PATH)
+        spec = importlib.util.spec_from_file_location(name, _ADAPTER / file)
         module = importlib.util.module_from_spec(spec)
         sys.modules[name] = module
         spec.loader.exec_module(module)
     return sys.modules[name]
 
 
-pk = _load()
+pk = _load("plan_kernel.py")
+rd = _load("reading.py")
 
 INVALID_C = [-1, 0, 0, -1, -1]
 INVALID_W = [-1, -1]
@@ -68,7 +70,7 @@ def _plan(seq_lens, extend_lens, slots, *, ratio=4, ring=16, sps=256, req_ring=T
 
 
 def _rows(plan_c, plan_w):
-    return pk.decode_compress_plan(plan_c), pk.decode_write_plan(plan_w)
+    return rd.decode_compress_plan(plan_c), rd.decode_write_plan(plan_w)
 
 
 # -- the worked example and its variations -----------------------------------------------------------
@@ -202,7 +204,7 @@ def test_more_tokens_than_the_buffer_is_an_out_of_bounds_write_the_audit_records
     plan_c, plan_w = _plan([9, 9], [2, 2], [1, 2], num_q=3, audit=audit)
     assert [(f.kind, f.count, f.op, f.output_size, f.device_sum) for f in audit.faults] == [
         ("oob_write", 1, "plan_compress_prefill", 3, 4)]
-    assert plan_w.shape[0] == 3 and len(canonical_plan(pk.decode_write_plan(plan_w))) == 3  # the rows it holds
+    assert plan_w.shape[0] == 3 and len(canonical_plan(rd.decode_write_plan(plan_w))) == 3  # the rows it holds
 
 
 def test_a_fault_no_audit_records_is_raised() -> None:
@@ -221,7 +223,7 @@ def test_reading_past_the_table_is_an_out_of_bounds_read_the_device_model_record
     assert [(f.kind, f.count) for f in audit.faults] == [("oob_read", 1)]
     # position 100 reads -1, then full_to_state's last entry stands for "no location": compute_loc(swa) of it
     last = 1000 + 399
-    assert canonical_plan(pk.decode_write_plan(plan_w))[-1] == [1, last // 256 * 16 + last % 16]
+    assert canonical_plan(rd.decode_write_plan(plan_w))[-1] == [1, last // 256 * 16 + last % 16]
 
 
 def test_module_takes_the_release_signature() -> None:

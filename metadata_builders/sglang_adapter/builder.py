@@ -27,13 +27,14 @@ upstream's ``BuildQoIndptr``); ``layout_total=device`` is
 
 from __future__ import annotations
 
-import threading
 from typing import TYPE_CHECKING, Any
 
 from metadata_builders.errors import InvalidVariant
+from metadata_builders.sglang_adapter import graph
 from metadata_builders.sglang_adapter.compression import unobservable
 from metadata_builders.sglang_adapter.coverage import record
 from metadata_builders.sglang_adapter.double import make_backend, upstream_patched
+from metadata_builders.sglang_adapter.entry import PATCH_LOCK, entry_and_is_dspark, ragged_layout
 from metadata_builders.sglang_adapter.reading import read, streams_unobservable
 from metadata_builders.sglang_adapter.releases import load_upstream
 from metadata_builders.sglang_adapter.routing import ROUTES, Route, kernel_routes
@@ -44,14 +45,12 @@ if TYPE_CHECKING:
 
     from metadata_builders.batch import VerifyBatch
     from metadata_builders.inputs import VerifyInputs
-    from metadata_builders.metadata import VerifyMetadata
+    from metadata_builders.metadata import Decision, VerifyMetadata
+    from metadata_builders.sglang_adapter.graph import UpstreamGraph
     from metadata_builders.sglang_adapter.releases import Upstream
     from metadata_builders.variants import Variant
 
-__all__ = ["SGLangBuilder", "ragged_layout", "target_verify", "torch_route"]
-
-_PATCH_LOCK = threading.RLock()
-
+__all__ = ["SGLangBuilder", "target_verify", "torch_route"]
 
 def _is_cpu(device: Any) -> bool:
     import torch
@@ -97,8 +96,23 @@ class SGLangBuilder:
         return [v for v in variants_for(batch) if v.gate in gates and (v.mirror != "device" or mirrorless)]
 
     def build(self, inputs: VerifyInputs) -> VerifyMetadata:
-        with _PATCH_LOCK, upstream_patched(self.upstream, inputs), kernel_routes(self.upstream, inputs, self.kernels):
+        with PATCH_LOCK, upstream_patched(self.upstream, inputs), kernel_routes(self.upstream, inputs, self.kernels):
             return target_verify(self.upstream, inputs, self.device)
+
+    # Graph replay as upstream's decode graph runner does it (:mod:`.graph`): the harness records
+    # ``in_graph`` at capture and re-executes the recording at every replay.
+
+    def graph_state(self, inputs: VerifyInputs) -> UpstreamGraph:
+        """The backend after ``init_cuda_graph_state``, and the runner's static buffers."""
+        return graph.graph_state(self, inputs)
+
+    def out_graph(self, state: UpstreamGraph, inputs: VerifyInputs) -> Decision | None:
+        """``init_forward_metadata_out_graph``: before the capture and before every replay, in Python."""
+        return graph.out_graph(self, state, inputs)
+
+    def in_graph(self, state: UpstreamGraph, inputs: VerifyInputs) -> VerifyMetadata:
+        """``init_forward_metadata_in_graph``: recorded at capture, then the captured metadata read."""
+        return graph.in_graph(self, state, inputs)
 
 
 def torch_route(device: str | torch.device = "cpu") -> SGLangBuilder:
@@ -109,26 +123,13 @@ def torch_route(device: str | torch.device = "cpu") -> SGLangBuilder:
 # Function names below show up as stages in audit records, like upstream's own functions.
 
 
-def _entry_and_is_dspark(up: Upstream, inputs: VerifyInputs) -> tuple[str, bool]:
-    """Which upstream entry point the gate knob calls, and the ``is_dspark`` it sets."""
-    gate = inputs.variant.gate
-    caps = up.capabilities
-    if gate not in caps.gates(inputs.is_dspark):
-        raise InvalidVariant("gate", f"one of {list(caps.gates(inputs.is_dspark))} on SGLang {up.release}", gate)
-    if gate == "dspark" or not caps.exact_token_map:
-        return "init_forward_metadata_target_verify", inputs.is_dspark
-    if caps.gate:
-        return "init_forward_metadata_target_verify_old", gate == "ungated"
-    return "init_forward_metadata_target_verify_old", inputs.is_dspark
-
-
 def target_verify(up: Upstream, inputs: VerifyInputs, device: Any) -> VerifyMetadata:
     """One call of upstream's target-verify entry point on harness-made inputs."""
     variant = inputs.variant
     if variant.mirror == "device" and inputs.verify_lens is None and not up.capabilities.mirrorless:
         raise InvalidVariant("mirror", f"'host' or 'tolist' on SGLang {up.release} (mirror-less verify is 0.5.22+)",
                              variant.mirror)
-    entry, is_dspark = _entry_and_is_dspark(up, inputs)
+    entry, is_dspark = entry_and_is_dspark(up, inputs)
     seen: dict[str, dict[str, Any]] = {}
     backend = make_backend(up, inputs, device, is_dspark, seen)
     seq_lens_cpu = inputs.seq_lens_cpu
@@ -151,29 +152,3 @@ def target_verify(up: Upstream, inputs: VerifyInputs, device: Any) -> VerifyMeta
     metadata = read(md, seen, inputs.geometry, missing if inputs.geometry.compression is not None else None)
     record(md, metadata.fields, {**missing, **streams_unobservable(inputs.geometry, metadata.not_observable)})
     return metadata
-
-
-def ragged_layout(up: Upstream, inputs: VerifyInputs) -> Any:
-    """Upstream's ``RaggedVerifyLayout`` over the harness's device lengths (None for a uniform batch)."""
-    if inputs.verify_lens is None:
-        return None
-    layout_cls = up.layout_cls
-    if inputs.graph is None and inputs.verify_lens_cpu is None:
-        # Eager, device-assembled: no host copy, no total (upstream reads verify_lens.sum().item()).
-        return layout_cls.from_verify_lens_device(verify_lens=inputs.verify_lens,
-                                                  graph_num_tokens=inputs.padded_num_tokens)
-    assert inputs.verify_lens_cpu is not None
-    total = sum(inputs.verify_lens_cpu)
-    graph_num_tokens = inputs.graph.graph_num_tokens if inputs.graph is not None else total
-    qo = up.ragged_kernels_module.BuildQoIndptr.execute(verify_lens=inputs.verify_lens)
-    layout = layout_cls(
-        verify_lens=inputs.verify_lens,
-        graph_num_tokens=graph_num_tokens,
-        extend_start_loc=qo.extend_start_loc,
-        qo_indptr_device=qo.qo_indptr,
-        verify_lens_cpu=list(inputs.verify_lens_cpu),
-        total_verify_tokens=total,
-    )
-    if inputs.graph is not None:
-        layout = layout.padded_to_bucket(padded_bs=inputs.rows, cap=inputs.graph.cap)
-    return layout

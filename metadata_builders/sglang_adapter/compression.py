@@ -181,6 +181,10 @@ def empty_sparse_buffers(core: Any, *_: Any, **__: Any) -> None:
     n, dev = core.seq_lens_casual.shape[0], core.seq_lens_casual.device
     core.c4_sparse_topk_lengths = core.c4_sparse_topk_lengths_raw = torch.zeros(n, dtype=torch.int32, device=dev)
     core.c4_sparse_page_indices = torch.empty((n, 0), dtype=torch.int32, device=dev)
+    # the FlashMLA schedules, None on HIP (graph replay's copy_ assigns them: they must exist)
+    for ratio in (0, 1, 2, 4, 128):
+        if getattr(core, f"c{ratio}_flashmla_metadata", None) is None:
+            setattr(core, f"c{ratio}_flashmla_metadata", None)
 
 
 @contextlib.contextmanager
@@ -206,6 +210,18 @@ class _Unpinned(TorchFunctionMode):
         return func(*args, **kwargs)
 
 
+def _from_dlpack(original: Any, x: Any) -> Any:
+    """``torch.from_dlpack`` of a torch tensor is that tensor (the model's plans); anything else as upstream's.
+
+    Upstream wraps the JIT extension's ffi tensors; the CPU model returns torch tensors
+    already.  The same object keeps what the audit knows of it (device memory), which a
+    fresh alias would not: a graph capture would then take the plans for host memory.
+    """
+    import torch
+
+    return x if isinstance(x, torch.Tensor) else original(x)
+
+
 def _generate_unpinned(generate: Any, *args: Any, **kwargs: Any) -> Any:
     with _Unpinned():
         return generate(*args, **kwargs)
@@ -227,6 +243,7 @@ def compression_patched(up: Upstream, inputs: VerifyInputs) -> Iterator[None]:
             module = functools.partial(_plan_module, caps.plan_req_ring, caps.plan_max_tokens)
             enter(patched(up.compress_module, "_jit_compress_plan_module", module))
             enter(patched(up.indexer_module, "is_hip", _on_rocm))
+            enter(patched(torch, "from_dlpack", functools.partial(_from_dlpack, torch.from_dlpack)))
             if not torch.cuda.is_available():
                 plan_cls = up.compress_module.CompressorPrefillPlan
                 unpinned = functools.partial(_generate_unpinned, plan_cls.generate)

@@ -161,13 +161,14 @@ _SINKS: list[list[Coverage]] = []
 def recording() -> Iterator[list[Coverage]]:
     """For the block, every ``sglang`` build appends its :class:`Coverage` to the list yielded."""
     sink: list[Coverage] = []
-    with _LOCK:
-        _SINKS.append(sink)
+    lock, sinks = _LOCK, _SINKS  # held here: a generator left open is closed at exit, after module globals
+    with lock:
+        sinks.append(sink)
     try:
         yield sink
     finally:
-        with _LOCK:
-            _SINKS.remove(sink)
+        with lock:
+            sinks.remove(sink)
 
 
 def record(md: Any, reported: Iterable[str], why_missing: Mapping[str, str]) -> None:

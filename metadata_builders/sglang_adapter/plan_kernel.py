@@ -26,7 +26,7 @@ verify, 2 verify tokens (positions 7, 8, ragged ids 0, 1).  Position 7 compresse
 ``(3 * 16 + 3) // 4 = 12`` (position ``max(7 - 4, 0) = 3``) and ``(3 * 16 + 7) // 4 = 13``.
 Both write: ``first_w_pos = min(8 - 4, 9 - 10) = -1``; write locations
 ``3 * 16 + 7 = 55`` and ``56``.  So ``plan_c = [[8, 0, 7, 12, 13]]``,
-``plan_w = [[0, 55], [1, 56]]`` (:func:`compress_rows`, :func:`write_rows`).
+``plan_w = [[0, 55], [1, 56]]`` (read by :func:`~.reading.compress_rows`, :func:`~.reading.write_rows`).
 
 The model's reads of device memory are kernel reads: they run inside the
 audit's ``kernel_launch`` (audit suspended, then every tensor argument inherits
@@ -49,13 +49,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from metadata_builders.audit import is_device_resident, kernel_fault, kernel_launch
+from metadata_builders.audit_triton import watched
 from metadata_builders.metadata import PLANNER_OP
 
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["MAX_PREFILL_BATCH_SIZE", "MAX_TOKENS", "PlanCheckFailed", "PlanKernelFault", "PlanModule", "compress_rows",
-           "decode_compress_plan", "decode_write_plan", "mtp_pad", "plan_prefill", "write_rows"]
+__all__ = ["MAX_PREFILL_BATCH_SIZE", "MAX_TOKENS", "PlanCheckFailed", "PlanKernelFault", "PlanModule", "mtp_pad",
+           "plan_prefill"]
 
 MAX_TOKENS = 65536
 """``kMaxTokens`` (0.5.21+): ``ragged_id`` is a u16, so a batch holds at most 65536 tokens (before: 65535)."""
@@ -363,14 +364,30 @@ def plan_prefill(req_pool_indices: torch.Tensor, req_to_token: torch.Tensor, ful
     return _cpu_input(p, req_pool_indices, req_to_token, full_to_state, pin_buffer, (c, w), padded)
 
 
+class _DevicePlan:
+    """The device-input planner (kernel0, then kernel_1) as one launch into given plans: a graph recorder keeps it
+    as one op re-run on what the lengths hold at replay, as a GPU graph keeps the kernels (``audit_triton.watched``)."""
+
+    launch_name = "plan_compress_prefill (CPU model)"
+
+    def run(self, p: _Params, tables: tuple, seq_lens: torch.Tensor, extend_lens: torch.Tensor, plans: tuple) -> None:
+        with kernel_launch((seq_lens, extend_lens, *plans)):
+            c, w = _kernel0(p, seq_lens.tolist(), extend_lens.tolist())
+        _launch_kernel_1(p, tables, (c, w), plans, (p.num_q_tokens, p.num_q_tokens))
+
+
+_DEVICE_PLAN = _DevicePlan()
+
+
 def _gpu_input(p: _Params, rid, r2t, f2s, seq_lens, extend_lens) -> tuple[torch.Tensor, torch.Tensor]:
     import torch
 
-    plan_c = torch.empty((p.num_q_tokens, 16), dtype=torch.uint8, device=rid.device)
-    plan_w = torch.empty((p.num_q_tokens, 8), dtype=torch.uint8, device=rid.device)
-    with kernel_launch((seq_lens, extend_lens, plan_c, plan_w)):
-        c, w = _kernel0(p, seq_lens.tolist(), extend_lens.tolist())
-    return _launch_kernel_1(p, (rid, r2t, f2s), (c, w), (plan_c, plan_w), (p.num_q_tokens, p.num_q_tokens))
+    plans = (torch.empty((p.num_q_tokens, 16), dtype=torch.uint8, device=rid.device),
+             torch.empty((p.num_q_tokens, 8), dtype=torch.uint8, device=rid.device))
+    args = (p, (rid, r2t, f2s), seq_lens, extend_lens, plans)
+    with watched(_DEVICE_PLAN, args, {}):
+        _DEVICE_PLAN.run(*args)
+    return plans
 
 
 def _launch_kernel_1(p: _Params, tables: tuple, staged: tuple[list, list], plans: tuple,
@@ -457,36 +474,3 @@ class PlanModule:
             raise AttributeError(name)
         raise NotImplementedError(f"compress-plan kernel model: {name} is not modelled (only plan_prefill, the "
                                   "planner of target verify; metadata_builders/sglang_adapter/plan_kernel.py)")
-
-
-# -- reading the plans -----------------------------------------------------------------------------
-
-
-def compress_rows(plan_c: torch.Tensor) -> torch.Tensor:
-    """``plan_c`` as int32 rows ``[seq_len, ragged_id, buffer_len, read_page_0, read_page_1]`` (invalid: -1 first).
-
-    A view and bit operations where the plan lives: no host read (the harness lists
-    and canonicalizes the rows after the audit).
-    """
-    import torch
-
-    words = plan_c.contiguous().view(torch.int32).view(-1, 4)
-    packed = words[:, 1]
-    return torch.stack([words[:, 0], packed & 0xFFFF, (packed >> 16) & 0xFFFF, words[:, 2], words[:, 3]], dim=1)
-
-
-def write_rows(plan_w: torch.Tensor) -> torch.Tensor:
-    """``plan_w`` as int32 rows ``[ragged_id, write_loc]`` (invalid: ragged_id -1)."""
-    import torch
-
-    return plan_w.contiguous().view(torch.int32).view(-1, 2)
-
-
-def decode_compress_plan(plan_c: torch.Tensor) -> list[list[int]]:
-    """:func:`compress_rows` as a list (a host read: for tests and ``ci/gpu_checks.py``)."""
-    return compress_rows(plan_c).tolist()
-
-
-def decode_write_plan(plan_w: torch.Tensor) -> list[list[int]]:
-    """:func:`write_rows` as a list."""
-    return write_rows(plan_w).tolist()

@@ -31,9 +31,11 @@ from metadata_builders.metadata import (
     Decision,
     VerifyMetadata,
 )
-from metadata_builders.sglang_adapter.plan_kernel import compress_rows, write_rows
 
-__all__ = ["COMPRESSED_CORE", "LOW_RATIO_CORE", "compression_fields", "decode_streams", "read", "streams_unobservable"]
+__all__ = [
+    "COMPRESSED_CORE", "LOW_RATIO_CORE", "compress_rows", "compression_fields", "decision", "decode_compress_plan",
+    "decode_streams", "decode_write_plan", "read", "streams_unobservable", "write_rows",
+]
 
 COMPRESSED_CORE = (
     "c4_out_loc", "c4_topk_lengths_raw", "c4_topk_lengths_clamp1",
@@ -92,10 +94,15 @@ def read(md: Any, seen: dict[str, dict[str, Any]], geometry: Any,
             if name not in not_observable and (name in unobservable or (name in compressed and name not in fields)):
                 fields.pop(name, None)
                 not_observable += (name,)
+    return VerifyMetadata(fields, decision(seen), not_observable=not_observable)
+
+
+def decision(seen: dict[str, dict[str, Any]]) -> Decision:
+    """The build's decision, from the arguments upstream passed its stages (see :func:`read`)."""
+    meta = seen["_attach_unified_kv_prefill_meta"]
     # 0.5.20+ pass the gated exactness; 0.5.18/0.5.19 pass output_size only without compression.
     exact = bool(meta["exact_num_tokens"]) if "exact_num_tokens" in meta else not meta.get("need_compress", True)
-    decision = Decision(int(meta["num_tokens"]), exact, exact, int(core_args["max_seq_len"]))
-    return VerifyMetadata(fields, decision, not_observable=not_observable)
+    return Decision(int(meta["num_tokens"]), exact, exact, int(seen["make_core_attn_metadata"]["max_seq_len"]))
 
 
 def decode_streams(unified: Any, geometry: Any) -> tuple[dict[str, Any], tuple[str, ...]]:
@@ -149,3 +156,35 @@ def compression_fields(md: Any, low_ratios: tuple[int, ...] = ()) -> dict[str, A
         out[f"c{ratio}_indexer_compressed_seq_lens"] = getattr(low, "compressed_seq_lens", None)
         out[f"c{ratio}_indexer_page_table"] = getattr(low, "page_table", None)
     return out
+
+
+# -- reading the plans (the compress-plan kernel's bytes, plan_kernel.py) -----------------------------
+
+
+def compress_rows(plan_c: torch.Tensor) -> torch.Tensor:
+    """``plan_c`` as int32 rows ``[seq_len, ragged_id, buffer_len, read_page_0, read_page_1]`` (invalid: -1 first).
+
+    A view and bit operations where the plan lives: no host read (the harness lists
+    and canonicalizes the rows after the audit).
+    """
+    import torch
+
+    words = plan_c.contiguous().view(torch.int32).view(-1, 4)
+    packed = words[:, 1]
+    return torch.stack([words[:, 0], packed & 0xFFFF, (packed >> 16) & 0xFFFF, words[:, 2], words[:, 3]], dim=1)
+
+
+def write_rows(plan_w: torch.Tensor) -> torch.Tensor:
+    """``plan_w`` as int32 rows ``[ragged_id, write_loc]`` (invalid: ragged_id -1)."""
+    import torch
+
+    return plan_w.contiguous().view(torch.int32).view(-1, 2)
+
+
+def decode_compress_plan(plan_c: torch.Tensor) -> list[list[int]]:
+    """:func:`compress_rows` as a list (a host read: for tests and ``ci/gpu_checks.py``)."""
+    return compress_rows(plan_c).tolist()
+
+
+def decode_write_plan(plan_w: torch.Tensor) -> list[list[int]]:
+    return write_rows(plan_w).tolist()  # write_rows as a list

@@ -72,6 +72,8 @@ class Capabilities:
     """The compress-plan kernel's ``kMaxTokens``: 65535 up to 0.5.20, 65536 from 0.5.21."""
     low_ratios: bool = False
     """0.5.22+: the V4.1 low ratios (``backend.low_ratios``: c1/c2 metadata and ``c{R}_indexer_metadata``)."""
+    replay_copies_swa_loc: bool = True
+    """0.5.20+: a graph replay's ``UnifiedKvMetadata.copy_`` copies ``swa_loc`` (0.5.18/0.5.19 rebind it: F14)."""
 
     @classmethod
     def of(cls, release: str) -> Capabilities:
@@ -86,6 +88,7 @@ class Capabilities:
             plan_req_ring=key >= (0, 5, 20),
             plan_max_tokens=65536 if key >= (0, 5, 21) else 65535,
             low_ratios=key >= (0, 5, 22),
+            replay_copies_swa_loc=key >= (0, 5, 20),
         )
 
     def gates(self, is_dspark: bool) -> tuple[Gate, ...]:

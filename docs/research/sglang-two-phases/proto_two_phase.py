@@ -32,7 +32,8 @@ from metadata_builders.audit import DeviceAudit, device_handle
 from metadata_builders.builders import _mark_inputs
 from metadata_builders.graph_recorder import GraphRecorder
 from metadata_builders.inputs import make_inputs, refill_inputs
-from metadata_builders.sglang_adapter.builder import _PATCH_LOCK, SGLangBuilder
+from metadata_builders.sglang_adapter.builder import SGLangBuilder
+from metadata_builders.sglang_adapter.entry import PATCH_LOCK as _PATCH_LOCK
 from metadata_builders.sglang_adapter.double import make_backend, upstream_patched
 from metadata_builders.sglang_adapter.reading import read
 from metadata_builders.sglang_adapter.releases import load_upstream

@@ -1,0 +1,222 @@
+"""Graph replay on upstream: the decode graph runner's two phases of target verify, on the backend double.
+
+Every release 0.5.18-0.5.23 splits a CUDA/HIP-graph target verify the same way
+(docs/research/sglang-two-phases/REPORT.md has the lines per release):
+
+=================================  ==================================================  =====================
+upstream                           what it does for target verify                      here
+=================================  ==================================================  =====================
+``init_cuda_graph_state``          once per runner; no metadata buffer (the first      :func:`graph_state`
+                                   out-graph build *is* the captured storage)
+``init_forward_metadata_out_graph``  Python, before the capture and every replay:      :func:`out_graph`
+                                   pads the live ragged layout
+                                   (``padded_to_bucket(padded_bs=bs)``, no cap:
+                                   docs/FINDINGS.md F13), then either the raw verify
+                                   metadata (DSpark, uniform, 0.5.20+) or the whole
+                                   ``DSV4Metadata`` eagerly, ``copy_`` into the
+                                   captured one
+``init_forward_metadata_in_graph``   recorded once, re-executed at replay: the raw ->  :func:`in_graph`
+                                   full upgrade (DSpark) and the ``swa_out_cache_loc``
+                                   gather
+=================================  ==================================================  =====================
+
+The adapter plays the graph runner: its ``ForwardBatch`` double holds what
+``build_replay_fb_view`` hands the backend -- the static buffers (the harness's
+refilled inputs), the pinned host mirror (a host buffer of the state, refilled
+before each replay; ``None`` when the batch has no mirror, 0.5.22+), a
+``positions`` buffer and the live, unpadded ragged layout on ``spec_info``.
+
+Worked example (uniform EAGLE, tier 4 rows / 8 tokens, 2 drafts): the capture's
+out-graph build stores a ``DSV4Metadata`` built on a zero ``out_cache_loc``
+(upstream's ``in_capture``); the recording holds two calls (the gather and its
+``.to(int32)``).  A replay of ``seq_lens=[4, 6]`` rebuilds the metadata in
+Python, copies it into the captured one, and re-runs the gather.  Uniform
+DSpark instead stores ``DSV4RawVerifyMetadata``: the recording holds the whole
+upgrade (about 55 calls, a Triton launch among them) and a replay runs no
+metadata Python at all.
+
+What the harness judges of a replay is what the captured ``DSV4Metadata``
+holds, plus the values upstream passed between its stages.  On the eager path
+those stage arguments are made afresh by every out-graph build, outside the
+graph; :func:`out_graph` copies them into buffers of the state, where the
+recording's fields point.  On the raw path they are made by recorded work and
+refreshed in place by the replay.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+from typing import TYPE_CHECKING, Any
+
+from metadata_builders.metadata import Decision
+from metadata_builders.sglang_adapter.compression import unobservable
+from metadata_builders.sglang_adapter.double import make_backend, upstream_patched
+from metadata_builders.sglang_adapter.entry import PATCH_LOCK, entry_and_is_dspark, ragged_layout
+from metadata_builders.sglang_adapter.reading import decision, read
+from metadata_builders.sglang_adapter.routing import kernel_routes
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    import torch
+
+    from metadata_builders.inputs import VerifyInputs
+    from metadata_builders.metadata import VerifyMetadata
+
+__all__ = ["UpstreamGraph", "graph_state", "in_graph", "out_graph"]
+
+Builder = Any
+"""An :class:`~.builder.SGLangBuilder` (its ``upstream``, ``device`` and ``kernels``): it calls these phases."""
+
+_STAGES = ("_attach_unified_kv_prefill_meta", "make_core_attn_metadata", "init_forward_metadata_prefill")
+"""The spied stages whose arguments the harness reads as fields (:func:`~.reading.read`)."""
+
+
+@dataclass
+class UpstreamGraph:
+    """One captured tier on upstream: the backend (its ``cuda_graph_metadata_of_bucket_and_bs``), the runner's buffers."""
+
+    backend: Any
+    seen: dict[str, dict[str, Any]]
+    """The spied stages' arguments of the latest out-graph build (eager path) or of the capture (raw path)."""
+    positions: torch.Tensor
+    """The runner's static ``positions`` buffer (out-graph reads its ``numel()`` at capture)."""
+    mirror: torch.Tensor
+    """The runner's pinned ``seq_lens_cpu`` buffer (host memory, graph state), refilled before each replay."""
+    captured: bool = False
+    """Whether the capture's out-graph build has run (``in_capture=True`` only for the first)."""
+    eager: bool = True
+    """Whether the latest out-graph build made the whole metadata in Python (else the raw verify metadata)."""
+    metadata: Any = None
+    """The ``DSV4Metadata`` the recorded work writes: held from the capture, read by address."""
+    stage_values: dict[tuple[str, str], torch.Tensor] = field(default_factory=dict)
+    """Eager path: each stage argument's buffer, refilled by every out-graph build (what the recording's fields hold)."""
+    decision: Decision | None = None
+    """Raw path: the decision of the recorded upgrade (the tier's constants: it is the capture's at every replay)."""
+    forward_batch: Any = None
+    """The runner's ``ForwardBatch`` view of the latest out-graph call, which in-graph work receives too."""
+
+
+@contextlib.contextmanager
+def _phase(builder: Builder, inputs: VerifyInputs) -> Iterator[None]:
+    up = builder.upstream
+    with PATCH_LOCK, upstream_patched(up, inputs), kernel_routes(up, inputs, builder.kernels):
+        yield
+
+
+def graph_state(builder: Builder, inputs: VerifyInputs) -> UpstreamGraph:
+    """The backend double with the graph runner's attributes, ``init_cuda_graph_state``, the runner's buffers."""
+    import torch
+
+    up = builder.upstream
+    entry, is_dspark = entry_and_is_dspark(up, inputs)
+    seen: dict[str, dict[str, Any]] = {}
+    with _phase(builder, inputs):
+        backend = make_backend(up, inputs, builder.device, is_dspark, seen)
+        if entry != "init_forward_metadata_target_verify":
+            # The gate knob: out-graph calls the public entry point; the recipes call ``_old`` directly.
+            backend.init_forward_metadata_target_verify = getattr(backend, entry)
+        _graph_attributes(backend, inputs)
+        backend.init_cuda_graph_state(max_bs=inputs.rows, max_num_tokens=inputs.padded_num_tokens)
+    positions = torch.zeros(inputs.padded_num_tokens, dtype=torch.int64, device=builder.device)
+    mirror = torch.zeros(inputs.rows, dtype=torch.int64)
+    return UpstreamGraph(backend, seen, positions, mirror)
+
+
+def _graph_attributes(backend: Any, inputs: VerifyInputs) -> None:
+    """What out-graph, in-graph and ``init_cuda_graph_state`` read beyond :func:`~.double.make_backend`'s attributes."""
+    backend.needs_cpu_seq_lens = inputs.variant.mirror != "device"  # 0.5.22+: the capture copies a mirror
+    backend.max_context_len = inputs.req_to_token.shape[1]  # init_cuda_graph_state's verify mask
+    backend.enable_deepseek_v4_fp4_indexer = False  # the fp4 workspaces (0.5.20+) stay off, as on HIP
+    backend._fp4_c4_rowgroup_columns = None
+    backend.topk = backend.speculative_num_steps = backend.speculative_step_id = 0  # decode buckets only
+
+
+def _host_mirror(state: UpstreamGraph, inputs: VerifyInputs) -> tuple[torch.Tensor | None, int | None]:
+    """The runner's ``seq_lens_cpu[:bs]`` and ``seq_lens_sum``: the batch's mirror, read back for ``tolist``,
+    none for ``device`` (0.5.22+, which read no sum)."""
+    values = inputs.seq_lens_cpu
+    if inputs.verify_lens is None and inputs.variant.mirror == "tolist":
+        values = inputs.seq_lens.tolist()  # the pre-fix runner kept no mirror: it read one back, out of graph
+    if values is None:
+        return None, None
+    import torch
+
+    state.mirror.copy_(torch.tensor(values, dtype=torch.int64))
+    return state.mirror, sum(values)
+
+
+def _forward_batch(builder: Builder, state: UpstreamGraph, inputs: VerifyInputs) -> SimpleNamespace:
+    """The fields of the runner's ``build_replay_fb_view`` that out-graph and in-graph read."""
+    up = builder.upstream
+    mode = up.backend_module.ForwardMode.TARGET_VERIFY
+    mirror, total = _host_mirror(state, inputs)
+    return SimpleNamespace(
+        forward_mode=mode,
+        actual_forward_mode=mode,
+        batch_size=inputs.rows,
+        req_pool_indices=inputs.req_pool_indices,
+        seq_lens=inputs.seq_lens,
+        seq_lens_cpu=mirror,
+        seq_lens_sum=total,  # read at replay by 0.5.18-0.5.21
+        positions=state.positions,
+        out_cache_loc=inputs.out_cache_loc,
+        spec_info=SimpleNamespace(ragged_verify_layout=ragged_layout(up, inputs, padded=False)),
+    )
+
+
+def out_graph(builder: Builder, state: UpstreamGraph, inputs: VerifyInputs) -> Decision | None:
+    """``init_forward_metadata_out_graph`` (``in_capture`` the first time); the eager path's stage arguments kept.
+
+    Returns the build's decision: the out-graph build's on the eager path, the
+    recorded upgrade's on the raw path (None at the capture, before it ran).
+    """
+    for name in _STAGES:
+        state.seen.pop(name, None)
+    state.forward_batch = _forward_batch(builder, state, inputs)
+    with _phase(builder, inputs):
+        state.backend.init_forward_metadata_out_graph(state.forward_batch, in_capture=not state.captured)
+    state.captured = True
+    state.eager = "_attach_unified_kv_prefill_meta" in state.seen
+    if not state.eager:
+        return state.decision
+    for name in _STAGES:
+        for arg, value in state.seen.get(name, {}).items():
+            if not _is_tensor(value):
+                continue
+            kept = state.stage_values.get((name, arg))
+            if kept is None or kept.shape != value.shape:
+                state.stage_values[(name, arg)] = value.clone()
+            else:
+                kept.copy_(value)
+    return decision(state.seen)
+
+
+def in_graph(builder: Builder, state: UpstreamGraph, inputs: VerifyInputs) -> VerifyMetadata:
+    """``init_forward_metadata_in_graph`` (recorded), then the captured metadata read as the harness's fields."""
+    with _phase(builder, inputs):
+        state.backend.init_forward_metadata_in_graph(state.forward_batch)  # the capture's view, as the runner passes
+    state.metadata = state.backend.forward_metadata
+    result = _read(builder, state, inputs)
+    if not state.eager:
+        state.decision = result.decision
+    return result
+
+
+def _read(builder: Builder, state: UpstreamGraph, inputs: VerifyInputs) -> VerifyMetadata:
+    """:func:`~.reading.read` of the captured metadata; the stage arguments from the state on the eager path."""
+    seen = state.seen
+    if state.eager:
+        seen = {name: {arg: state.stage_values.get((name, arg), value) for arg, value in args.items()}
+                for name, args in seen.items()}
+    geo = inputs.geometry
+    missing = unobservable(geo, builder.upstream.capabilities.low_ratios)
+    return read(state.metadata, seen, geo, missing if geo.compression is not None else None)
+
+
+def _is_tensor(value: Any) -> bool:
+    import torch
+
+    return isinstance(value, torch.Tensor)

@@ -1,0 +1,110 @@
+"""Graph replay on upstream: the adapter's two phases, recorded and re-executed as a GPU does it.
+
+The adapter plays SGLang's decode graph runner (``sglang_adapter/graph.py``):
+capture runs ``init_forward_metadata_out_graph(in_capture=True)`` and records
+``init_forward_metadata_in_graph``; every replay refills the static buffers, runs
+the out-graph phase in Python and re-executes the recording.  These tests pin
+that a recorded replay of upstream equals a fresh build of the same batch where
+the model and upstream agree, that the raw-verify path (DSpark) really is
+recorded work, and that a capped tier shows F13.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from metadata_builders import GraphTier, Variant, get_builder
+from metadata_builders.errors import PropertyFailure
+from metadata_builders.findings import known_finding
+from metadata_builders.properties import check_p5_graph_vs_eager, check_p7_capture_safety
+from tests._examples import EXAMPLES, make_batch
+
+pytestmark = pytest.mark.sglang
+
+def _graph_variant(builder, batch) -> Variant:
+    """The production gate's graph variant with a host mirror, or the one the installed release has."""
+    graph = [v for v in builder.variants_supported(batch) if v.path == "graph" and v.mirror == "host"]
+    return next((v for v in graph if v.gate == "dspark"), graph[0])
+
+
+@pytest.fixture(scope="module")
+def sglang():
+    return get_builder("sglang", "cpu")
+
+
+def _replays_equal_builds(builder, first, *others) -> object:
+    """Capture ``first``, replay each batch: equal to a fresh build (but ``swa_loc`` where F14 stales it)."""
+    variant = _graph_variant(builder, first)
+    stale = set() if builder.inner.upstream.capabilities.replay_copies_swa_loc else {"swa_loc"}
+    captured = builder.capture(first, variant)
+    for batch in (first, *others):
+        replayed = builder.replay(captured, batch)
+        fresh = builder.build(batch, variant)
+        differ = [n for n in fresh.fields if replayed.fields.get(n) != fresh.fields[n]]
+        assert set(differ) <= stale and (batch is first or stale <= set(differ)), differ
+        assert replayed.decision == fresh.decision
+    return captured
+
+
+def test_sglang_names_both_phases(sglang) -> None:
+    assert sglang.records_graph and sglang.can_replay
+
+
+def test_uniform_eagle_replay_is_out_graph_python_plus_the_recorded_gather(sglang) -> None:
+    """EAGLE's out-graph phase rebuilds the metadata in Python; the graph holds only the swa_out_cache_loc gather."""
+    captured = _replays_equal_builds(sglang, EXAMPLES["uniform_eagle_batch_of_three"],
+                                     make_batch([4, 6], [3, 2], 2, graph=GraphTier(4, 8)))
+    assert {c.stage for c in captured.graph.calls} <= {"translate_loc_from_full_to_swa", "init_forward_metadata_in_graph"}
+    assert len(captured.graph.calls) == 2
+    assert not captured.graph.host_reads
+
+
+def test_uniform_dspark_replay_is_recorded_work(sglang) -> None:
+    """DSpark stores the raw verify metadata: the whole upgrade is recorded, a Triton launch among it, no sync."""
+    if not sglang.inner.upstream.capabilities.gate:
+        pytest.skip(f"SGLang {sglang.inner.upstream.release} reaches no raw verify metadata (the dspark gate, 0.5.21+)")
+    first = make_batch([5, 3, 7], [2, 1, 3], 2, graph=GraphTier(4, 8), is_dspark=True)
+    second = make_batch([4, 6], [3, 2], 2, graph=GraphTier(4, 8), is_dspark=True)
+    captured = _replays_equal_builds(sglang, first, second)
+    calls = captured.graph.calls
+    assert len(calls) > 20 and any(c.name.startswith("triton ") for c in calls)
+    assert not sglang.replay(captured, second).audit.host_syncs
+
+
+def test_ragged_uncapped_tier_replays_equal_builds(sglang) -> None:
+    _replays_equal_builds(sglang, EXAMPLES["ragged_tier_slack_spread_over_pad_rows"],
+                          make_batch([4, 6, 2], [3, 1, 2], 3, verify_lens=[1, 3, 2], graph=GraphTier(5, 11)))
+
+
+def test_p5_and_p7_judge_recorded_replays_without_partial(sglang) -> None:
+    """P5's replay sequence and P7's capture safety run through the recorder on upstream: no ``partial`` left."""
+    if not sglang.inner.upstream.capabilities.replay_copies_swa_loc:
+        pytest.skip("F14 fails P5 here (test_replays_keep_the_captured_swa_loc_f14)")
+    for name in ("uniform_eagle_batch_of_three", "ragged_tier_slack_spread_over_pad_rows"):
+        notes = check_p5_graph_vs_eager(sglang, EXAMPLES[name]) + check_p7_capture_safety(sglang, EXAMPLES[name])
+        # What may remain: variants the installed release cannot express (mirror=device before 0.5.22).
+        assert all("cannot express" in str(n) for n in notes), notes
+
+
+def test_capped_tier_replay_ignores_the_cap_f13(sglang) -> None:
+    """F13: upstream's out-graph phase pads without the tier's cap, so the last row absorbs all the slack."""
+    batch = EXAMPLES["capped_tier_uncovered_tail"]
+    with pytest.raises(PropertyFailure) as info:
+        check_p5_graph_vs_eager(sglang, batch)
+    failure = info.value
+    # 0.5.18-0.5.20 stop their pf_* at num_tokens on a tier with an uncovered tail (F6), which shows first there.
+    assert known_finding("P5", failure.field, str(failure), batch) in ("F13", "F6"), str(failure)
+    # The same failure on an uncapped tier is not F13: the predicate needs the cap to change the padding.
+    assert known_finding("P5", failure.field, str(failure), EXAMPLES["ragged_tier_slack_spread_over_pad_rows"]) is None
+
+
+def test_replays_keep_the_captured_swa_loc_f14(sglang) -> None:
+    """F14 (0.5.18/0.5.19): the replay's copy_ rebinds swa_loc, the graph keeps the captured one; fixed in 0.5.20."""
+    batch = EXAMPLES["uniform_eagle_batch_of_three"]
+    if sglang.inner.upstream.capabilities.replay_copies_swa_loc:
+        assert check_p5_graph_vs_eager(sglang, batch) == []
+        return
+    with pytest.raises(PropertyFailure) as info:
+        check_p5_graph_vs_eager(sglang, batch)
+    failure = info.value
+    assert failure.field == "swa_loc" and known_finding("P5", failure.field, str(failure), batch) == "F14", str(failure)
