@@ -267,7 +267,7 @@ def test_plan_rows_decode_where_the_plan_lives() -> None:
     audit = DeviceAudit()
     plan_c, plan_w = _plan([9, 9], [2, 2], [3, 1], num_q=6, audit=audit)
     with audit:
-        rows_c, rows_w = pk.compress_rows(plan_c), pk.write_rows(plan_w)
+        rows_c, rows_w = rd.compress_rows(plan_c), rd.write_rows(plan_w)
     assert audit.host_syncs == [] and is_device_resident(rows_c) and str(rows_c.dtype) == "torch.int32"
     assert canonical_plan(rows_w.tolist()) == [[0, 55], [1, 56], [2, 23], [3, 24]]
     assert canonical_plan(rows_c.tolist()) == [[8, 0, 7, 12, 13], [8, 2, 7, 4, 5]]
