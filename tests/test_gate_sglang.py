@@ -91,41 +91,6 @@ MIRROR_PLANT = Plant(
 )
 """The host-mirror regression of issue 15, planted on ``pr-mirror``."""
 
-GRAPH_PLANTS = {
-    "pr-staged": Plant(
-        "the raw-verify upgrade stages its extend lengths from host memory made during capture", BACKEND,
-        "extend_seq_lens = torch.full_like(seq_lens, num_draft_tokens)",
-        "extend_seq_lens = torch.tensor([num_draft_tokens] * bs, dtype=seq_lens.dtype).to(\n"
-        "                seq_lens.device, non_blocking=True\n            )",
-        "P7",
-        catalogue=(
-            "raw_verify_extend_staged_on_host, planted in upstream: make_forward_metadata_from_raw_verify (DSpark's "
-            "in-graph upgrade, 0.5.20+) builds the uniform extend lengths in a host buffer and copies them over "
-            "asynchronously instead of torch.full_like on the device. The values are right at capture and stay "
-            "right (num_draft_tokens is a constant), so every build and replay compares equal; but the graph "
-            "recorded a copy from pageable host memory made during capture, which a GPU replays from whatever "
-            "that memory holds later. Only the recorder sees it (P7, 'recorded work reads host memory')."
-        ),
-    ),
-    "pr-assign": Plant(
-        "the raw verify metadata's copy_ rebinds seq_lens instead of copying into the captured buffer", BACKEND,
-        "        self.seq_lens.copy_(other.seq_lens)\n        self.out_cache_loc.copy_(other.out_cache_loc)\n\n"
-        "        self.extend_seq_lens = other.extend_seq_lens",
-        "        self.seq_lens = other.seq_lens\n        self.out_cache_loc.copy_(other.out_cache_loc)\n\n"
-        "        self.extend_seq_lens = other.extend_seq_lens",
-        "P5",
-        catalogue=(
-            "raw_verify_copy_rebinds_seq_lens, planted in upstream: DSV4RawVerifyMetadata.copy_ (out-graph, before "
-            "every DSpark replay, 0.5.20+) assigns the new seq_lens instead of copying them into the captured "
-            "tensor. Python now holds the replay's lengths, but the recorded upgrade reads the captured storage: "
-            "every replay materialises the capture's seq_lens (seq_lens_casual, the page table, pf_*). A Python "
-            "replay() that re-runs the upgrade sees the new object and stays green; P5's recorded replay is red."
-        ),
-    ),
-}
-"""Graph-replay regressions of issue 18 (both in DSpark's raw-verify path), each on its own branch."""
-
-
 def _mirror(installed: str, repo: str, planted: list[tuple[str, ...]]) -> list[str]:
     """``repo/python/sglang``: real directories along each planted file's path, symlinks for everything else.
 
@@ -189,7 +154,6 @@ def planted_repo(tmp_path_factory):
         fallback = fh.read()
     if fallback.count(TORCH_FALLBACK_PLANT.find) == 1:
         plants["pr-torch"] = TORCH_FALLBACK_PLANT
-    plants.update({branch: plant for branch, plant in GRAPH_PLANTS.items() if source.count(plant.find) == 1})
     for branch, plant in plants.items():
         _plant_branch(git, repo, branch, plant)
     return repo, plants
@@ -248,21 +212,6 @@ def test_the_host_mirror_feeding_the_compress_plans_off_by_one_gates_red(planted
     assert "BLOCKS" in _row(out, "P1") and "NEW" in _row(out, "P1"), out
     replays = [n for n in os.listdir(tmp_path / "failures") if n.startswith("P1-") and n.endswith(".json")]
     assert any("plan" in open(tmp_path / "failures" / n).read() for n in replays), out
-
-
-@pytest.mark.parametrize("branch", list(GRAPH_PLANTS))
-def test_a_graph_replay_regression_gates_red_through_the_recorder(planted_repo, cache_dir, tmp_path, capsys,
-                                                                 branch: str) -> None:
-    """Issue 18's bugs in upstream's two graph phases: only a replay as a GPU runs it (recorded) sees them."""
-    from metadata_builders.sglang_adapter.releases import Capabilities, upstream_version
-
-    repo, plants = planted_repo
-    plant = GRAPH_PLANTS[branch]
-    if branch not in plants or not Capabilities.of(upstream_version()).exact_token_map:
-        pytest.skip(f"the installed release's target verify never takes the raw-verify route (0.5.20+): {plant.what}")
-    assert _gate(repo, tmp_path, cache_dir, branch, "--properties", "P5,P7") == 1, plant.what
-    out = capsys.readouterr().out
-    assert "BLOCKS" in _row(out, plant.prop) and "NEW" in _row(out, plant.prop), out
 
 
 def test_the_release_against_itself_gates_green(planted_repo, cache_dir, tmp_path, capsys) -> None:

@@ -11,6 +11,11 @@ recorded work, and that a capped tier shows F13.
 
 from __future__ import annotations
 
+import inspect
+import sys
+import textwrap
+from dataclasses import dataclass
+
 import pytest
 
 from metadata_builders import GraphTier, Variant, get_builder
@@ -108,3 +113,77 @@ def test_replays_keep_the_captured_swa_loc_f14(sglang) -> None:
         check_p5_graph_vs_eager(sglang, batch)
     failure = info.value
     assert failure.field == "swa_loc" and known_finding("P5", failure.field, str(failure), batch) == "F14", str(failure)
+
+
+# -- graph-replay regressions planted in upstream's raw-verify path -----------------------------------
+
+
+@dataclass(frozen=True)
+class GraphPlant:
+    """One edit of one upstream method (a copy of its source, recompiled in its module), and what must go red."""
+
+    what: str
+    owner: str
+    """``backend_cls`` or a name in the backend module."""
+    method: str
+    find: str
+    replace: str
+    prop: str
+    field: str
+
+
+GRAPH_PLANTS = (
+    GraphPlant(
+        # make_forward_metadata_from_raw_verify (DSpark's in-graph upgrade) stages the uniform extend lengths in a
+        # host buffer and copies them over asynchronously instead of torch.full_like on the device. The values
+        # stay right (num_draft_tokens is constant), so every build and replay compares equal; but the graph
+        # recorded a copy from pageable host memory made during capture, which a GPU replays from whatever that
+        # memory holds later. Only the recorder sees it.
+        "the raw-verify upgrade stages its extend lengths in host memory made during capture",
+        "backend_cls", "make_forward_metadata_from_raw_verify",
+        "extend_seq_lens = torch.full_like(seq_lens, num_draft_tokens)",
+        "extend_seq_lens = torch.tensor([num_draft_tokens] * bs, dtype=seq_lens.dtype).to(\n"
+        "                seq_lens.device, non_blocking=True\n            )",
+        "P7", "in_graph (make_forward_metadata_from_raw_verify)",
+    ),
+    GraphPlant(
+        # DSV4RawVerifyMetadata.copy_ (out-graph, before every DSpark replay) assigns the replay's out_cache_loc
+        # (the live tensor, padded to the tier) instead of copying it into the captured one (built on zeros at
+        # capture): Python holds the new locations, the recorded upgrade reads the captured storage, so every
+        # replay writes KV at the capture's locations. A Python replay() that re-runs the upgrade stays green.
+        # (Rebinding seq_lens instead would be harmless: the captured raw metadata holds the runner's static
+        # seq_lens buffer itself, which the runner refills in place.)
+        "the raw verify metadata's copy_ rebinds out_cache_loc instead of copying into the captured buffer",
+        "DSV4RawVerifyMetadata", "copy_",
+        "self.out_cache_loc.copy_(other.out_cache_loc)", "self.out_cache_loc = other.out_cache_loc",
+        "P5", "raw_out_loc",
+    ),
+)
+
+
+def _planted(owner: type, plant: GraphPlant):
+    """``owner.method`` with the plant's one edit, compiled from upstream's own source in upstream's module."""
+    source = inspect.getsource(getattr(owner, plant.method))
+    assert source.count(plant.find) == 1, plant.find
+    namespace: dict = {}
+    exec(compile(textwrap.dedent(source.replace(plant.find, plant.replace)), inspect.getsourcefile(owner), "exec"),
+         vars(sys.modules[owner.__module__]), namespace)
+    return namespace[plant.method]
+
+
+@pytest.mark.parametrize("plant", GRAPH_PLANTS, ids=lambda p: p.prop)
+def test_a_graph_replay_regression_in_upstream_fails_through_the_recorder(sglang, monkeypatch, plant) -> None:
+    """Issue 18's bugs in upstream's raw-verify path: red through the recorded replay, green unplanted."""
+    from metadata_builders.properties import check_p5_graph_vs_eager, check_p7_capture_safety
+
+    up = sglang.inner.upstream
+    if not up.capabilities.gate:
+        pytest.skip(f"SGLang {up.release} reaches no raw verify metadata (the dspark gate, 0.5.21+)")
+    batch = make_batch([5, 3, 7], [2, 1, 3], 2, graph=GraphTier(4, 8), is_dspark=True)
+    check = {"P5": check_p5_graph_vs_eager, "P7": check_p7_capture_safety}[plant.prop]
+    check(sglang, batch)
+    owner = up.backend_cls if plant.owner == "backend_cls" else getattr(up.backend_module, plant.owner)
+    monkeypatch.setattr(owner, plant.method, _planted(owner, plant))
+    with pytest.raises(PropertyFailure) as info:
+        check(sglang, batch)
+    assert info.value.field == plant.field, str(info.value)
