@@ -107,7 +107,8 @@ def test_replays_keep_the_captured_swa_loc_f14(sglang) -> None:
     """F14 (0.5.18/0.5.19): the replay's copy_ rebinds swa_loc, the graph keeps the captured one; fixed in 0.5.20."""
     batch = EXAMPLES["uniform_eagle_batch_of_three"]
     if sglang.inner.upstream.capabilities.replay_copies_swa_loc:
-        assert check_p5_graph_vs_eager(sglang, batch) == []
+        notes = check_p5_graph_vs_eager(sglang, batch)
+        assert all("cannot express" in str(n) for n in notes), notes  # mirror=device before 0.5.22
         return
     with pytest.raises(PropertyFailure) as info:
         check_p5_graph_vs_eager(sglang, batch)
