@@ -117,8 +117,15 @@ def test_named_batches_match_reference(sglang, upstream, name: str) -> None:
 
 @pytest.mark.parametrize("name", list(EXAMPLES))
 def test_named_batches_keep_the_sync_contract(sglang, name: str) -> None:
-    """Upstream syncs exactly where the contract says, and nowhere on sync-free paths."""
-    check_p7_capture_safety(sglang, EXAMPLES[name])
+    """Upstream syncs exactly where the contract says, and nowhere on sync-free paths.
+
+    A capped tier's recorded replay pads without the cap (F13), which moves its token-map sync.
+    """
+    batch = EXAMPLES[name]
+    try:
+        check_p7_capture_safety(sglang, batch)
+    except PropertyFailure as failure:
+        assert known_finding("P7", failure.field, str(failure), batch) == "F13", str(failure)
 
 
 @pytest.mark.parametrize("name", list(EXAMPLES))
