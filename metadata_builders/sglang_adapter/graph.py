@@ -50,6 +50,7 @@ from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
+from metadata_builders.errors import CaptureMismatch
 from metadata_builders.metadata import Decision
 from metadata_builders.sglang_adapter.compression import unobservable
 from metadata_builders.sglang_adapter.double import make_backend, upstream_patched
@@ -176,22 +177,38 @@ def out_graph(builder: Builder, state: UpstreamGraph, inputs: VerifyInputs) -> D
     for name in _STAGES:
         state.seen.pop(name, None)
     state.forward_batch = _forward_batch(builder, state, inputs)
+    capturing = not state.captured
     with _phase(builder, inputs):
-        state.backend.init_forward_metadata_out_graph(state.forward_batch, in_capture=not state.captured)
+        state.backend.init_forward_metadata_out_graph(state.forward_batch, in_capture=capturing)
     state.captured = True
     state.eager = "_attach_unified_kv_prefill_meta" in state.seen
     if not state.eager:
         return state.decision
+    _keep_stage_values(state, capture=capturing)
+    return decision(state.seen)
+
+
+def _keep_stage_values(state: UpstreamGraph, *, capture: bool) -> None:
+    """Clones the eager path's stage arguments at the capture; copies into those clones at a replay.
+
+    The captured read points at the clones, so a replay may not move them: a
+    stage argument whose shape changes after the capture is a :class:`CaptureMismatch`.
+    """
+    import torch
+
     for name in _STAGES:
         for arg, value in state.seen.get(name, {}).items():
-            if not _is_tensor(value):
+            if not isinstance(value, torch.Tensor):
                 continue
             kept = state.stage_values.get((name, arg))
-            if kept is None or kept.shape != value.shape:
+            if capture:
                 state.stage_values[(name, arg)] = value.clone()
+            elif kept is None:
+                continue  # not there at the capture: the captured read never saw it
+            elif kept.shape != value.shape:
+                raise CaptureMismatch(f"{name}({arg})", tuple(kept.shape), tuple(value.shape))
             else:
                 kept.copy_(value)
-    return decision(state.seen)
 
 
 def in_graph(builder: Builder, state: UpstreamGraph, inputs: VerifyInputs) -> VerifyMetadata:
@@ -214,9 +231,3 @@ def _read(builder: Builder, state: UpstreamGraph, inputs: VerifyInputs) -> Verif
     geo = inputs.geometry
     missing = unobservable(geo, builder.upstream.capabilities.low_ratios)
     return read(state.metadata, seen, geo, missing if geo.compression is not None else None)
-
-
-def _is_tensor(value: Any) -> bool:
-    import torch
-
-    return isinstance(value, torch.Tensor)
