@@ -68,3 +68,20 @@ def test_indexer_on_another_page_is_not_observable(sglang, upstream) -> None:
     assert indexer <= set(result.not_observable)
     if upstream.capabilities.low_ratios:
         assert _low_fields((2,)) - indexer <= set(result.fields)
+
+
+@pytest.mark.parametrize("low", list(LOW))
+def test_low_ratio_graph_replays_run_upstreams_in_graph_block(sglang, upstream, low: str) -> None:
+    """The recorded graph path with low ratios: upstream's in-graph phase adds the V4.1 token map and FP4
+    workspaces (0.5.22+), which read the runner's ``spec_info.draft_token_num``, the pool's index pools and
+    the model; the double hands them in, so P5, P7 and P9 judge the replay instead of crashing in the double.
+    (Before the fix: every graph batch with a low ratio failed at both sides of the gate, hidden as pre-existing.)
+    """
+    from metadata_builders.properties import check_p5_graph_vs_eager, check_p7_capture_safety, check_p9_no_hidden_state
+
+    batch = compressed([5, 126], [1, 3], 3, graph=GraphTier(4, 12), compression=Compression(low_ratios=LOW[low]))
+    for check in (check_p5_graph_vs_eager, check_p7_capture_safety, check_p9_no_hidden_state):
+        try:
+            check(sglang, batch)
+        except PropertyFailure as failure:
+            assert _known(upstream, batch, failure), str(failure)

@@ -56,7 +56,7 @@ from metadata_builders.sglang_adapter.compression import unobservable
 from metadata_builders.sglang_adapter.double import make_backend, upstream_patched
 from metadata_builders.sglang_adapter.entry import PATCH_LOCK, entry_and_is_dspark, ragged_layout
 from metadata_builders.sglang_adapter.reading import decision, read
-from metadata_builders.sglang_adapter.routing import kernel_routes
+from metadata_builders.sglang_adapter.routing import kernel_routes, patched
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -103,8 +103,17 @@ class UpstreamGraph:
 @contextlib.contextmanager
 def _phase(builder: Builder, inputs: VerifyInputs) -> Iterator[None]:
     up = builder.upstream
-    with PATCH_LOCK, upstream_patched(up, inputs), kernel_routes(up, inputs, builder.kernels):
+    with PATCH_LOCK, upstream_patched(up, inputs), kernel_routes(up, inputs, builder.kernels), \
+            contextlib.ExitStack() as stack:
+        if hasattr(up.backend_module, "build_low_ratio_decode_workspaces"):
+            stack.enter_context(patched(up.backend_module, "build_low_ratio_decode_workspaces", _no_fp4_workspaces))
         yield
+
+
+def _no_fp4_workspaces(metadata_by_ratio: Any, **kwargs: Any) -> dict[int, Any]:
+    """V4.1's in-graph FP4 low-ratio decode workspaces (0.5.22+; AITER/HIP kernels, no field the harness models):
+    none, as with the FP4 indexer off."""
+    return {}
 
 
 def graph_state(builder: Builder, inputs: VerifyInputs) -> UpstreamGraph:
@@ -133,6 +142,10 @@ def _graph_attributes(backend: Any, inputs: VerifyInputs) -> None:
     backend.enable_deepseek_v4_fp4_indexer = False  # the fp4 workspaces (0.5.20+) stay off, as on HIP
     backend._fp4_c4_rowgroup_columns = None
     backend.topk = backend.speculative_num_steps = backend.speculative_step_id = 0  # decode buckets only
+    # V4.1's in-graph low-ratio block (0.5.22+) asks these before its FP4 workspaces (stubbed, _phase):
+    backend.low_ratio_identity_skip = False  # decode only; target-verify rows keep the scored path
+    backend.model_runner = SimpleNamespace(model=SimpleNamespace())  # no monokernel: every metadata is read
+    backend.token_to_kv_pool.index_pools = {}  # no page-8 index-K pool
 
 
 def _host_mirror(state: UpstreamGraph, inputs: VerifyInputs) -> tuple[torch.Tensor | None, int | None]:
@@ -164,7 +177,9 @@ def _forward_batch(builder: Builder, state: UpstreamGraph, inputs: VerifyInputs)
         seq_lens_sum=total,  # read at replay by 0.5.18-0.5.21
         positions=state.positions,
         out_cache_loc=inputs.out_cache_loc,
-        spec_info=SimpleNamespace(ragged_verify_layout=ragged_layout(up, inputs, padded=False)),
+        # EagleVerifyInput's fields the two phases read: V4.1's in-graph token->request map reads draft_token_num
+        spec_info=SimpleNamespace(ragged_verify_layout=ragged_layout(up, inputs, padded=False),
+                                  draft_token_num=inputs.num_draft_tokens),
     )
 
 
