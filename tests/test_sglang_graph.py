@@ -103,6 +103,18 @@ def test_capped_tier_replay_ignores_the_cap_f13(sglang) -> None:
     assert known_finding("P5", failure.field, str(failure), EXAMPLES["ragged_tier_slack_spread_over_pad_rows"]) is None
 
 
+def test_a_cap_that_clamps_nothing_still_moves_the_replays_syncs_f13(sglang) -> None:
+    """P7's side of F13: a capped layout has no host total, so the capped build reads it back; the uncapped
+    replay does not. Red on every capped ragged tier (here the cap, 3, clamps no row of a 4-row / 7-token tier)."""
+    from metadata_builders.tier import tier_verify_lens
+
+    batch = make_batch([5, 3], [2, 1], 2, verify_lens=[1, 2], graph=GraphTier(4, 7, cap=3))
+    assert tier_verify_lens(batch.verify_lens, 4, 7, 3) == tier_verify_lens(batch.verify_lens, 4, 7, None)
+    with pytest.raises(PropertyFailure) as info:
+        check_p7_capture_safety(sglang, batch)
+    assert known_finding("P7", info.value.field, str(info.value), batch) == "F13", str(info.value)
+
+
 def test_replays_keep_the_captured_swa_loc_f14(sglang) -> None:
     """F14 (0.5.18/0.5.19): the replay's copy_ rebinds swa_loc, the graph keeps the captured one; fixed in 0.5.20."""
     batch = EXAMPLES["uniform_eagle_batch_of_three"]
