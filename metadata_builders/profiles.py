@@ -21,7 +21,7 @@ from hypothesis.database import (
 __all__ = ["PROFILE_EXAMPLES", "example_database", "load_profile", "register_profiles"]
 
 PROFILE_EXAMPLES = {"dev": 30, "ci": 100, "nightly": 1500}
-"""Examples per focused run of a property (P1 has three focuses, P5 two) in each profile."""
+"""Examples per focused run of a property (P1 and P5 have three focuses, P7 two) in each profile."""
 
 _SUPPRESS = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much]
 _LOCAL_DB = os.path.join(".hypothesis", "examples")

@@ -91,6 +91,41 @@ MIRROR_PLANT = Plant(
 )
 """The host-mirror regression of issue 15, planted on ``pr-mirror``."""
 
+GRAPH_PLANTS = {
+    "pr-staged": Plant(
+        "the raw-verify upgrade stages its extend lengths in host memory made during capture", BACKEND,
+        "extend_seq_lens = torch.full_like(seq_lens, num_draft_tokens)",
+        "extend_seq_lens = torch.tensor([num_draft_tokens] * bs, dtype=seq_lens.dtype).to(\n"
+        "                seq_lens.device, non_blocking=True\n            )",
+        "P7",
+        catalogue=(
+            "raw_verify_extend_staged_on_host, planted in upstream: make_forward_metadata_from_raw_verify (DSpark's "
+            "in-graph upgrade, 0.5.20+) builds the uniform extend lengths in a host buffer and copies them over "
+            "asynchronously instead of torch.full_like on the device. The values stay right (num_draft_tokens is "
+            "constant), so every build and replay compares equal; but the graph recorded a copy from pageable host "
+            "memory made during capture, which a GPU replays from whatever that memory holds later. Only the "
+            "recorder sees it (P7, 'recorded work reads host memory')."
+        ),
+    ),
+    "pr-rebind": Plant(
+        "the raw verify metadata's copy_ rebinds out_cache_loc instead of copying into the captured buffer", BACKEND,
+        "        self.seq_lens.copy_(other.seq_lens)\n        self.out_cache_loc.copy_(other.out_cache_loc)\n\n"
+        "        self.extend_seq_lens = other.extend_seq_lens",
+        "        self.seq_lens.copy_(other.seq_lens)\n        self.out_cache_loc = other.out_cache_loc\n\n"
+        "        self.extend_seq_lens = other.extend_seq_lens",
+        "P5",
+        catalogue=(
+            "raw_verify_copy_rebinds_out_cache_loc, planted in upstream: DSV4RawVerifyMetadata.copy_ (out-graph, "
+            "before every DSpark replay, 0.5.20+) assigns the replay's out_cache_loc instead of copying it into the "
+            "captured tensor (built on zeros at capture). Python holds the new locations, the recorded upgrade "
+            "reads the captured storage: every replay writes KV at the capture's locations. A Python replay() "
+            "that re-runs the upgrade stays green; P5's recorded replay is red on raw_out_loc."
+        ),
+    ),
+}
+"""Graph-replay regressions of issue 18 (DSpark's raw-verify path), each on its own branch; the corpus's
+"DSpark uniform graph" kind (P5's and P7's third and second focus) is what reaches them through the gate."""
+
 def _mirror(installed: str, repo: str, planted: list[tuple[str, ...]]) -> list[str]:
     """``repo/python/sglang``: real directories along each planted file's path, symlinks for everything else.
 
@@ -154,6 +189,7 @@ def planted_repo(tmp_path_factory):
         fallback = fh.read()
     if fallback.count(TORCH_FALLBACK_PLANT.find) == 1:
         plants["pr-torch"] = TORCH_FALLBACK_PLANT
+    plants.update({branch: plant for branch, plant in GRAPH_PLANTS.items() if source.count(plant.find) == 1})
     for branch, plant in plants.items():
         _plant_branch(git, repo, branch, plant)
     return repo, plants
@@ -214,9 +250,33 @@ def test_the_host_mirror_feeding_the_compress_plans_off_by_one_gates_red(planted
     assert any("plan" in open(tmp_path / "failures" / n).read() for n in replays), out
 
 
+@pytest.mark.parametrize("branch", list(GRAPH_PLANTS))
+def test_a_graph_replay_regression_gates_red_through_the_recorder(planted_repo, cache_dir, tmp_path, capsys,
+                                                                 branch: str) -> None:
+    """Issue 18's bugs in upstream's two graph phases: only a replay as a GPU runs it (recorded) sees them."""
+    from metadata_builders.sglang_adapter.releases import Capabilities, upstream_version
+
+    repo, plants = planted_repo
+    plant = GRAPH_PLANTS[branch]
+    if branch not in plants or not Capabilities.of(upstream_version()).gate:
+        pytest.skip(f"the installed release's target verify never takes the raw-verify route: {plant.what}")
+    assert _gate(repo, tmp_path, cache_dir, branch, "--properties", "P5,P7") == 1, plant.what
+    out = capsys.readouterr().out
+    assert "BLOCKS" in _row(out, plant.prop) and "NEW" in _row(out, plant.prop), out
+
+
 def test_the_release_against_itself_gates_green(planted_repo, cache_dir, tmp_path, capsys) -> None:
     """Head = base (both the release): green on both routes; whatever fails at both is listed as pre-existing."""
     repo, _ = planted_repo
     assert _gate(repo, tmp_path, cache_dir, "main") == 0
     out = capsys.readouterr().out
     assert "gate: GREEN" in out and _row(out, "P1-torch"), out
+
+
+def test_the_release_against_itself_gates_green_on_recorded_replays(planted_repo, cache_dir, tmp_path,
+                                                                   capsys) -> None:
+    """The graph plants' other side: P5 and P7 on the corpus that reaches the raw-verify route, unplanted."""
+    repo, _ = planted_repo
+    assert _gate(repo, tmp_path, cache_dir, "main", "--properties", "P5,P7") == 0
+    out = capsys.readouterr().out
+    assert "gate: GREEN" in out and "BLOCKS" not in _row(out, "P5") and "BLOCKS" not in _row(out, "P7"), out

@@ -118,7 +118,7 @@ def _rates_section(rates: list[dict[str, Any]], rate_seconds: float) -> list[str
     out = [
         f"## Examples per second per property (unmutated `hip`, {rate_seconds:g} s each)",
         "",
-        "Each property on its own batch kind (`PropertySpec.focuses`, time split evenly: P1 any / ragged graph / uniform, P2 uniform, P5 graph, P6 divergence).",
+        "Each property on its own batch kind (`PropertySpec.focuses`, time split evenly: P1 any / ragged graph / uniform, P2 uniform, P5 graph / ragged graph / DSpark uniform graph, P6 divergence, P7 any / DSpark uniform graph).",
         "",
         "| property | what | hypothesis ex/s | random ex/s |",
         "|---|---|---|---|",
