@@ -40,6 +40,8 @@ from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager as ContextManager
 from typing import Any
 
+from metadata_builders import launch_memo
+
 __all__ = ["INTERPRETER_MODULE", "WATCHERS", "interpreted_launches", "watched"]
 
 INTERPRETER_MODULE = "triton.runtime.interpreter"
@@ -71,9 +73,9 @@ def _wrap(run: Callable[..., Any], launch: Callable[[Any], ContextManager[None]]
     def run_audited(self: Any, *args: Any, **kwargs: Any) -> Any:
         if WATCHERS and not kwargs.get("warmup"):
             with watched(self, args, kwargs), launch((args, kwargs)):
-                return run(self, *args, **kwargs)
+                return launch_memo.run(run, self, args, kwargs)
         with launch((args, kwargs)):
-            return run(self, *args, **kwargs)
+            return launch_memo.run(run, self, args, kwargs)
 
     run_audited.__name__ = run_audited.__qualname__ = "run"
     run_audited.__wrapped__ = run  # type: ignore[attr-defined]

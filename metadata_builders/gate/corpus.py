@@ -28,12 +28,13 @@ PER_KIND = {"dev": 5, "ci": 10, "nightly": 100}
 Measured (35 catalogue mutants, ``gate --base-builder hip --head-builder <mutant>``): killed 33
 at 5 per kind (``tier_slack_first_real_row`` and ``swa_window_reads_past_table`` need rarer
 shapes), 35 at 10, 15 and 20; at 10 those two are killed by 5 and 2 of the 60 batches, at 15 by
-10 and 3 of 90.  ``ci`` takes 10 because SGLang's gate pays per batch (0.5.23, CPU, one
-process, the default 70 batches): 1.6 CPU s a side on the Triton route and 0.9 on the torch
-route, one build of every variant after P9's history shared by all properties
-(:func:`~metadata_builders.gate.evaluate.seasoned`; 2.5 s and 1.3 s when P9 rebuilt them), plus
-the process start-up (8 s a worker to import SGLang): base and head on both routes took 288 s
-on two idle cores.
+10 and 3 of 90.  ``ci`` takes 10 because SGLang's gate pays per batch (0.5.23, CPU, two
+workers, the default 80 batches over 8 kinds, P5 and P7 on recorded replays): about 0.6 CPU s
+a batch a side on the Triton route with interpreted launches remembered
+(:mod:`metadata_builders.launch_memo`; 2.4 s without), one build of every variant after P9's
+history shared by all properties (:func:`~metadata_builders.gate.evaluate.seasoned`), plus the
+process start-up (8 s a worker to import SGLang): base and head on both routes took 120 s on two
+idle cores (322 s without the memo).
 """
 
 

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from metadata_builders import launch_memo
 from metadata_builders.errors import InvalidVariant
 from metadata_builders.sglang_adapter import graph
 from metadata_builders.sglang_adapter.compression import unobservable
@@ -83,6 +84,8 @@ class SGLangBuilder:
                 "SGLang's metadata kernels are triton-only on CPU and need TRITON_INTERPRET=1 before triton is "
                 "first imported; import metadata_builders.sglang_adapter (or set the variable) first"
             )
+        if self.upstream.interpreter:
+            launch_memo.enable()  # interpreted launches seen before are not run again (launch_memo.py)
 
     def variants_supported(self, batch: VerifyBatch) -> list[Variant]:
         """The variants of ``batch`` the installed release (and the route) can express.
