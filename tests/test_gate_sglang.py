@@ -122,8 +122,22 @@ GRAPH_PLANTS = {
             "that re-runs the upgrade stays green; P5's recorded replay is red on raw_out_loc."
         ),
     ),
+    "pr-geometry": Plant(
+        "out-graph pads the ragged layout to the live request count instead of the captured width", BACKEND,
+        "ragged_layout = ragged_layout.padded_to_bucket(padded_bs=bs)",
+        "ragged_layout = ragged_layout.padded_to_bucket(padded_bs=ragged_layout.bs)",
+        "P5",
+        catalogue=(
+            "replay_geometry_from_live_batch, planted in upstream: init_forward_metadata_out_graph pads the live "
+            "ragged layout to the live request count instead of the graph's captured width, so a replay with "
+            "another request count builds metadata of another geometry than the captured graph holds (on a GPU "
+            "the replay reads and writes past the captured rows). Red on P5: the copy into the captured "
+            "metadata raises."
+        ),
+    ),
 }
-"""Graph-replay regressions of issue 18 (DSpark's raw-verify path), each on its own branch; the corpus's
+"""Graph-replay regressions of issue 18 (two in DSpark's raw-verify path, one in out-graph), each on its own
+branch; the corpus's
 "DSpark uniform graph" kind (P5's and P7's third and second focus) is what reaches them through the gate."""
 
 def _mirror(installed: str, repo: str, planted: list[tuple[str, ...]]) -> list[str]:

@@ -265,8 +265,12 @@ def test_a_missing_piece_names_itself_the_release_and_every_place_looked(upstrea
 
 
 def _launched(monkeypatch) -> Counter:
+    """Kernel name -> interpreted runs from now on (earlier launches forgotten: a remembered one does not run)."""
     from triton.runtime.interpreter import InterpretedFunction
 
+    from metadata_builders import launch_memo
+
+    launch_memo.forget()
     launches: Counter = Counter()
     run = InterpretedFunction.run
 
