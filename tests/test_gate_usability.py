@@ -197,7 +197,8 @@ def test_the_corpus_is_a_knob_per_kind(capsys) -> None:
     kinds = len(corpus_focuses(PROPERTIES))
     assert main(["gate", "--base-builder", "hip", "--head-builder", "hip", "--properties", "P3,P5", "--per-kind",
                  "2", "--workers", "0", "--no-pictures", "--failures-dir", "unused"]) == 0
-    assert "corpus: 6 batches over 3 kinds" in capsys.readouterr().out
+    # P3 any batch; P5 graph, ragged graph, DSpark uniform graph
+    assert "corpus: 8 batches over 4 kinds" in capsys.readouterr().out
     assert PER_KIND["ci"] >= 10 and kinds >= 5
     small = build_corpus(PROPERTIES[:1], [2] * len(corpus_focuses(PROPERTIES[:1])))
     assert small == build_corpus(PROPERTIES[:1], [2] * len(corpus_focuses(PROPERTIES[:1])))  # derandomized
