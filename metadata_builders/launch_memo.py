@@ -98,7 +98,7 @@ def run(launch: Callable[..., Any], kernel: Any, args: tuple, kwargs: dict) -> A
     STATS["launches"] += 1
     with torch._C.DisableTorchFunction():
         try:
-            key, tensors = _key(kernel, args, kwargs)
+            key, tensors, before = _key(kernel, args, kwargs)
         except _Uncacheable:
             STATS["uncacheable"] += 1
             return launch(kernel, *args, **kwargs)
@@ -110,7 +110,6 @@ def run(launch: Callable[..., Any], kernel: Any, args: tuple, kwargs: dict) -> A
                 if after is not None:
                     _storage_view(t).copy_(torch.frombuffer(bytearray(after), dtype=torch.uint8))
             return found[1]
-        before = [_bytes(t) for t in tensors]
     out = launch(kernel, *args, **kwargs)
     if isinstance(out, _PLAIN):
         with torch._C.DisableTorchFunction():
@@ -128,22 +127,22 @@ def _keep(key: tuple, changed: list[bytes | None], out: Any) -> None:
         _SIZE -= sum(len(c) for c in dropped if c is not None)
 
 
-def _key(kernel: Any, args: tuple, kwargs: dict) -> tuple[tuple, list[Any]]:
-    """(the launch's key, its tensor arguments in key order); raises :class:`_Uncacheable`."""
+def _key(kernel: Any, args: tuple, kwargs: dict) -> tuple[tuple, list[Any], list[bytes]]:
+    """(the launch's key, its tensor arguments in key order, their storages' bytes); raises :class:`_Uncacheable`."""
     if getattr(kernel, "pre_run_hooks", None):
         raise _Uncacheable
     fn = getattr(kernel, "fn", None)
     if not isinstance(fn, types.FunctionType):
         raise _Uncacheable
-    tensors: list[Any] = []
+    tensors: list[tuple[Any, bytes]] = []
     storages: dict[int, int] = {}
     parts: list[Any] = [id(kernel), id(fn.__code__), _options(), _globals_of(fn)]
     for name, value in [(None, a) for a in args] + sorted(kwargs.items()):
         parts.append((name, _part(value, tensors, storages)))
-    return tuple(parts), tensors
+    return tuple(parts), [t for t, _ in tensors], [b for _, b in tensors]
 
 
-def _part(value: Any, tensors: list[Any], storages: dict[int, int]) -> Any:
+def _part(value: Any, tensors: list[tuple[Any, bytes]], storages: dict[int, int]) -> Any:
     import torch
 
     if isinstance(value, torch.Tensor):
@@ -151,8 +150,9 @@ def _part(value: Any, tensors: list[Any], storages: dict[int, int]) -> Any:
             raise _Uncacheable
         storage = value.untyped_storage()
         shared = storages.setdefault(storage.data_ptr(), len(tensors))
-        tensors.append(value)
-        digest = hashlib.blake2b(_bytes(value), digest_size=20).digest()
+        data = _bytes(value)
+        tensors.append((value, data))
+        digest = hashlib.blake2b(data, digest_size=20).digest()
         return ("tensor", str(value.dtype), tuple(value.shape), value.stride(), value.storage_offset(),
                 storage.nbytes(), shared, digest)
     if isinstance(value, _PLAIN) or isinstance(value, torch.dtype):

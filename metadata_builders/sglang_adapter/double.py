@@ -108,6 +108,8 @@ def upstream_patched(up: Upstream, inputs: VerifyInputs) -> Iterator[None]:
         enter(patched(up.backend_module, "SWA_WINDOW", geo.swa_window))
         enter(patched(up.backend_module, "PAGE_INDEX_ALIGNED_SIZE", geo.page_index_align))
         enter(patched(up.backend_module, "_create_flashmla_metadata", _no_flashmla_schedule))
+        if hasattr(up.backend_module, "build_low_ratio_decode_workspaces"):  # 0.5.22+, read by in-graph work only
+            enter(patched(up.backend_module, "build_low_ratio_decode_workspaces", _no_fp4_workspaces))
         for module in (up.gate_module, up.backend_module):
             if hasattr(module, "is_unified_kv_triton"):
                 enter(patched(module, "is_unified_kv_triton", _unified_kv_on))
@@ -125,6 +127,12 @@ def upstream_patched(up: Upstream, inputs: VerifyInputs) -> Iterator[None]:
                 enter(patched(up.attn_metadata_cls, "init_compression_metadata", _empty_compression))
                 enter(patched(up.attn_metadata_cls, "init_flashmla_related", empty_sparse_buffers))
         yield
+
+
+def _no_fp4_workspaces(metadata_by_ratio: Any, **kwargs: Any) -> dict[int, Any]:
+    """V4.1's in-graph FP4 low-ratio decode workspaces (AITER/HIP kernels, no field the harness models):
+    none, as with the FP4 indexer off."""
+    return {}
 
 
 def make_backend(up: Upstream, inputs: VerifyInputs, device: Any, is_dspark: bool,

@@ -56,7 +56,7 @@ from metadata_builders.sglang_adapter.compression import unobservable
 from metadata_builders.sglang_adapter.double import make_backend, upstream_patched
 from metadata_builders.sglang_adapter.entry import PATCH_LOCK, entry_and_is_dspark, ragged_layout
 from metadata_builders.sglang_adapter.reading import decision, read
-from metadata_builders.sglang_adapter.routing import kernel_routes, patched
+from metadata_builders.sglang_adapter.routing import kernel_routes
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -103,17 +103,8 @@ class UpstreamGraph:
 @contextlib.contextmanager
 def _phase(builder: Builder, inputs: VerifyInputs) -> Iterator[None]:
     up = builder.upstream
-    with PATCH_LOCK, upstream_patched(up, inputs), kernel_routes(up, inputs, builder.kernels), \
-            contextlib.ExitStack() as stack:
-        if hasattr(up.backend_module, "build_low_ratio_decode_workspaces"):
-            stack.enter_context(patched(up.backend_module, "build_low_ratio_decode_workspaces", _no_fp4_workspaces))
+    with PATCH_LOCK, upstream_patched(up, inputs), kernel_routes(up, inputs, builder.kernels):
         yield
-
-
-def _no_fp4_workspaces(metadata_by_ratio: Any, **kwargs: Any) -> dict[int, Any]:
-    """V4.1's in-graph FP4 low-ratio decode workspaces (0.5.22+; AITER/HIP kernels, no field the harness models):
-    none, as with the FP4 indexer off."""
-    return {}
 
 
 def graph_state(builder: Builder, inputs: VerifyInputs) -> UpstreamGraph:
@@ -142,7 +133,7 @@ def _graph_attributes(backend: Any, inputs: VerifyInputs) -> None:
     backend.enable_deepseek_v4_fp4_indexer = False  # the fp4 workspaces (0.5.20+) stay off, as on HIP
     backend._fp4_c4_rowgroup_columns = None
     backend.topk = backend.speculative_num_steps = backend.speculative_step_id = 0  # decode buckets only
-    # V4.1's in-graph low-ratio block (0.5.22+) asks these before its FP4 workspaces (stubbed, _phase):
+    # V4.1's in-graph low-ratio block (0.5.22+) asks these before its FP4 workspaces (stubbed: double.upstream_patched):
     backend.low_ratio_identity_skip = False  # decode only; target-verify rows keep the scored path
     backend.model_runner = SimpleNamespace(model=SimpleNamespace())  # no monokernel: every metadata is read
     backend.token_to_kv_pool.index_pools = {}  # no page-8 index-K pool
