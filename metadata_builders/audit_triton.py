@@ -42,7 +42,8 @@ from typing import Any
 
 from metadata_builders import launch_memo
 
-__all__ = ["INTERPRETER_MODULE", "WATCHERS", "interpreted_launches", "watched"]
+__all__ = ["INTERPRETER_MODULE", "WATCHERS", "interpreted_launches", "unwatch_launches", "watch_launches",
+           "watched"]
 
 INTERPRETER_MODULE = "triton.runtime.interpreter"
 """Where ``InterpretedFunction`` lives; looked up in ``sys.modules``, never imported."""
@@ -115,15 +116,27 @@ def interpreted_launches(launch: Callable[[Any], ContextManager[None]]) -> Itera
     ``launch`` is the audit's ``kernel_launch``; passed in, so this module
     imports nothing of the audit.  A no-op when the interpreter is not loaded.
     """
+    watch_launches(launch)
+    try:
+        yield
+    finally:
+        unwatch_launches()
+
+
+def watch_launches(launch: Callable[[Any], ContextManager[None]]) -> None:
+    """:func:`interpreted_launches`' entry, for a caller that pairs it with :func:`unwatch_launches` itself
+    (the audit, once a build: a generator's frame there costs more than the rest)."""
     global _DEPTH
     with _LOCK:
         _DEPTH += 1
         if _INSTALLED is None:
             _install(launch)
-    try:
-        yield
-    finally:
-        with _LOCK:
-            _DEPTH -= 1
-            if _DEPTH == 0:
-                _remove()
+
+
+def unwatch_launches() -> None:
+    """:func:`interpreted_launches`' exit: the last one out puts ``run`` back."""
+    global _DEPTH
+    with _LOCK:
+        _DEPTH -= 1
+        if _DEPTH == 0:
+            _remove()

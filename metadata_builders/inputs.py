@@ -122,6 +122,8 @@ class VerifyInputs:
                     continue
                 before = before.tensor()
             if isinstance(before, torch.Tensor):
+                if before.dtype == after.dtype and not before.is_meta and torch.equal(after, before):
+                    continue  # the common case first: same dtype, same shape, same values
                 if before.is_meta:
                     continue  # shapes only: no values to compare
                 if after.shape != before.shape or after.dtype != before.dtype:

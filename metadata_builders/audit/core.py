@@ -20,12 +20,12 @@ import contextlib
 from typing import Any, Callable, Iterator
 
 import torch
+from torch.overrides import _pop_mode, _push_mode
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from metadata_builders.audit import shortcuts
 from metadata_builders.audit.device_model import _caller_stage, _HipDeviceModel, _model_bookkeeping
 from metadata_builders.audit.function_level import _FunctionLayer, _FunctionLevel
-from metadata_builders.audit.shortcuts import installed as direct_entries
-from metadata_builders.audit.shortcuts import session as direct_session
 from metadata_builders.audit.residency import (
     _NO_READS,
     _add_reads,
@@ -37,6 +37,7 @@ from metadata_builders.audit.residency import (
     _tensors,
     is_device_resident,
 )
+from metadata_builders.audit_triton import unwatch_launches, watch_launches
 from metadata_builders.metadata import FaultRecord, ReadKind, SyncRecord, TokenMap
 
 __all__ = ["DeviceAudit", "kernel_launch"]
@@ -112,24 +113,42 @@ class DeviceAudit(_FunctionLevel, _HipDeviceModel):
         """How many asynchronous copies received the divergence."""
         self._current = None
         self._suspended = False
-        self._stack = contextlib.ExitStack()
+        self._layer: _FunctionLayer | None = None
+        self._direct = False
         self._dispatch_layer: _DispatchLayer | None = None
         """Made the first time a call goes through it."""
 
     def __enter__(self) -> DeviceAudit:
-        from metadata_builders.audit_triton import interpreted_launches
-
+        # Once a build: the three contexts entered and left by hand (an ExitStack and two
+        # generators cost about a tenth of what the audit adds to a small build).
         # Any builder's interpreted Triton launch runs inside kernel_launch (only if triton is loaded).
-        self._stack.enter_context(interpreted_launches(kernel_launch))
-        layer = self._stack.enter_context(_FunctionLayer(self))
-        if self.DIRECT:
-            self._stack.enter_context(direct_entries(layer))
+        watch_launches(kernel_launch)
+        try:
+            layer = self._layer = _FunctionLayer(self)
+            _push_mode(layer)
+            self._direct = self.DIRECT
+            if self._direct:
+                try:
+                    shortcuts.enter(layer)
+                except BaseException:
+                    _pop_mode()
+                    raise
+        except BaseException:
+            unwatch_launches()
+            raise
         _ACTIVE.append(self)
         return self
 
     def __exit__(self, *exc: Any) -> None:
         _ACTIVE.remove(self)
-        self._stack.close()
+        try:
+            if self._direct:
+                shortcuts.leave()
+        finally:
+            try:
+                _pop_mode()
+            finally:
+                unwatch_launches()
 
     @classmethod
     def session(cls) -> contextlib.AbstractContextManager[None]:
@@ -139,7 +158,7 @@ class DeviceAudit(_FunctionLevel, _HipDeviceModel):
         left as found when the block ends (:func:`.shortcuts.session`).  A no-op with
         ``DIRECT = False``.
         """
-        return direct_session() if cls.DIRECT else contextlib.nullcontext()
+        return shortcuts.session() if cls.DIRECT else contextlib.nullcontext()
 
     def _new_dispatch_layer(self) -> _DispatchLayer:
         return _DispatchLayer(self)

@@ -70,7 +70,7 @@ from metadata_builders.audit.calls import (
     scan,
 )
 from metadata_builders.audit.gathers import _ModelCalls
-from metadata_builders.audit.placement import _Placement
+from metadata_builders.audit.placement import _HOST, _SPELLINGS, _Placement
 from metadata_builders.audit.shortcuts import original
 from metadata_builders.audit.residency import (
     _NO_READS,
@@ -96,6 +96,10 @@ __all__: list[str] = []
 _TENSOR = torch.Tensor
 _ALL = slice(None)
 _NO_KWARGS: dict[str, Any] = {}  # shared: no handler writes into the keywords it is given
+_DEVICE_TYPE = torch.device
+_DTYPE = torch.dtype
+_FRESH = _provenance(True, _NO_READS)
+"""A fresh device buffer's provenance: device memory that reads nothing."""
 
 
 class _FunctionLayer(TorchFunctionMode):
@@ -192,24 +196,28 @@ class _FunctionLevel(_ModelCalls, _Placement):
                     resident = True
                 found = provenance[1]
                 if found and found is not reads:
-                    reads = _union(reads, found)
+                    reads = _union(reads, found) if reads else found
             elif value_type not in PLAIN and not _numbers(value, value_type):
                 return self._operands_scanned(func, kind, args, kwargs)
             position += 1
-        for key, value in kwargs.items():  # numbers, dtypes, rounding modes; anything else is scanned
-            if type(value) not in PLAIN or key == "out" or key == "inplace":
-                return self._operands_scanned(func, kind, args, kwargs)
-        out = func(*args, **kwargs)
-        if resident:
-            if kind.reads_none:
-                reads = _NO_READS
-            if type(out) is not _TENSOR:
-                _mark_out(out, args, reads)
-                return out
-            for value in args:
-                if out is value:
-                    return out  # an input handed back keeps its own marks
-            setattr(out, _PROVENANCE, _ON_DEVICE.get(reads) or _provenance(True, reads))
+        if kwargs:
+            for key, value in kwargs.items():  # numbers, dtypes, rounding modes; anything else is scanned
+                if type(value) not in PLAIN or key == "out" or key == "inplace":
+                    return self._operands_scanned(func, kind, args, kwargs)
+            out = func(*args, **kwargs)
+        else:
+            out = func(*args)
+        if not resident:
+            return out
+        if kind.reads_none:
+            reads = _NO_READS
+        if type(out) is not _TENSOR:
+            _mark_out(out, args, reads)
+            return out
+        for value in args:
+            if out is value:
+                return out  # an input handed back keeps its own marks
+        setattr(out, _PROVENANCE, _ON_DEVICE.get(reads) or _provenance(True, reads))
         return out
 
     def _operands_scanned(self, func: Callable, kind: Kind, args: tuple, kwargs: dict) -> Any:
@@ -261,7 +269,7 @@ class _FunctionLevel(_ModelCalls, _Placement):
 
     def _to_call(self, func: Callable, kind: Kind, args: tuple, kwargs: dict) -> Any:
         source = args[0] if args else None
-        if len(args) == 2 and not kwargs and type(args[1]) is torch.dtype and type(source) is _TENSOR:
+        if len(args) == 2 and not kwargs and type(args[1]) is _DTYPE and type(source) is _TENSOR:
             out = func(source, args[1])  # a dtype change: stays where it is
             if out is not source:
                 provenance = getattr(source, _PROVENANCE, _UNPLACED)
@@ -276,6 +284,12 @@ class _FunctionLevel(_ModelCalls, _Placement):
 
     def _factory_call(self, func: Callable, kind: Kind, args: tuple, kwargs: dict) -> Any:
         if _all_plain(args, kwargs):  # torch.arange(n, dtype=..., device=...), torch.full((n,), -1, ...)
+            device = kwargs.get("device")
+            if (type(device) is str or type(device) is _DEVICE_TYPE) and _SPELLINGS.get(device) is _HOST \
+                    and not kwargs.get("pin_memory"):  # the device on CPU, spelled as seen before: _factory inline
+                out = func(*args, **{**kwargs, "device": _HOST})
+                setattr(out, _PROVENANCE, _FRESH)
+                return out
             return self._factory(func, kind.name, args, kwargs, ())
         found = scan(args, kwargs, kind.slots)
         if found is None or (found[1] and kind.slots == 0):
@@ -290,9 +304,11 @@ class _FunctionLevel(_ModelCalls, _Placement):
     def _in_place(self, func: Callable, kind: Kind, args: tuple, kwargs: dict) -> Any:
         """``x.add_(y)``, ``buf.scatter_(0, i, src)``: no read; ``x`` (and what it views) now holds what they read."""
         found = scan(args, kwargs, kind.slots, kind.operand_kwargs)
-        if (found is None or not args or type(args[0]) is not _TENSOR
-                or any(len(args) <= i or type(args[i]) is not int for i in kind.numbers)):
+        if found is None or not args or type(args[0]) is not _TENSOR:
             return self._through_dispatch(func, func, *args, **kwargs)
+        for i in kind.numbers:
+            if len(args) <= i or type(args[i]) is not int:
+                return self._through_dispatch(func, func, *args, **kwargs)
         out = func(*args, **kwargs)
         reads = _reads_of(found[0])
         target = args[0]

@@ -31,7 +31,16 @@ from metadata_builders.audit.calls import (
     scan,
 )
 from metadata_builders.audit.device_model import _model_bookkeeping
-from metadata_builders.audit.residency import _PROVENANCE, _UNPLACED, _mark, _reads, _reads_of, _union
+from metadata_builders.audit.residency import (
+    _ON_DEVICE,
+    _PROVENANCE,
+    _UNPLACED,
+    _mark,
+    _provenance,
+    _reads,
+    _reads_of,
+    _union,
+)
 
 __all__: list[str] = []
 
@@ -39,6 +48,8 @@ aten = torch.ops.aten
 _INDEX = aten.index.Tensor
 _TOKEN_MAP = aten.repeat_interleave.Tensor
 _GATHERS = {"index_select": aten.index_select.default, "gather": aten.gather.default}
+_VF = torch._C._VariableFunctions
+"""torch's own functions, for calls the handlers make themselves: never a direct entry (:mod:`.shortcuts`)."""
 _TENSOR = torch.Tensor
 _ALL = slice(None)
 
@@ -60,19 +71,39 @@ class _ModelCalls:
 
         ``x[i, a:b:s]`` is what torch makes of it: the slices' view, then
         ``aten.index(view, [i])``; a gather from device memory goes to the model.
+        The three spellings builders use most (``x[a:b]``, ``x[a:b, None]``, ``x[rows]``
+        from host memory) are handled inline, exactly as the general path would.
         """
         source, index = args
         if type(source) is not _TENSOR or kwargs:
             return self._through_dispatch(func, func, *args, **kwargs)
         index_type = type(index)
+        provenance = getattr(source, _PROVENANCE, _UNPLACED)
         if index_type is int or (index_type is slice and _plain_slice(index)):  # x[0], x[a:b]: a view
             out = func(source, index)
-            provenance = getattr(source, _PROVENANCE, _UNPLACED)
             if provenance[0] if source.is_cpu else not source.is_meta:
-                _mark(out, True, provenance[1])
+                setattr(out, _PROVENANCE, _ON_DEVICE.get(provenance[1]) or _provenance(True, provenance[1]))
             return out
-        if index_type is _TENSOR and index.dim() and index.dtype in INDEX_DTYPES and source.dim():  # x[i]
-            return self._gather_by(func, args, _union(_reads(source), _reads(index)), _resident(index), False)
+        if index_type is _TENSOR:
+            if index.dtype in INDEX_DTYPES and index.dim() and source.dim():  # x[i]
+                found = getattr(index, _PROVENANCE, _UNPLACED)
+                reads = provenance[1]
+                if found[1] and found[1] is not reads:
+                    reads = _union(reads, found[1]) if reads else found[1]
+                if provenance[0] and source.is_cpu:
+                    try:
+                        out = func(source, index)  # CPU torch checks bounds: what it accepts is in range
+                    except (IndexError, RuntimeError):
+                        out = self._index_from(func, args, False)
+                    setattr(out, _PROVENANCE, _ON_DEVICE.get(reads) or _provenance(True, reads))
+                    return out
+                return self._gather_by(func, args, reads, _resident(index), False)
+        elif index_type is tuple and len(index) == 2 and index[1] is None and type(index[0]) is slice \
+                and _plain_slice(index[0]):  # x[a:b, None]: a view
+            out = func(source, index)
+            if provenance[0] if source.is_cpu else not source.is_meta:
+                setattr(out, _PROVENANCE, _ON_DEVICE.get(provenance[1]) or _provenance(True, provenance[1]))
+            return out
         return self._getitem_parts(func, source, index)
 
     def _getitem_parts(self, func: Callable, source: torch.Tensor, index: Any) -> Any:
@@ -170,7 +201,7 @@ class _ModelCalls:
         found = scan(args, kwargs, 2)
         repeats = args[-1] if args else None
         source = args[0] if len(args) == 2 else None
-        if (found is None or not 1 <= len(args) <= 2 or set(kwargs) - {"output_size"}
+        if (found is None or not 1 <= len(args) <= 2 or (kwargs and (len(kwargs) > 1 or "output_size" not in kwargs))
                 or type(repeats) not in TENSORS or repeats.dim() != 1
                 or (source is not None and (type(source) not in TENSORS or source.shape != repeats.shape))):
             return self._through_dispatch(func, func, *args, **kwargs)
@@ -180,11 +211,11 @@ class _ModelCalls:
         try:
             if _resident(repeats):
                 with _model_bookkeeping():
-                    index = self._repeat_interleave(torch.repeat_interleave, (repeats,), kwargs)
+                    index = self._repeat_interleave(_VF.repeat_interleave, (repeats,), kwargs)
             else:
                 index = _TOKEN_MAP(repeats, **kwargs)
         finally:
             self._current = None
         if source is None:
             return index
-        return self._gather_from(torch.index_select, "index_select", (source, 0, index))
+        return self._gather_from(_VF.index_select, "index_select", (source, 0, index))

@@ -31,13 +31,13 @@ from typing import Any, Callable, Iterator
 import torch
 import torch.nn.functional as F
 
-__all__ = ["SHORTCUTS", "installed", "original", "session"]
+__all__ = ["SHORTCUTS", "enter", "installed", "leave", "original", "session"]
 
 SHORTCUTS: dict[Any, tuple[str, ...]] = {
     torch.Tensor: (
         "to", "__add__", "__sub__", "reshape", "view", "unsqueeze", "contiguous", "masked_fill", "clamp", "sum",
         "cumsum", "clone", "minimum", "scatter_", "add_", "item", "index_select", "gather",
-        "repeat_interleave",
+        "repeat_interleave", "__mul__", "__lt__", "__le__", "__gt__", "__ge__", "__and__", "__or__",
     ),
     torch: (
         "arange", "zeros", "full", "empty", "tensor", "zeros_like", "ones_like", "full_like", "where", "cumsum",
@@ -54,9 +54,10 @@ Each name costs about 0.3 µs to install and remove (once a :func:`session`), sa
 keeps it installed: ``tolist`` is left out for that (the harness calls it 22 times a
 small build to read the fields, builders almost never).  Left out on purpose: the methods torch hands the mode for an
 operator (``add`` for ``x + 1``, ``sub``, ``mul``, ``lt``, ``ge``...: the mode
-would receive the wrapper and pay twice), and the operators' own dunders but
-``__add__`` and ``__sub__`` (setting a dunder on ``Tensor`` rebuilds its slots:
-about 6 µs a name, each audit).  Never ``__getitem__``: a Python
+would receive the wrapper and pay twice).  The operators' own dunders are here
+where builders use them (``x + 1``, ``a < b``, ``m & n``): setting a dunder on
+``Tensor`` rebuilds its slots, about 4 µs a name, so they pay off once a session
+spans a few builds (``bench`` installs them once a round of nine).  Never ``__getitem__``: a Python
 ``__getitem__`` makes every tensor a sequence to C code, and
 ``torch.tensor([t[0], t[1]])`` then asks a 0-d tensor for its ``len()``."""
 GETTERS: tuple[str, ...] = ("shape", "device")
@@ -77,6 +78,8 @@ _OWN: set[tuple[Any, str]] = set()
 _active: list[tuple[int, Any, Any, dict]] = []
 """The installed layers, innermost last: the mode stack's depth while the layer is the innermost mode,
 the layer, its audit and its entries."""
+_innermost: tuple[int, Any, Any, dict] | None = None
+"""``_active[-1]``, or None: what every wrapper reads first."""
 
 
 def original(func: Callable) -> Callable:
@@ -87,8 +90,8 @@ def original(func: Callable) -> Callable:
 def _wrapper(func: Callable) -> Callable:
     @functools.wraps(func)
     def direct(*args: Any, **kwargs: Any) -> Any:
-        if _active:
-            depth, layer, audit, entries = _active[-1]
+        if _innermost is not None:
+            depth, layer, audit, entries = _innermost
             if _stack_len() == depth and _modes_enabled():  # the layer is the innermost mode
                 if audit._suspended:
                     return func(*args, **kwargs)
@@ -154,13 +157,27 @@ def installed(layer: Any) -> Iterator[None]:
     Only this module ever takes the layer off the mode stack, so the layer is
     the innermost mode exactly while the stack is as deep as when it was pushed.
     """
-    _install()
-    _active.append((_stack_len(), layer, layer.audit, layer.entries))
+    enter(layer)
     try:
         yield
     finally:
-        _active.pop()
-        _remove()
+        leave()
+
+
+def enter(layer: Any) -> None:
+    """:func:`installed`' entry, for a caller that pairs it with :func:`leave` itself (the audit)."""
+    global _innermost
+    _install()
+    _active.append((_stack_len(), layer, layer.audit, layer.entries))
+    _innermost = _active[-1]
+
+
+def leave() -> None:
+    """:func:`installed`' exit: the innermost layer's entries gone; torch as found once none is left."""
+    global _innermost
+    _active.pop()
+    _innermost = _active[-1] if _active else None
+    _remove()
 
 
 @contextlib.contextmanager
