@@ -12,6 +12,7 @@ import os
 import pathlib
 import re
 import subprocess
+import sys
 
 import pytest
 
@@ -161,6 +162,8 @@ def test_a_module_builder_replay_command_says_how_to_import_it(heads, tmp_path, 
     command = next(row for row in capsys.readouterr().out.splitlines() if "replay: " in row).split("replay: ", 1)[1]
     assert command.startswith(f"PYTHONPATH={heads} metadata-builders replay ")
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    # The console script sits beside this interpreter: found whether or not the venv is activated.
+    env["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), env.get("PATH", "")])
     done = subprocess.run(command + " --device cpu --properties P1", shell=True, env=env, cwd=str(tmp_path),
                           capture_output=True, text=True, check=False)
     assert done.returncode == 1, done.stdout + done.stderr  # reproduced, not "builder not found" (exit 2)
