@@ -78,8 +78,8 @@ def _f11(field: str, message: str, batch: VerifyBatch) -> bool:
 
 def _f13(field: str, message: str, batch: VerifyBatch) -> bool:
     # The recorded replay runs upstream's out-graph phase, which pads the live layout without the tier's cap;
-    # the direct graph build (and the model) honour it.  Only where the cap changes the padded lengths: P5
-    # compares replays with fresh builds (values), P7 holds a replay to the build's sync contract.
+    # the direct graph build (and the model) honour it.  P5 compares replays with fresh builds (values): only
+    # where the cap changes the padded lengths; P7 holds a replay to the build's sync contract: any cap.
     if batch.graph is None or batch.graph.cap is None:
         return False
     if "vs a fresh build" in message:

@@ -122,15 +122,13 @@ class VerifyInputs:
                     continue
                 before = before.tensor()
             if isinstance(before, torch.Tensor):
-                if before.dtype == after.dtype and not before.is_meta and torch.equal(after, before):
-                    continue  # the common case first: same dtype, same shape, same values
                 if before.is_meta:
                     continue  # shapes only: no values to compare
+                if before.dtype == after.dtype and torch.equal(after, before):
+                    continue  # the common case first (torch.equal is False on another shape)
                 if after.shape != before.shape or after.dtype != before.dtype:
                     changes.append(InputChange(name, None, f"{tuple(before.shape)} {before.dtype}",
                                                f"{tuple(after.shape)} {after.dtype}"))
-                    continue
-                if torch.equal(after, before):
                     continue
                 differs = (after != before).reshape(-1).nonzero()
                 if differs.numel():

@@ -113,7 +113,6 @@ class DeviceAudit(_FunctionLevel, _HipDeviceModel):
         """How many asynchronous copies received the divergence."""
         self._current = None
         self._suspended = False
-        self._layer: _FunctionLayer | None = None
         self._direct = False
         self._dispatch_layer: _DispatchLayer | None = None
         """Made the first time a call goes through it."""
@@ -124,7 +123,7 @@ class DeviceAudit(_FunctionLevel, _HipDeviceModel):
         # Any builder's interpreted Triton launch runs inside kernel_launch (only if triton is loaded).
         watch_launches(kernel_launch)
         try:
-            layer = self._layer = _FunctionLayer(self)
+            layer = _FunctionLayer(self)
             _push_mode(layer)
             self._direct = self.DIRECT
             if self._direct:

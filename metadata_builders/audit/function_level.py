@@ -70,7 +70,7 @@ from metadata_builders.audit.calls import (
     scan,
 )
 from metadata_builders.audit.gathers import _ModelCalls
-from metadata_builders.audit.placement import _HOST, _SPELLINGS, _Placement
+from metadata_builders.audit.placement import _Placement
 from metadata_builders.audit.shortcuts import original
 from metadata_builders.audit.residency import (
     _NO_READS,
@@ -96,10 +96,7 @@ __all__: list[str] = []
 _TENSOR = torch.Tensor
 _ALL = slice(None)
 _NO_KWARGS: dict[str, Any] = {}  # shared: no handler writes into the keywords it is given
-_DEVICE_TYPE = torch.device
 _DTYPE = torch.dtype
-_FRESH = _provenance(True, _NO_READS)
-"""A fresh device buffer's provenance: device memory that reads nothing."""
 
 
 class _FunctionLayer(TorchFunctionMode):
@@ -284,12 +281,6 @@ class _FunctionLevel(_ModelCalls, _Placement):
 
     def _factory_call(self, func: Callable, kind: Kind, args: tuple, kwargs: dict) -> Any:
         if _all_plain(args, kwargs):  # torch.arange(n, dtype=..., device=...), torch.full((n,), -1, ...)
-            device = kwargs.get("device")
-            if (type(device) is str or type(device) is _DEVICE_TYPE) and _SPELLINGS.get(device) is _HOST \
-                    and not kwargs.get("pin_memory"):  # the device on CPU, spelled as seen before: _factory inline
-                out = func(*args, **{**kwargs, "device": _HOST})
-                setattr(out, _PROVENANCE, _FRESH)
-                return out
             return self._factory(func, kind.name, args, kwargs, ())
         found = scan(args, kwargs, kind.slots)
         if found is None or (found[1] and kind.slots == 0):

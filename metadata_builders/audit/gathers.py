@@ -79,7 +79,9 @@ class _ModelCalls:
             return self._through_dispatch(func, func, *args, **kwargs)
         index_type = type(index)
         provenance = getattr(source, _PROVENANCE, _UNPLACED)
-        if index_type is int or (index_type is slice and _plain_slice(index)):  # x[0], x[a:b]: a view
+        if (index_type is int or (index_type is slice and _plain_slice(index))
+                or (index_type is tuple and len(index) == 2 and index[1] is None and type(index[0]) is slice
+                    and _plain_slice(index[0]))):  # x[0], x[a:b], x[a:b, None]: a view
             out = func(source, index)
             if provenance[0] if source.is_cpu else not source.is_meta:
                 setattr(out, _PROVENANCE, _ON_DEVICE.get(provenance[1]) or _provenance(True, provenance[1]))
@@ -98,12 +100,6 @@ class _ModelCalls:
                     setattr(out, _PROVENANCE, _ON_DEVICE.get(reads) or _provenance(True, reads))
                     return out
                 return self._gather_by(func, args, reads, _resident(index), False)
-        elif index_type is tuple and len(index) == 2 and index[1] is None and type(index[0]) is slice \
-                and _plain_slice(index[0]):  # x[a:b, None]: a view
-            out = func(source, index)
-            if provenance[0] if source.is_cpu else not source.is_meta:
-                setattr(out, _PROVENANCE, _ON_DEVICE.get(provenance[1]) or _provenance(True, provenance[1]))
-            return out
         return self._getitem_parts(func, source, index)
 
     def _getitem_parts(self, func: Callable, source: torch.Tensor, index: Any) -> Any:
