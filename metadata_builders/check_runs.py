@@ -51,6 +51,8 @@ def check_settings(args: Any) -> Any:
 
     settings_ = load_profile(args.profile)
     overrides = {}
+    if args.max_examples is not None and args.max_examples < 1:
+        raise UsageError("--max-examples", "a positive number of examples per focused run", args.max_examples)
     if args.max_examples is not None:
         overrides["max_examples"] = args.max_examples
     if args.github_artifacts:

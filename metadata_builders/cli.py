@@ -21,10 +21,11 @@ from typing import Any, Callable, Sequence
 from metadata_builders import gate
 from metadata_builders.batch import Geometry, GraphTier, VerifyBatch
 from metadata_builders.builders import get_builder
+from metadata_builders.devices import DEVICE_HELP, usable_device
 from metadata_builders.errors import MetadataBuildersError, UsageError
 from metadata_builders.properties import PROPERTIES, PropertySpec
 from metadata_builders.reference import expected_faults, expected_host_syncs, verify_extension
-from metadata_builders.report import format_table, write_junit, write_replay_file
+from metadata_builders.report import format_table, replay_command, write_junit, write_replay_file
 from metadata_builders.tools import bench, mutants, power
 from metadata_builders.variants import divergence_applies, variants_for
 from metadata_builders.check_runs import check_settings, resolve_workers, run_check_in_workers, run_in_order
@@ -107,9 +108,14 @@ def cmd_check(args: argparse.Namespace) -> int:
     """Every property on ``--builder``; a name with several routes (``sglang``) runs each, one table per route."""
     from metadata_builders.routes import routes_of
 
+    args.device = usable_device(args.device)  # before anything runs: a job without its GPU stops here, exit 2
+    check_settings(args)
     routes = routes_of(args.builder)
     if len(routes) == 1:
-        return _check_one(args, args.builder)
+        code = _check_one(args, args.builder)
+        _out()
+        _out(f"check --builder {args.builder}: " + ("held" if code == 0 else "FAILED") + f" ({_overall(args)})")
+        return code
     codes = []
     for route in routes:
         _out(f"== route {route.label} ({route.what}): --builder {route.builder}")
@@ -122,6 +128,12 @@ def cmd_check(args: argparse.Namespace) -> int:
     _out(f"check --builder {args.builder}: " + ", ".join(
         f"route {route.label} {'held' if code == 0 else 'FAILED'}" for route, code in zip(routes, codes)))
     return max(codes)
+
+
+def _overall(args: argparse.Namespace) -> str:
+    """What the overall line adds: the properties that failed, or how many held."""
+    failed = getattr(args, "_failed", [])
+    return ("failed: " + ", ".join(failed)) if failed else f"{getattr(args, '_ran', 0)} properties, none failed"
 
 
 def _check_one(args: argparse.Namespace, family: str) -> int:
@@ -157,7 +169,7 @@ def _check_one(args: argparse.Namespace, family: str) -> int:
             _out()
             _out(f"{run.spec.name} FAILED: {run.failure}")
     for name, path in replay_files:
-        _out(f"  replay {name}: metadata-builders replay {path} --builder {args.builder}")
+        _out(f"  replay {name}: {replay_command(path, args.builder)}")
     if any(known.values()):
         _out()
         _out("Failures marked 'known' are upstream findings explained in docs/FINDINGS.md. check stops a property at "
@@ -165,6 +177,7 @@ def _check_one(args: argparse.Namespace, family: str) -> int:
              "with its base on every example.")
     if args.junit_xml:
         _write_check_junit(args.junit_xml, args.builder, runs)
+    args._ran, args._failed = len(runs), [r.spec.name for r in runs if not r.passed]
     return 0 if all(r.passed for r in runs) else 1
 
 
@@ -220,8 +233,8 @@ def _maybe_picture(path: str, batch: VerifyBatch, builder_name: str, device: str
 # -- replay ------------------------------------------------------------------------------------
 
 
-def _load_batch(path: str) -> tuple[VerifyBatch, list[VerifyBatch], str | None]:
-    """The batch of a replay file, the history to build first (``meta.history``), and its why."""
+def _load_batch(path: str) -> tuple[VerifyBatch, list[VerifyBatch], str | None, str | None]:
+    """The batch of a replay file, the history to build first (``meta.history``), its why, its builder."""
     try:
         with open(path) as fh:
             text = fh.read()
@@ -231,16 +244,25 @@ def _load_batch(path: str) -> tuple[VerifyBatch, list[VerifyBatch], str | None]:
     raw = json.loads(text)
     meta = raw.get("meta") or {}
     history = [VerifyBatch.from_dict(d) for d in meta.get("history", [])] if isinstance(meta, dict) else []
-    return batch, history, raw.get("why")
+    builder = meta.get("builder") if isinstance(meta, dict) and isinstance(meta.get("builder"), str) else None
+    return batch, history, raw.get("why"), builder
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
     from metadata_builders.properties import run_all
     from metadata_builders.properties.state import play_history
 
-    batch, history, why = _load_batch(args.file)
+    args.device = usable_device(args.device)
+    batch, history, why, written_for = _load_batch(args.file)
+    if args.builder is None:
+        args.builder = written_for or "hip"
+        whose = " (the file's meta.builder)" if written_for else " (the default; the file names no builder)"
+    else:
+        whose = "" if written_for in (None, args.builder) else (
+            f" -- NOTE: the file was written for builder {written_for}; pass --builder {written_for} to replay it "
+            "as found")
     builder = get_builder(args.builder, args.device)
-    _out(f"replay {args.file} with builder={args.builder}")
+    _out(f"replay {args.file} with builder={args.builder}{whose}")
     if why:
         _out(f"why: {why}")
     _out(f"batch: {batch.describe()}, max_context={batch.max_context}")
@@ -363,12 +385,12 @@ def _run_ahead(batch: VerifyBatch):
 # -- main ----------------------------------------------------------------------------------------
 
 
-def _common(p: argparse.ArgumentParser) -> None:
+def _common(p: argparse.ArgumentParser, builder_default: str | None = "hip") -> None:
     """The options check and replay share: which builder, on which device, which properties."""
-    p.add_argument("--builder", default="hip",
-                   help='"hip" (bundled, default), "reference", "sglang" (installed SGLang) or "module:attr"')
-    p.add_argument("--device", default="auto",
-                   help="auto (GPU if torch.cuda.is_available(), ROCm included, else cpu) | cpu | cuda | cuda:N | meta")
+    p.add_argument("--builder", default=builder_default,
+                   help='"hip" (bundled), "reference", "sglang" (installed SGLang) or "module:attr"; default: '
+                        + ("hip" if builder_default else "the builder the file was written for (meta.builder), else hip"))
+    p.add_argument("--device", default="auto", help=DEVICE_HELP)
     p.add_argument("--properties", default=None, help="comma-separated subset, e.g. P1,P6 (default: all)")
 
 
@@ -394,7 +416,7 @@ def _add_replay(sub: Any) -> None:
     """Register ``replay``."""
     replay = sub.add_parser("replay", help="run every property on one batch file; exit 1 on any failure")
     replay.add_argument("file", help="a replay file (schema metadata-builders/verify-batch@1)")
-    _common(replay)
+    _common(replay, builder_default=None)
     replay.add_argument("--png", default=None, metavar="OUT.png", help="draw the batch and its disagreements")
     replay.add_argument("--html", default=None, metavar="OUT.html", help="self-contained HTML picture with hover details")
     replay.set_defaults(func=cmd_replay)
@@ -402,7 +424,10 @@ def _add_replay(sub: Any) -> None:
 
 def _add_variants(sub: Any) -> None:
     """Register ``variants``."""
-    variants = sub.add_parser("variants", help="list paths/variants with their expected syncs and fault exposure")
+    variants = sub.add_parser("variants", help="list paths/variants with their expected syncs and fault exposure",
+                              description="Every build recipe (path, mirror, layout total, gate) of six representative "
+                                          "batches, with the host syncs the contract allows and where a diverging "
+                                          "device length would fault. Takes no options.")
     variants.set_defaults(func=cmd_variants)
 
 
@@ -412,11 +437,23 @@ SUBCOMMANDS: tuple[Callable[[Any], None], ...] = (
 """Every subcommand's registrar, in ``--help`` order; each adds exactly one subparser."""
 
 
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("metadata-builders")
+    except PackageNotFoundError:
+        import metadata_builders
+
+        return getattr(metadata_builders, "__version__", "unknown")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="metadata-builders",
         description="Property-based correctness harness for SGLang DeepSeek-V4 HIP target-verify metadata builders.",
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
     for register in SUBCOMMANDS:
         register(sub)
@@ -431,6 +468,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except MetadataBuildersError as exc:
         print(f"metadata-builders: error: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        # ``replay FILE | head -1``: the reader left; say nothing more (Python's own advice: point stdout at devnull).
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 1
 
 
 if __name__ == "__main__":

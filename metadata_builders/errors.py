@@ -9,18 +9,23 @@ in a worker process -- ``mutants --jobs``, a pytest-xdist worker -- arrives whol
 
 from __future__ import annotations
 
+import os
+from dataclasses import dataclass
 from typing import Any
 
 __all__ = [
     "BuilderNotFound",
+    "BuilderContractError",
     "CaptureMismatch",
     "CaptureSync",
+    "DeviceUnavailable",
     "GateError",
     "InvalidBatch",
     "InvalidMetadata",
     "InvalidVariant",
     "MetadataBuildersError",
     "MutantDoesNotApply",
+    "Origin",
     "PlotExtraMissing",
     "PropertyFailure",
     "StaleMirror",
@@ -104,6 +109,32 @@ class BuilderNotFound(MetadataBuildersError, LookupError):
         super().__init__(f"builder {name!r}: {reason}")
 
 
+class DeviceUnavailable(MetadataBuildersError, RuntimeError):
+    """A device that cannot be used on this machine (no GPU, an index past the last one, a misspelling).
+
+    ``DeviceUnavailable("--device", "cuda", "torch.cuda.is_available() is False ...")`` reads
+    ``--device cuda: torch.cuda.is_available() is False ...``: a setup error (exit 2) before anything runs.
+    """
+
+    def __init__(self, option: str, device: str, reason: str) -> None:
+        self._data(option, None, "a device this machine has", device)
+        super().__init__(f"{option} {device}: {reason}")
+
+
+class BuilderContractError(MetadataBuildersError, TypeError):
+    """A builder broke the contract it is called under (``build`` returned something that is no metadata).
+
+    ``BuilderContractError("mypkg:B", "build(inputs)", "a VerifyMetadata", "dict")`` reads
+    ``builder 'mypkg:B': build(inputs) must return a VerifyMetadata, returned dict``, with a hint
+    for the common mistakes.
+    """
+
+    def __init__(self, name: str, call: str, expected: str, actual: str, hint: str = "") -> None:
+        self._data(call, None, expected, actual)
+        super().__init__(f"builder {name!r}: {call} must return {expected}, returned {actual}" +
+                         (f"; {hint}" if hint else ""))
+
+
 class UnknownMutant(BuilderNotFound, KeyError):
     """A mutant name that is not in the catalogue."""
 
@@ -114,11 +145,49 @@ class UnknownMutant(BuilderNotFound, KeyError):
         return Exception.__str__(self)
 
 
+@dataclass(frozen=True)
+class Origin:
+    """Where an exception came from, as Hypothesis' ``InterestingOrigin`` names it: type, file, line, function.
+
+    Two failures with one origin are one bug; the gate calls a side whose every
+    batch raised from one origin a setup error, not a verdict.
+    """
+
+    exc_type: str
+    filename: str = ""
+    lineno: int = 0
+    function: str = ""
+
+    @classmethod
+    def of(cls, exc: BaseException) -> Origin:
+        """The origin of ``exc``: its type and the innermost frame of its traceback."""
+        import traceback
+
+        frames = traceback.extract_tb(exc.__traceback__)
+        if not frames:
+            return cls(type(exc).__name__)
+        last = frames[-1]
+        return cls(type(exc).__name__, last.filename, last.lineno or 0, last.name)
+
+    def where(self) -> str:
+        """``deepseek_v4_backend_hip_radix.py:3660 in get_swa_page_indices`` (empty when unknown)."""
+        if not self.filename:
+            return ""
+        return f"{os.path.basename(self.filename)}:{self.lineno} in {self.function}"
+
+    def to_list(self) -> list[Any]:
+        return [self.exc_type, self.filename, self.lineno, self.function]
+
+
 class PropertyFailure(MetadataBuildersError, AssertionError):
     """A property of DESIGN.md section 3 does not hold for one batch.
 
-    Carries the property (``"P1"`` .. ``"P8"``), the variant label, the field,
-    the first differing index and the two values, never a whole tensor.
+    Carries the property (``"P1"`` .. ``"P9"``), the variant label, the field,
+    the first differing index and the two values, never a whole tensor; and its
+    identity as data: ``check`` (a :data:`~metadata_builders.checks.CheckId`, such
+    as ``"p5.replay_vs_fresh"``; ``"raised"`` when the builder raised) and, for a
+    raised failure, its :class:`Origin`.  Findings, the gate and tests match on
+    those, never on the message's wording.
     """
 
     def __init__(
@@ -131,13 +200,20 @@ class PropertyFailure(MetadataBuildersError, AssertionError):
         index: Any = None,
         expected: Any = None,
         actual: Any = None,
+        check: str | None = None,
+        origin: Origin | None = None,
     ) -> None:
         self.prop = prop
         self.variant = variant
         self.message = message
+        self.check = check
+        self.origin = origin
         self._data(field, index, expected, actual)
         head = f"{prop}" + (f" [{variant}]" if variant else "")
-        detail = f" field={field} index={index} expected={expected!r} actual={actual!r}" if field is not None else ""
+        detail = ""
+        if field is not None:
+            where = "" if index is None else f" index={index}"
+            detail = f" field={field}{where} expected={expected!r} actual={actual!r}"
         super().__init__(f"{head}: {message}{detail}")
 
 

@@ -1,4 +1,4 @@
-"""pytest plugin: run the harness's tests against any builder, on any device.
+"""pytest plugin: run the harness's tests against any builder, on any device, in any project.
 
 Loaded by the ``pytest11`` entry point (and by the root ``conftest.py`` of a
 checkout) into every pytest run of the environment, so it stays light: it
@@ -11,12 +11,22 @@ registers its options and markers and builds nothing until a test asks for the
                        ``sglang`` or ``module:attr``; fixture ``builder``.
 ``--mb-device DEV``    ``auto`` picks the GPU when ``torch.cuda.is_available()``
                        (ROCm too); under pytest-xdist worker N takes GPU N;
-                       fixture ``device``.
+                       fixture ``device``.  A device this machine cannot use
+                       stops the session before any test runs.
+``--mb-profile P``     the Hypothesis profile: ``dev`` (default), ``ci`` (the
+                       default when ``CI`` is set: derandomized), ``nightly``.
 
-0.1's ``--builder``/``--device`` are gone for that collision; the error pytest
-prints for them names no replacement, so README's "Using it on your builder"
-says it.  Hypothesis profiles ``dev``/``ci``/``nightly`` are registered here;
-choose one with Hypothesis' own ``--hypothesis-profile``.
+The profile is the plugin's own, registered as ``metadata-builders-<P>`` so it
+never replaces a profile of the user's: deadlines off (torch builds have
+first-call overheads), the health checks a large batch trips suppressed.  It is
+loaded for the session unless the user chose a profile of their own, with
+Hypothesis' ``--hypothesis-profile`` or ``settings.load_profile`` in a conftest;
+the session header says which applies.
+
+Markers: ``gpu`` (skipped without a CUDA/ROCm device), ``sglang`` (skipped
+without an importable SGLang), ``triton``, ``slow``; a test is skipped only for
+a marker it carries, never for a directory or name that happens to read
+``sglang``.
 """
 
 from __future__ import annotations
@@ -27,65 +37,107 @@ from typing import Any
 
 import pytest
 
-from metadata_builders.profiles import register_profiles
-
-register_profiles()
+from metadata_builders.profiles import PROFILES, hypothesis_name, register_profiles
 
 _DEVICE = pytest.StashKey[str]()
 _BUILDER = pytest.StashKey[Any]()
+_PROFILE = pytest.StashKey[str]()
+
+MARKERS = (
+    "gpu: needs a CUDA/ROCm device; skipped without one",
+    "sglang: needs an importable SGLang (the upstream adapter); skipped without it",
+    "triton: needs triton (run under TRITON_INTERPRET=1 on CPU)",
+    "slow: long-running; nightly only",
+)
+"""Every marker the harness uses, registered here only (``--strict-markers`` holds in any project)."""
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
+    from metadata_builders.devices import DEVICE_HELP
+
     group = parser.getgroup("metadata-builders", "target-verify metadata harness")
     group.addoption(
         "--mb-builder", default="hip", metavar="NAME",
         help='builder under test: "hip" (bundled, default), "reference", "sglang" (installed SGLang) or "module:attr" '
         "(a zero-argument factory or class)",
     )
+    group.addoption("--mb-device", default="auto", metavar="DEV",
+                    help=DEVICE_HELP + "; with xdist, worker N takes GPU N")
     group.addoption(
-        "--mb-device", default="auto", metavar="DEV",
-        help="auto: the GPU when torch.cuda.is_available() (true on ROCm), else cpu; with xdist, worker N takes "
-        "GPU N. Or cpu | cuda | cuda:N | meta",
+        "--mb-profile", default=None, choices=PROFILES,
+        help="Hypothesis profile for the harness's strategies: dev (default; ci when CI is set), ci "
+        "(derandomized, no database), nightly; registered as metadata-builders-<name>",
     )
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    for marker in (
-        "gpu: needs a CUDA/ROCm device; skipped without one",
-        "sglang: needs an importable SGLang (the upstream adapter); skipped without it",
-        "slow: long-running; nightly only",
-    ):
+    from metadata_builders.devices import check_spelling
+    from metadata_builders.errors import DeviceUnavailable
+
+    for marker in MARKERS:
         config.addinivalue_line("markers", marker)
+    try:
+        check_spelling(config.getoption("--mb-device"), "--mb-device")
+    except DeviceUnavailable as exc:
+        raise pytest.UsageError(str(exc)) from None
     if config.getoption("--mb-device") == "meta" and config.getoption("--mb-builder") == "reference":
         raise pytest.UsageError("--mb-device meta has no values to compare; the reference builder is pure Python. "
                                 "Drop --mb-device or pick --mb-builder hip")
+    config.stash[_PROFILE] = _load_profile(config)
+
+
+def _load_profile(config: pytest.Config) -> str:
+    """Load the harness's profile unless the user chose one of their own; what applies, for the header."""
+    from hypothesis import settings
+
+    register_profiles()
+    chosen = config.getoption("--mb-profile")
+    theirs = getattr(config.option, "hypothesis_profile", None)
+    current = settings.get_current_profile_name()
+    if chosen is None and (theirs or current not in ("default", *map(hypothesis_name, PROFILES))):
+        return f"{theirs or current} (yours; --mb-profile to use the harness's)"
+    name = hypothesis_name(chosen or ("ci" if os.environ.get("CI") else "dev"))
+    settings.load_profile(name)
+    return name
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    return f"metadata-builders: --mb-builder {config.getoption('--mb-builder')}, hypothesis profile " \
+           f"{config.stash.get(_PROFILE, 'not loaded')}"
 
 
 def _worker_device(config: pytest.Config) -> str:
-    device = config.getoption("--mb-device")
-    if device not in ("auto", "cuda"):
+    from metadata_builders.devices import usable_device
+    from metadata_builders.errors import DeviceUnavailable
+
+    spelled = config.getoption("--mb-device")
+    try:
+        device = usable_device(spelled, "--mb-device")
+    except DeviceUnavailable as exc:
+        raise pytest.UsageError(str(exc)) from None
+    if spelled != "auto" or not device.startswith("cuda"):
         return device
     import torch
 
-    if not torch.cuda.is_available():
-        if device == "cuda":
-            raise pytest.UsageError("--mb-device cuda: torch.cuda.is_available() is False; use --mb-device cpu or auto")
-        return "cpu"
     worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
     index = int(worker[2:]) if worker[2:].isdigit() else 0
     return f"cuda:{index % torch.cuda.device_count()}"
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if config.getoption("--mb-device") not in ("auto", "cpu", "meta") and any(
+            "builder" in getattr(item, "fixturenames", ()) or "device" in getattr(item, "fixturenames", ())
+            for item in items):
+        _worker_device(config)  # a device this machine cannot use stops the session here, not in every test
     has_sglang = None
     has_gpu = None
     for item in items:
-        if "sglang" in item.keywords:
+        if item.get_closest_marker("sglang") is not None:
             if has_sglang is None:
                 has_sglang = importlib.util.find_spec("sglang") is not None
             if not has_sglang:
                 item.add_marker(pytest.mark.skip(reason="SGLang is not importable; install it with ci/install-sglang.sh"))
-        if "gpu" in item.keywords:
+        if item.get_closest_marker("gpu") is not None:
             if has_gpu is None:
                 import torch
 

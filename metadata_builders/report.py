@@ -11,7 +11,7 @@ from typing import Any, Iterable, Sequence
 from metadata_builders.batch import VerifyBatch
 from metadata_builders.errors import PropertyFailure
 
-__all__ = ["format_table", "write_junit", "write_replay_file"]
+__all__ = ["format_table", "replay_command", "write_junit", "write_replay_file"]
 
 
 def format_table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
@@ -22,6 +22,17 @@ def format_table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
     out = [line, "  ".join("-" * w for w in widths)]
     out += ["  ".join(c.ljust(w) for c, w in zip(r, widths)) for r in rows]
     return "\n".join(out)
+
+
+def replay_command(path: str, builder: str, env: str | None = None) -> str:
+    """``[PYTHONPATH=...] metadata-builders replay PATH --builder B``: runs as printed in a fresh shell."""
+    import shlex
+
+    from metadata_builders.builders import replay_env
+
+    env = replay_env(builder) if env is None else env
+    command = f"metadata-builders replay {shlex.quote(path)} --builder {shlex.quote(builder)}"
+    return f"{env} {command}" if env else command
 
 
 def write_replay_file(

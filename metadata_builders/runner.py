@@ -65,9 +65,9 @@ class PropertyRun:
 def _as_failure(spec: PropertySpec, exc: BaseException) -> PropertyFailure:
     if isinstance(exc, PropertyFailure):
         return exc
-    from metadata_builders.properties.spec import _raised
+    from metadata_builders.properties.spec import raised_failure
 
-    return PropertyFailure(spec.name, _raised(exc))
+    return raised_failure(spec.name, exc)
 
 
 def run_property(

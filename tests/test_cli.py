@@ -139,3 +139,116 @@ def test_a_worker_that_dies_fails_its_property_and_says_how_to_rerun_it(tmp_path
 def test_workers_must_be_auto_or_a_positive_count(capsys):
     assert main(["check", "--properties", "P4", "--max-examples", "1", "--workers", "none"]) == 2
     assert "--workers" in capsys.readouterr().err
+
+
+# -- one line for every bad input ----------------------------------------------------------------------
+
+NEWCOMER = '''
+from metadata_builders.hip import HipBuilder
+
+
+class BrokenInit(HipBuilder):
+    def __init__(self, device="cpu"):
+        raise ValueError("no config file at /etc/mybackend.toml")
+
+
+class ReturnsDict(HipBuilder):
+    def build(self, inputs):
+        return dict(super().build(inputs).fields)
+'''
+
+
+@pytest.fixture
+def newcomer(tmp_path, monkeypatch):
+    (tmp_path / "cli_newcomer.py").write_text(NEWCOMER)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    return "cli_newcomer"
+
+
+@pytest.mark.parametrize("device", ["cuda", "gpu", "rocm", "cuda:7"])
+def test_check_on_a_device_this_machine_cannot_use_is_exit_2_before_anything_runs(tmp_path, device, capsys):
+    """``check --device cuda`` without a GPU (or a misspelt device): one line naming it, exit 2, no replay files."""
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    code = main(["check", "--device", device, "--failures-dir", str(tmp_path / "failures")])
+    captured = capsys.readouterr()
+    assert code == 2 and f"--device {device}" in captured.err and "Traceback" not in captured.err
+    assert "FAILED" not in captured.out and not (tmp_path / "failures").exists()
+
+
+def test_replay_on_an_unusable_device_is_exit_2(tmp_path, capsys):
+    """``replay FILE --device cuda`` without a GPU: exit 2, naming the device."""
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    assert main(["replay", "tests/regressions/stale_host_mirror.json", "--device", "cuda"]) == 2
+    assert "--device cuda" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("examples", ["0", "-5"])
+def test_a_non_positive_max_examples_is_one_line(examples, capsys):
+    """``--max-examples 0`` (or -5) is a usage error naming the option, not a Hypothesis traceback."""
+    assert main(["check", "--profile", "nightly", "--max-examples", examples, "--device", "cpu"]) == 2
+    err = capsys.readouterr().err
+    assert "--max-examples" in err and "Traceback" not in err
+
+
+def test_a_builder_whose_init_raises_is_one_line(newcomer, capsys):
+    """A builder that cannot be constructed: exit 2, the exception and where, never a traceback."""
+    assert main(["check", "--builder", f"{newcomer}:BrokenInit", "--device", "cpu", "--max-examples", "2"]) == 2
+    err = capsys.readouterr().err
+    assert "constructing it raised ValueError: no config file" in err and "cli_newcomer.py" in err
+
+
+def test_a_build_that_returns_a_dict_names_the_contract(newcomer, capsys):
+    """``build()`` returning a dict fails naming the contract and the fix, not ``'dict' has no attribute``."""
+    from metadata_builders import Variant, get_builder
+    from metadata_builders.errors import BuilderContractError
+    from tests._examples import EXAMPLES
+
+    builder = get_builder(f"{newcomer}:ReturnsDict", "cpu")
+    with pytest.raises(BuilderContractError) as info:
+        builder.build(EXAMPLES["single_request"], Variant("eager", "host", "host", "dspark"))
+    message = str(info.value)
+    assert "build(inputs) must return a VerifyMetadata, returned dict" in message and "Decision(" in message
+
+
+def test_version(capsys):
+    """``metadata-builders --version`` prints the package's version."""
+    from importlib.metadata import version
+
+    with pytest.raises(SystemExit) as info:
+        main(["--version"])
+    assert info.value.code == 0 and version("metadata-builders") in capsys.readouterr().out
+
+
+def test_replay_into_a_closed_pipe_is_quiet(tmp_path):
+    """``replay FILE | head -1``: no BrokenPipeError traceback."""
+    import subprocess
+    import sys
+
+    done = subprocess.run(f"{sys.executable} -m metadata_builders.cli replay "
+                          "tests/regressions/stale_host_mirror.json --device cpu | head -1",
+                          shell=True, capture_output=True, text=True, check=False)
+    assert "BrokenPipeError" not in done.stderr and "Traceback" not in done.stderr, done.stderr
+
+
+def test_replay_without_builder_uses_the_files_builder(tmp_path, buggy_module, capsys):
+    """A replay file written for another builder replays with that builder, and says so."""
+    failures = tmp_path / "failures"
+    assert main(["check", "--builder", buggy_module, "--profile", "ci", "--device", "cpu", "--properties", "P1",
+                 "--failures-dir", str(failures)]) == 1
+    path = glob.glob(str(failures / "P1-*.json"))[0]
+    capsys.readouterr()
+    assert main(["replay", path, "--device", "cpu", "--properties", "P1"]) == 1
+    out = capsys.readouterr().out
+    assert f"builder={buggy_module} (the file's meta.builder)" in out
+
+
+def test_check_ends_with_one_overall_line(tmp_path, capsys):
+    """``check`` with one builder ends with a line saying held or which properties failed."""
+    assert main(["check", "--profile", "ci", "--max-examples", "2", "--device", "cpu", "--properties", "P3,P4",
+                 "--failures-dir", str(tmp_path / "f"), "--workers", "1"]) == 0
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    assert last.startswith("check --builder hip: held")

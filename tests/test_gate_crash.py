@@ -18,6 +18,7 @@ from metadata_builders.batch import VerifyBatch
 from metadata_builders.cli import main
 from metadata_builders.gate import build_corpus
 from metadata_builders.properties import PROPERTIES
+from tests._modules import importable_module
 
 MISBEHAVING = '''
 import os, signal, time
@@ -59,10 +60,7 @@ FAST = ["--properties", "P4", "--examples", str(EXAMPLES), "--workers", "0", "--
 @pytest.fixture
 def misbehaving(tmp_path, monkeypatch):
     """The module ``gate_misbehaving`` importable by the gate's child processes."""
-    (tmp_path / "gate_misbehaving.py").write_text(MISBEHAVING)
-    monkeypatch.setenv("PYTHONPATH", str(tmp_path) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    monkeypatch.syspath_prepend(str(tmp_path))
-    return tmp_path
+    return importable_module(tmp_path, monkeypatch, "gate_misbehaving", MISBEHAVING)
 
 
 def _smallest_with_three_requests() -> int:
@@ -127,3 +125,21 @@ def test_a_head_builder_that_cannot_be_made_is_a_setup_error(misbehaving, capsys
     err = capsys.readouterr().err
     assert code == 2
     assert "head side" in err and "cannot be made" in err and "NoSuchBuilder" in err
+
+
+def test_a_hang_is_recognised_by_what_the_batch_took_at_base(misbehaving, capsys) -> None:
+    """With a ceiling of ten minutes, a head batch that runs far longer than at base is hung after the floor."""
+    import time
+
+    failures = misbehaving / "failures"
+    start = time.monotonic()
+    code = main(["gate", "--base-builder", "hip", "--head-builder", "gate_misbehaving:HangsOnThree", "--properties",
+                 "P4", "--examples", str(EXAMPLES), "--workers", "0", "--batch-timeout", "600", "--hang-floor", "3",
+                 "--no-cache", "--no-pictures", "--failures-dir", str(failures)])
+    elapsed = time.monotonic() - start
+    out = capsys.readouterr().out
+    assert code == 1, out
+    assert "it took at base" in out and "gate: RED (crash" in out
+    assert elapsed < 120, f"a hang must not wait out the 600 s ceiling (took {elapsed:.0f}s)"
+    replay, batch = _crash_file(failures)
+    assert replay["meta"]["what"].startswith("hung") and batch.bs >= 3

@@ -19,6 +19,7 @@ import pytest
 from metadata_builders.cli import main
 from metadata_builders.gate import PER_KIND, build_corpus, corpus_focuses, shorten
 from metadata_builders.properties import PROPERTIES
+from tests._modules import importable_module
 
 MUTANT = "metadata_builders.tools.mutants:dropped_dspark_gate"
 FAST = ["--properties", "P4", "--examples", "6", "--workers", "0", "--no-pictures"]
@@ -299,3 +300,107 @@ def test_f12_is_known_where_p8_builds_the_diverged_batch() -> None:
     assert known_finding("P8", "None", message, batch) == "F12"
     assert known_finding("P8", "None", message, batch.without_divergence()) is None
     assert known_finding("P1", "None", message, batch) is None
+
+
+# -- GREEN only when something was judged ------------------------------------------------------------------
+
+RAISING = '''
+from metadata_builders.hip import HipBuilder
+
+
+class NoGpuHere(HipBuilder):
+    """What a ROCm job without its GPU sees: every build raises the same setup exception."""
+
+    def build(self, inputs):
+        raise RuntimeError("Torch not compiled with CUDA enabled")
+'''
+
+
+@pytest.fixture
+def raising(tmp_path, monkeypatch):
+    return importable_module(tmp_path, monkeypatch, "gate_raising", RAISING)
+
+
+def test_an_unusable_device_is_a_setup_error_before_anything_runs(tmp_path, capsys) -> None:
+    """``--device cuda`` without a GPU: exit 2 naming the device, in a second, no side evaluated (was GREEN)."""
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    import time
+
+    start = time.monotonic()
+    code = main(["gate", "--base-builder", "hip", "--head-builder", MUTANT, *FAST, "--device", "cuda",
+                 "--failures-dir", str(tmp_path / "f")])
+    err = capsys.readouterr().err
+    assert code == 2 and "--device cuda" in err and "torch.cuda.is_available() is False" in err
+    assert time.monotonic() - start < 10 and not (tmp_path / "f").exists()
+
+
+@pytest.mark.parametrize("option", ["--per-kind", "--examples"])
+def test_an_empty_corpus_is_refused(tmp_path, option, capsys) -> None:
+    """``--per-kind 0`` / ``--examples 0`` would judge nothing and say GREEN: exit 2, saying why."""
+    argv = ["gate", "--base-builder", "hip", "--head-builder", MUTANT, "--properties", "P4", option, "0",
+            "--workers", "0", "--no-pictures"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert option in err and "empty corpus" in err
+
+
+def test_a_side_that_raises_on_every_batch_is_a_setup_error_not_pre_existing(raising, tmp_path, capsys) -> None:
+    """Both sides raise one setup exception everywhere (a job without its GPU): exit 2, never GREEN."""
+    code = main(["gate", "--base-builder", "gate_raising:NoGpuHere", "--head-builder", "gate_raising:NoGpuHere",
+                 *FAST, "--failures-dir", str(tmp_path / "f")])
+    captured = capsys.readouterr()
+    assert code == 2, captured.out
+    assert "base side" in captured.err and "same exception on every batch" in captured.err
+    assert "Torch not compiled with CUDA enabled" in captured.err and "gate: GREEN" not in captured.out
+
+
+def test_an_unknown_head_builder_is_said_before_the_base_runs(tmp_path, capsys) -> None:
+    """A head builder whose module does not exist is refused in a second, not after the base's evaluation."""
+    import time
+
+    start = time.monotonic()
+    code = main(["gate", "--base-builder", "hip", "--head-builder", "no_such_pkg.builders:B", *FAST])
+    err = capsys.readouterr().err
+    assert code == 2 and "--head-builder" in err and "no_such_pkg" in err and "PYTHONPATH" in err
+    assert time.monotonic() - start < 5
+
+
+def test_base_ref_and_base_builder_together_are_one_line(mini_sglang, capsys) -> None:
+    """``--base`` with ``--base-builder`` is a usage error in one line, not pytest failures."""
+    code = main(["gate", "--base", "main", "--base-builder", "hip", "--head-builder", "hip", "--repo",
+                 str(mini_sglang), *FAST])
+    captured = capsys.readouterr()
+    assert code == 2 and "choose one" in captured.err and len(captured.err.strip().splitlines()) == 1
+    assert captured.out.strip() == ""
+
+
+def test_a_gate_that_judged_nothing_is_never_green() -> None:
+    """Every batch not applicable or not judged: the verdict line says NOTHING JUDGED, not GREEN."""
+    from metadata_builders.gate.model import Side
+    from metadata_builders.gate.summary import GateResult
+    from metadata_builders.gate.verdicts import PropertyVerdict
+
+    pv = PropertyVerdict("P5", "graph = eager")
+    pv.batches, pv.counts["not judged"] = 4, 4
+    result = GateResult(Side("base", "hip"), Side("head", "hip"), 4, [pv])
+    assert result.judged == 0 and not result.red
+    line = result.verdict_line()
+    assert "NOTHING JUDGED" in line and "GREEN" not in line and "P5 NOT JUDGED (4/4 batches)" in line
+
+
+def test_a_change_to_a_file_modelled_on_cpu_is_not_green_on_cpu(mini_sglang, capsys) -> None:
+    """The PR touches ``c_plan.cuh`` (modelled on CPU): the CPU gate names it and the job that judges it, exit 1."""
+    kernel = mini_sglang / "python" / "sglang" / "kernels" / "jit" / "csrc" / "deepseek_v4" / "c_plan.cuh"
+    kernel.parent.mkdir(parents=True)
+    kernel.write_text("// a change to the compress-plan kernel\n")
+    _git(mini_sglang, "checkout", "-q", "main")
+    _git(mini_sglang, "checkout", "-q", "-b", "kernel-only")
+    _git(mini_sglang, "add", ".")
+    _git(mini_sglang, "commit", "-q", "-m", "touch the plan kernel")
+    code = main(["gate", "--base", "main", "--head", "kernel-only", "--repo", str(mini_sglang), "--builder",
+                 "gate_backend:Backend", *FAST])
+    out = capsys.readouterr().out
+    assert code == 1, out
+    assert "NOT GREEN ON CPU" in out and "c_plan.cuh" in out and "ROCm GPU job" in out

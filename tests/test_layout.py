@@ -155,6 +155,8 @@ SAMPLES = {
     errors.GateError: ("git rev-parse", "unknown revision"),
     errors.UpstreamNotFound: ("is_unified_kv_triton", "0.5.24", ("a (missing)", "b (missing)")),
     errors.PlotExtraMissing: ("the PNG picture",),
+    errors.DeviceUnavailable: ("--device", "cuda", "torch.cuda.is_available() is False"),
+    errors.BuilderContractError: ("mypkg:B", "build(inputs)", "a VerifyMetadata", "dict", "wrap the fields"),
 }
 
 
@@ -164,7 +166,8 @@ def test_every_error_round_trips_through_pickle(cls: type) -> None:
     if cls is errors.MetadataBuildersError:
         error = cls("a message")
     elif cls is errors.PropertyFailure:
-        error = cls("P1", "fields differ", variant="eager/x", field="swa_loc", index=(3,), expected=1, actual=2)
+        error = cls("P1", "fields differ", variant="eager/x", field="swa_loc", index=(3,), expected=1, actual=2,
+                    check="p1.field_differs", origin=errors.Origin("ValueError", "x.py", 3, "build"))
     else:
         error = cls(*SAMPLES[cls])
     again = pickle.loads(pickle.dumps(error))

@@ -45,3 +45,78 @@ def test_an_unknown_builder_fails_the_test_that_asks_for_it(pytester: pytest.Pyt
     result = pytester.runpytest_subprocess("-p", "metadata_builders.plugin", "--mb-builder", "nosuchbuilder")
     result.stdout.fnmatch_lines(["*--mb-builder*module:attr*"])
     assert result.ret != 0
+
+
+# -- the plugin in someone else's project ------------------------------------------------------------------
+
+EXAMPLE = __import__("pathlib").Path(__file__).resolve().parents[1] / "docs" / "examples" / "test_my_builder.py"
+
+
+def _example_project(pytester: pytest.Pytester) -> None:
+    """A project of the user's own: no conftest of ours, the example file as its test."""
+    pytester.makepyfile(test_my_builder=EXAMPLE.read_text())
+
+
+def test_the_documented_example_is_green_on_a_correct_builder(pytester: pytest.Pytester) -> None:
+    """docs/examples/test_my_builder.py on the bundled builder: every test passes, no deadline trouble."""
+    _example_project(pytester)
+    result = pytester.runpytest_subprocess("-p", "metadata_builders.plugin", "--mb-builder", "hip", "--mb-device",
+                                           "cpu", "--mb-profile", "ci", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=3)
+    result.stdout.fnmatch_lines(["*hypothesis profile metadata-builders-ci*"])
+
+
+def test_the_documented_example_is_red_on_the_dropped_dspark_gate(pytester: pytest.Pytester) -> None:
+    """The same file on the dropped dspark gate: the P6 test fails (its strategy draws divergences)."""
+    _example_project(pytester)
+    result = pytester.runpytest_subprocess("-p", "metadata_builders.plugin", "--mb-builder",
+                                           "metadata_builders.tools.mutants:dropped_dspark_gate", "--mb-device", "cpu",
+                                           "--mb-profile", "ci", "-p", "no:cacheprovider",
+                                           "-k", "diverging")
+    result.assert_outcomes(failed=1)
+    assert len(result.outlines) < 400, "a failure prints a readable report, not the tables' repr"
+
+
+def test_a_profile_of_the_users_own_is_kept(pytester: pytest.Pytester) -> None:
+    """A project that loads its own Hypothesis profile keeps it; the plugin registers only prefixed names."""
+    pytester.makeconftest("""
+        from hypothesis import settings
+        settings.register_profile("ci", max_examples=7)
+        settings.load_profile("ci")
+    """)
+    pytester.makepyfile(test_theirs="""
+        from hypothesis import settings
+
+        def test_theirs():
+            from metadata_builders.profiles import load_profile
+
+            assert load_profile("ci").max_examples == 100  # the harness's ci, under its own name
+            assert settings.get_current_profile_name() == "ci" and settings.get_profile("ci").max_examples == 7
+    """)
+    result = pytester.runpytest_subprocess("-p", "metadata_builders.plugin")
+    result.assert_outcomes(passed=1)
+
+
+@pytest.mark.parametrize("device", ["cuda", "rocm"])
+def test_an_unusable_device_stops_the_session_before_any_test(pytester: pytest.Pytester, device: str) -> None:
+    """``--mb-device cuda`` without a GPU (or ``rocm``): a usage error naming it, no test run."""
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available() and device == "cuda":
+        pytest.skip("this machine has a GPU")
+    pytester.makepyfile(test_uses="""
+        def test_uses(builder):
+            pass
+    """)
+    result = pytester.runpytest_subprocess("-p", "metadata_builders.plugin", "--mb-device", device)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"*--mb-device {device}*"])
+
+
+def test_a_test_under_a_folder_named_sglang_is_not_skipped(pytester: pytest.Pytester) -> None:
+    """Skipping goes by marker: a plain test in ``tests/sglang/`` runs without SGLang installed."""
+    folder = pytester.mkpydir("tests") / "sglang"
+    folder.mkdir()
+    (folder / "__init__.py").write_text("")
+    (folder / "test_plain.py").write_text("def test_sglang_named():\n    assert True\n")
+    result = pytester.runpytest_subprocess("-p", "metadata_builders.plugin", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)

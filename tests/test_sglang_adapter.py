@@ -378,7 +378,7 @@ def test_planted_bug_updating_seq_lens_in_place_fails_p8(sglang, upstream, monke
 
 def _as_failure(check):
     """A check whose builder raising is the property's failure, as a run reports it (``builder raised ...``)."""
-    from metadata_builders.properties.spec import _raised
+    from metadata_builders.properties.spec import raised_failure
 
     def run(builder, batch):
         try:
@@ -386,7 +386,7 @@ def _as_failure(check):
         except PropertyFailure:
             raise
         except Exception as exc:  # noqa: BLE001 - upstream raising is what the replay file pins
-            raise PropertyFailure(check.__name__, _raised(exc)) from exc
+            raise raised_failure(check.__name__, exc) from exc
 
     return run
 

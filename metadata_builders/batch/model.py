@@ -25,6 +25,13 @@ from metadata_builders.errors import InvalidBatch
 __all__ = ["VerifyBatch"]
 
 
+def _short(values: tuple[int, ...], shown: int = 16) -> str:
+    """``[1, 2, 3]``, or the first entries and how many more: ``[1, 2, ..., (+40 more)]``."""
+    if len(values) <= shown:
+        return str(list(values))
+    return "[" + ", ".join(map(str, values[:shown // 2])) + f", ... (+{len(values) - shown // 2} more)]"
+
+
 @dataclass(frozen=True, slots=True)
 class VerifyBatch:
     """One target-verify step: real requests, their draft tokens and the KV tables.
@@ -135,6 +142,28 @@ class VerifyBatch:
             return list(self.verify_lens), [1] * self.bs, hi, ceiling
         prefixes = list(self.seq_lens) + [1] * (rows - self.bs)
         return [draft] * rows, [0] * rows, [width - s for s in prefixes], None
+
+    def __repr__(self) -> str:
+        """A few lines, not thousands: the tables by their shape (``to_json()`` is the exact form).
+
+        ``VerifyBatch(seq_lens=[5, 3], req_pool_indices=[2, 1], verify_lens=None,
+        num_draft_tokens=2, out_cache_loc=[29, 30, 15, 16], req_to_token=<4 x 12 table>,
+        full_to_swa=<49 entries, last -1>, is_dspark=False, geometry=..., graph=None,
+        divergence=None)``
+        """
+        width = len(self.req_to_token[0]) if self.req_to_token else 0
+        parts = [f"seq_lens={_short(self.seq_lens)}", f"req_pool_indices={_short(self.req_pool_indices)}",
+                 f"verify_lens={None if self.verify_lens is None else _short(self.verify_lens)}",
+                 f"num_draft_tokens={self.num_draft_tokens}", f"out_cache_loc={_short(self.out_cache_loc)}",
+                 f"req_to_token=<{len(self.req_to_token)} x {width} table>",
+                 f"full_to_swa=<{len(self.full_to_swa)} entries, last {self.full_to_swa[-1] if self.full_to_swa else None}>",
+                 f"is_dspark={self.is_dspark}", f"geometry={self.geometry!r}", f"graph={self.graph!r}",
+                 f"divergence={self.divergence!r}"]
+        return "VerifyBatch(" + ", ".join(parts) + ")"
+
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
+        """Hypothesis' (and IPython's) pretty printer: the same short form as ``repr``."""
+        printer.text(repr(self))
 
     def describe(self) -> str:
         """One line for people: uniform/ragged, EAGLE/DSpark, sizes, tier, divergence."""

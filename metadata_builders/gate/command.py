@@ -6,6 +6,8 @@ import argparse
 import os
 import shutil
 import signal
+import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -25,9 +27,11 @@ from metadata_builders.gate.isolation import find_crash
 from metadata_builders.gate.model import Crash, Outcome, Side
 from metadata_builders.gate.refs import Worktrees, builder_side
 from metadata_builders.gate.replays import draw_pictures, write_replays
+from metadata_builders.gate.running import HANG_FACTOR, HANG_FLOOR, HangRule
 from metadata_builders.gate.sides import log_tail, run_side, side_env
+from metadata_builders.gate.watched import Unjudged, changed_files, unjudged_on_cpu
 from metadata_builders.gate.summary import GateResult, markdown, text
-from metadata_builders.gate.verdicts import classify, fill_not_judged
+from metadata_builders.gate.verdicts import classify, fill_not_judged, raise_setup_failure, setup_failures
 from metadata_builders.properties import PROPERTIES, PropertySpec
 from metadata_builders.routes import routes_of
 
@@ -49,9 +53,58 @@ def _sides(args: argparse.Namespace, workdir: str, trees: list[Worktrees]) -> tu
         tree = Worktrees(os.path.abspath(args.repo))
         trees.append(tree)
         return tree.side("base", args.base, workdir, args.builder), tree.side("head", args.head, workdir, args.builder)
-    if not (args.base_builder and args.head_builder):
-        raise GateError("gate", "give --base REF (an SGLang checkout), or --base-builder and --head-builder")
     return builder_side("base", args.base_builder), builder_side("head", args.head_builder)
+
+
+def _validate(args: argparse.Namespace) -> list[PropertySpec]:
+    """Every option checked before anything runs (a bad head builder is said in a second, not after the base)."""
+    from metadata_builders.builders import check_builder_name
+    from metadata_builders.devices import usable_device
+
+    props = _select(args.properties)
+    usable_device(args.device, "--device")
+    if args.per_kind is not None and args.examples is not None:
+        raise GateError("--per-kind and --examples", "give one: batches of each kind, or batches in all")
+    for option, value in (("--per-kind", args.per_kind), ("--examples", args.examples)):
+        if value is not None and value < 1:
+            raise GateError(option, f"{value} would make an empty corpus, and a gate that judges nothing is no "
+                                    "verdict: give at least 1 (or leave it out for the profile's default)")
+    for option, value in (("--batch-timeout", args.batch_timeout), ("--hang-floor", args.hang_floor)):
+        if not value > 0:
+            raise GateError(option, f"{value:g}: give a positive number of seconds")
+    if args.workers != "auto" and not (args.workers.isdigit()):
+        raise GateError("--workers", f"{args.workers!r}: give auto or a number of worker processes (0: none)")
+    if args.base is not None and (args.base_builder or args.head_builder):
+        raise GateError("--base with --base-builder/--head-builder", "choose one: --base REF [--head REF] compares "
+                        "two refs of the checkout with --builder; --base-builder X --head-builder Y compares two "
+                        "builders of this environment")
+    if args.base is None:
+        if args.head is not None:
+            raise GateError("--head", "needs --base REF (the ref the change merges into)")
+        if not (args.base_builder and args.head_builder):
+            raise GateError("gate", "give --base REF (run from the backend's checkout), or --base-builder and "
+                                    "--head-builder")
+        check_builder_name(args.base_builder, "--base-builder")
+        check_builder_name(args.head_builder, "--head-builder")
+    elif args.builder not in ("reference", "hip", "sglang") and ":" not in args.builder:
+        check_builder_name(args.builder, "--builder")
+    return props
+
+
+def _probe(side: Side, workdir: str, names: list[str], device: str) -> subprocess.Popen:
+    """Start making ``side``'s builder in a fresh process with the side's code (``evaluate --probe``)."""
+    env = side_env(side, "", workdir, names, device)
+    return subprocess.Popen([sys.executable, "-m", "metadata_builders.gate.evaluate", "--probe"], env=env,
+                            cwd=workdir, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def _probed(side: Side, probe: subprocess.Popen) -> None:
+    """The probe's verdict: a builder that cannot be made is a setup error naming the side."""
+    out, _ = probe.communicate()
+    if probe.returncode != 0:
+        lines = [line for line in out.strip().splitlines() if line.strip()]
+        raise GateError(f"{side.name} side ({side.label})", "its builder cannot be made: "
+                        + (lines[-1] if lines else f"exited with status {probe.returncode}"))
 
 
 class _Run:
@@ -65,6 +118,8 @@ class _Run:
         self.corpus_sha = ""
         self.cache_dir = cache.cache_dir(args.cache_dir)
         self.notes: list[str] = []
+        self.unjudged: list[tuple[str, Unjudged]] = []
+        """Files the change touches that the CPU gate cannot judge (:mod:`~metadata_builders.gate.watched`)."""
 
     def draw(self) -> None:
         sizes = corpus_size(self.props, per_kind=self.args.per_kind, examples=self.args.examples,
@@ -82,16 +137,18 @@ class _Run:
             _say(f"  {side.name}: {len(found)} outcomes from the cache ({self.cache_dir})")
         return key, found
 
-    def evaluate(self, side: Side) -> tuple[list[Outcome], Crash | None]:
+    def evaluate(self, side: Side, rule: HangRule) -> tuple[list[Outcome], Crash | None]:
         """A side's outcomes (cached when it can be); a base that cannot complete is a setup error."""
         key, found = self._cached(side)
         if found is not None:
             return found, None
         args = self.args
         run = run_side(side, self.corpus_path, self.names, self.workdir, args.workers, args.device,
-                       args.batch_timeout, len(self.corpus))
+                       rule, len(self.corpus))
         if run.ending.completed and len(run.complete) == len(self.corpus):
             _say(f"  {side.name}: {len(run.outcomes)} (property, batch) outcomes in {run.seconds:.0f}s")
+            if side.name == "base":
+                raise_setup_failure(side, run.outcomes)
             cache.store(self.cache_dir, key, run.outcomes)
             return run.outcomes, None
         what = f"{run.ending.describe()} after {len(run.complete)}/{len(self.corpus)} batches"
@@ -102,7 +159,7 @@ class _Run:
         _say(f"  {side.name}: did not complete ({what}); running the {len(self.corpus) - len(run.complete)} "
              f"unfinished batches in isolation, smallest first")
         found_, crash = find_crash(side, self.corpus, self.corpus_path, run.complete, self.names, self.workdir,
-                                   args.device, args.batch_timeout)
+                                   args.device, rule)
         if crash is None:
             self.notes.append(f"head's run did not complete ({what}), but every batch completed in isolation")
         outcomes = fill_not_judged(run.outcomes + found_, self.names, len(self.corpus),
@@ -111,7 +168,11 @@ class _Run:
 
 
 def _gate(args: argparse.Namespace, run: _Run, base: Side, head: Side, start: float) -> GateResult:
-    run.draw()
+    probe = _probe(head, run.workdir, run.names, args.device)
+    try:
+        run.draw()
+    finally:
+        _probed(head, probe)
     verdicts, replays, crash = [], [], None
     # A builder name with several routes (sglang: triton and torch) is gated route by route; the
     # second route's rows are named P1-torch, ... (metadata_builders.routes).
@@ -121,8 +182,9 @@ def _gate(args: argparse.Namespace, run: _Run, base: Side, head: Side, start: fl
                                                     replace(head, builder=route.builder))
         if not route.primary:
             _say(f"  route {route.label}: {route.what}")
-        base_outcomes, _ = run.evaluate(b)
-        head_outcomes, crashed = run.evaluate(h)
+        base_outcomes, _ = run.evaluate(b, HangRule(args.batch_timeout))
+        head_outcomes, crashed = run.evaluate(h, HangRule.from_base(args.batch_timeout, args.hang_floor, base_outcomes))
+        run.notes += [f"{h.name}: {line}" for line in setup_failures(head_outcomes)]
         found = classify(run.corpus, run.props, base_outcomes, head_outcomes, head_side_upstream=head.builder == "sglang")
         for pv in found:
             pv.prop = route.prop(pv.prop)
@@ -132,7 +194,8 @@ def _gate(args: argparse.Namespace, run: _Run, base: Side, head: Side, start: fl
         _say(f"  drawing the smallest batch of {len(replays)} blocking result(s)")
         env = side_env(head, run.corpus_path, run.workdir, run.names, args.device)
         draw_pictures(replays, env, args.device, args.batch_timeout)
-    return GateResult(base, head, len(run.corpus), verdicts, crash, replays, time.perf_counter() - start, run.notes)
+    return GateResult(base, head, len(run.corpus), verdicts, crash, replays, time.perf_counter() - start, run.notes,
+                      run.unjudged if args.device == "cpu" else [])
 
 
 def _failures_dir(args: argparse.Namespace) -> str:
@@ -157,14 +220,18 @@ def run_gate(args: argparse.Namespace) -> int:
 
 
 def _run_gate(args: argparse.Namespace) -> int:
-    props = _select(args.properties)
+    props = _validate(args)
     workdir = tempfile.mkdtemp(prefix="metadata-builders-gate-")
     trees: list[Worktrees] = []
     try:
         base, head = _sides(args, workdir, trees)
         _say(f"metadata-builders gate: base = {base.label}, head = {head.label}; builder {base.builder}, "
-             f"profile {args.profile}, workers {args.workers}, per-batch limit {args.batch_timeout:g}s")
-        result = _gate(args, _Run(args, workdir, props), base, head, time.perf_counter())
+             f"profile {args.profile}, workers {args.workers}, hang after {HANG_FACTOR:g}x a batch's base time "
+             f"(at least {args.hang_floor:g}s, at most {args.batch_timeout:g}s)")
+        run = _Run(args, workdir, props)
+        if args.base is not None:
+            run.unjudged = unjudged_on_cpu(changed_files(trees[0].repo, args.base, args.head))
+        result = _gate(args, run, base, head, time.perf_counter())
     finally:
         for tree in trees:
             tree.remove()
@@ -176,6 +243,8 @@ def _run_gate(args: argparse.Namespace) -> int:
     _write_summaries(args, result)
     if args.junit_xml:
         _write_junit(args.junit_xml, result)
+    if not result.red and result.judged == 0:
+        return 2  # nothing was judged: never GREEN (the verdict line says why)
     return 1 if result.red else 0
 
 
@@ -234,9 +303,14 @@ def add_cli(sub: Any) -> None:
     p.add_argument("--examples", type=int, default=None, help="corpus size in all, spread over the kinds")
     p.add_argument("--properties", default=None, help="comma-separated subset, e.g. P1,P4 (default: all)")
     p.add_argument("--workers", "-n", default="auto", help="pytest-xdist workers per side (default auto)")
-    p.add_argument("--device", default="cpu", help="cpu (default) | auto | cuda: the device the builders run on")
+    p.add_argument("--device", default="cpu", help="the device the builders run on: cpu (default) | auto | cuda | "
+                                                   "cuda:N (auto: each xdist worker its own GPU)")
     p.add_argument("--batch-timeout", type=float, default=BATCH_TIMEOUT, metavar="SECONDS",
-                   help=f"per-batch limit: a batch running longer is a hang (default {BATCH_TIMEOUT:g})")
+                   help=f"per-batch ceiling: a batch running longer is a hang (default {BATCH_TIMEOUT:g}); at head a "
+                        f"batch is hung sooner, after {HANG_FACTOR:g}x what it took at base")
+    p.add_argument("--hang-floor", type=float, default=HANG_FLOOR, metavar="SECONDS",
+                   help=f"a head batch is never called hung before this (default {HANG_FLOOR:g}: a loaded machine "
+                        "is slower than the base's timing)")
     p.add_argument("--junit-xml", default=None, metavar="PATH", help="one JUnit testcase per property")
     p.add_argument("--summary-md", default=None, metavar="PATH",
                    help="write a Markdown summary (also appended to $GITHUB_STEP_SUMMARY when set)")

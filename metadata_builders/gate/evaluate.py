@@ -21,6 +21,7 @@ process, configured like a side's items (:data:`~metadata_builders.gate.model.EN
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import sys
@@ -114,7 +115,9 @@ def _outcomes(props: list, builder: Any, batch: Any, index: int) -> list[Outcome
         failure = result.failure
         out[spec.name] = Outcome(spec.name, index, result.status, _signature(spec.name, failure, judged, batch),
                                  shorten(str(failure)) if failure is not None else "", result.why,
-                                 str(failure.field) if failure is not None else "")
+                                 str(failure.field) if failure is not None else "",
+                                 (failure.check or "") if failure is not None else "",
+                                 tuple(failure.origin.to_list()) if failure is not None and failure.origin else ())
     return [out[spec.name] for spec in props]
 
 
@@ -134,7 +137,10 @@ def evaluate_batches(builder: Any, corpus_path: str, indices: Iterable[int], out
             batch = VerifyBatch.from_dict(json.loads(lines[index]))
             progress.write(f"start {index} {time.time():.3f}\n")
             progress.flush()
-            text = "".join(json.dumps(o.to_dict()) + "\n" for o in _outcomes(props, builder, batch, index))
+            start = time.perf_counter()
+            found = _outcomes(props, builder, batch, index)
+            seconds = time.perf_counter() - start
+            text = "".join(json.dumps(dataclasses.replace(o, seconds=seconds).to_dict()) + "\n" for o in found)
             out.write(text)
             out.flush()
             progress.write(f"done {index}\n")
@@ -142,15 +148,22 @@ def evaluate_batches(builder: Any, corpus_path: str, indices: Iterable[int], out
 
 
 def main(argv: list[str] | None = None) -> int:
-    """The isolation runner: ``CORPUS OUT PROGRESS INDEX...`` with the side's environment."""
-    from metadata_builders.errors import BuilderNotFound, UpstreamNotFound
+    """The isolation runner: ``CORPUS OUT PROGRESS INDEX...`` with the side's environment.
 
-    corpus, out, progress, *indices = argv if argv is not None else sys.argv[1:]
+    ``--probe`` only makes the side's builder and exits (0, or :data:`SETUP_ERROR` with the
+    reason on stderr): the gate asks it of the head before the base runs.
+    """
+    from metadata_builders.errors import BuilderNotFound, DeviceUnavailable, UpstreamNotFound
+
+    argv = list(argv if argv is not None else sys.argv[1:])
     try:
         builder = make_builder(os.environ[ENV_BUILDER], os.environ.get(ENV_DEVICE, "cpu"))
-    except (BuilderNotFound, UpstreamNotFound) as exc:
+    except (BuilderNotFound, UpstreamNotFound, DeviceUnavailable) as exc:
         sys.stderr.write(f"{type(exc).__name__}: {exc}\n")
         return SETUP_ERROR
+    if argv == ["--probe"]:
+        return 0
+    corpus, out, progress, *indices = argv
     evaluate_batches(builder, corpus, [int(i) for i in indices], out, progress,
                      os.environ[ENV_PROPERTIES].split(","))
     return 0

@@ -36,7 +36,7 @@ import tempfile
 from metadata_builders.batch import VerifyBatch
 from metadata_builders.errors import GateError
 from metadata_builders.gate.model import SETUP_ERROR, Crash, Outcome, Side
-from metadata_builders.gate.running import Ending, read_outcomes, watch
+from metadata_builders.gate.running import Ending, HangRule, read_outcomes, watch
 from metadata_builders.gate.sides import side_env
 
 __all__ = ["MAX_SUSPECTS", "find_crash"]
@@ -49,7 +49,7 @@ MAX_SUSPECTS = 3
 
 
 def _attempt(side: Side, corpus_path: str, indices: list[int], props: list[str], directory: str, device: str,
-             limit: float) -> tuple[list[Outcome], set[int], Ending, int | None]:
+             limit: HangRule) -> tuple[list[Outcome], set[int], Ending, int | None]:
     """Run ``indices`` in order in one fresh process: outcomes, completed batches, how it ended, the batch it was on."""
     os.makedirs(directory, exist_ok=True)
     command = [sys.executable, "-m", "metadata_builders.gate.evaluate", corpus_path,
@@ -78,8 +78,12 @@ def _what(ending: Ending) -> str:
 
 
 def find_crash(side: Side, corpus: list[VerifyBatch], corpus_path: str, complete: set[int], props: list[str],
-               workdir: str, device: str, limit: float) -> tuple[list[Outcome], Crash | None]:
-    """Outcomes of the unfinished batches that complete in isolation, and the smallest crash (None: none reproduced)."""
+               workdir: str, device: str, limit: HangRule) -> tuple[list[Outcome], Crash | None]:
+    """Outcomes of the unfinished batches that complete in isolation, and the smallest crash (None: none reproduced).
+
+    A batch the fresh process died or hung on *first* ran alone already: it is not
+    run again (a hang costs its limit once in isolation, not twice).
+    """
     queue = sorted(set(range(len(corpus))) - complete, key=lambda i: (corpus[i].size_key(), i))
     found: list[Outcome] = []
     suspects = 0
@@ -89,6 +93,10 @@ def find_crash(side: Side, corpus: list[VerifyBatch], corpus_path: str, complete
         found += outcomes
         if on is None:
             return found, None
+        if on == queue[0]:
+            if ending.returncode == SETUP_ERROR:
+                raise GateError(f"{side.name} side ({side.label})", f"its builder cannot be made: {_last_line(ending)}")
+            return found, Crash(on, _what(ending), True, len(queue))
         alone, _, alone_ending, alone_on = _attempt(side, corpus_path, [on], props, base + "-alone",
                                                              device, limit)
         left = queue[queue.index(on):]

@@ -43,14 +43,22 @@ class Outcome:
     """For ``partial`` and ``not judged``: the reason."""
     field: str = ""
     """The field of the (first) failure, as ``PropertyFailure.field`` names it."""
+    check: str = ""
+    """The failure's check id (``PropertyFailure.check``: ``"raised"`` when the builder raised), or ``""``."""
+    origin: tuple[Any, ...] = ()
+    """For a raised failure: (exception type, file, line, function), as :class:`~metadata_builders.errors.Origin`."""
+    seconds: float = 0.0
+    """How long the whole batch took on this side (every property): what a hang at head is measured against."""
 
     def to_dict(self) -> dict[str, Any]:
         return {"prop": self.prop, "index": self.index, "status": self.status, "signature": list(self.signature),
-                "message": self.message, "why": self.why, "field": self.field}
+                "message": self.message, "why": self.why, "field": self.field, "check": self.check,
+                "origin": list(self.origin), "seconds": round(self.seconds, 3)}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Outcome:
-        return cls(d["prop"], d["index"], d["status"], tuple(d["signature"]), d["message"], d["why"], d["field"])
+        return cls(d["prop"], d["index"], d["status"], tuple(d["signature"]), d["message"], d["why"], d["field"],
+                   d.get("check", ""), tuple(d.get("origin", ())), float(d.get("seconds", 0.0)))
 
 
 @dataclass(frozen=True)

@@ -11,12 +11,11 @@ and what a replay command needs in front of it to import its builder.
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import os
 import subprocess
-import sys
 from dataclasses import dataclass, field
 
+from metadata_builders.builders import module_root, replay_env
 from metadata_builders.errors import GateError
 from metadata_builders.gate.model import Side
 
@@ -43,11 +42,19 @@ def _commit(repo: str, ref: str) -> str:
     return done.stdout.strip()
 
 
-def _sglang_tree(root: str, what: str) -> str:
+def _sglang_tree(root: str, what: str, builder: str) -> str:
+    """The folder the side imports from: SGLang's ``python/`` for the sglang builder; for a ``module:attr``
+    builder of the user's own repository, ``python/`` or ``src/`` when there is one, else the root."""
     python = os.path.join(root, "python")
-    if not os.path.isdir(os.path.join(python, "sglang")):
-        raise GateError(what, f"{root} has no python/sglang: run the gate from an SGLang checkout (or pass --repo)")
-    return python
+    if builder == "sglang" or builder.startswith("metadata_builders.sglang_adapter"):
+        if not os.path.isdir(os.path.join(python, "sglang")):
+            raise GateError(what, f"{root} has no python/sglang: run the gate from an SGLang checkout (or pass "
+                                  "--repo), or name your own builder with --builder module:attr")
+        return python
+    for folder in (python, os.path.join(root, "src")):
+        if os.path.isdir(folder):
+            return folder
+    return root
 
 
 @dataclass
@@ -63,8 +70,8 @@ class Worktrees:
     def side(self, name: str, ref: str | None, workdir: str, builder: str) -> Side:
         if ref is None:
             commit = _commit(self.repo, "HEAD")
-            dirty = _git(self.repo, "status", "--porcelain", "--", "python").stdout.strip()
-            python = _sglang_tree(self.repo, f"{name} (the checkout)")
+            python = _sglang_tree(self.repo, f"{name} (the checkout)", builder)
+            dirty = _git(self.repo, "status", "--porcelain", "--", python).stdout.strip()
             label = f"checkout at {commit[:10]}" + (" + uncommitted changes" if dirty else "")
             return Side(name, builder, python, label, None if dirty else f"commit:{commit}",
                         f"PYTHONPATH={python}")
@@ -74,38 +81,15 @@ class Worktrees:
         if added.returncode != 0:
             raise GateError(f"{name} ({ref})", f"could not make a worktree of {commit[:10]}: {added.stderr.strip()}")
         self.made.append(path)
-        python = _sglang_tree(path, f"{name} ({ref})")
+        python = _sglang_tree(path, f"{name} ({ref})", builder)
+        inside = os.path.relpath(python, path)
         return Side(name, builder, python, f"{ref} at {commit[:10]}", f"commit:{commit}",
-                    f"PYTHONPATH=<a checkout of {commit[:10]}>/python")
+                    f"PYTHONPATH=<a checkout of {commit[:10]}>" + ("" if inside == "." else f"/{inside}"))
 
     def remove(self) -> None:
         for path in self.made:
             subprocess.run(["git", "-C", self.repo, "worktree", "remove", "--force", path], capture_output=True,
                            check=False)
-
-
-def _module_root(module: str) -> tuple[str | None, str | None]:
-    """(the ``sys.path`` entry ``module`` imports from, its source file), as far as this process can tell."""
-    try:
-        spec = importlib.util.find_spec(module)
-    except (ImportError, ValueError):
-        return None, None
-    if spec is None or not spec.origin or not os.path.isfile(spec.origin):
-        return None, None
-    root = os.path.dirname(spec.origin)
-    depth = module.count(".") + (1 if os.path.basename(spec.origin) == "__init__.py" else 0)
-    for _ in range(depth):
-        root = os.path.dirname(root)
-    return root, spec.origin
-
-
-def _importable_anywhere(module: str) -> bool:
-    """Whether a fresh interpreter, without ``PYTHONPATH`` and outside this directory, imports ``module``."""
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    probe = f"import importlib.util, sys; sys.exit(importlib.util.find_spec({module!r}) is None)"
-    done = subprocess.run([sys.executable, "-c", probe], env=env, cwd=os.path.expanduser("~"), capture_output=True,
-                          check=False)
-    return done.returncode == 0
 
 
 def builder_side(name: str, builder: str) -> Side:
@@ -114,7 +98,7 @@ def builder_side(name: str, builder: str) -> Side:
     if module is None:
         identity = None if builder == "sglang" else f"builder:{builder}"  # the harness's own: its hash covers them
         return Side(name, builder, None, builder, identity, "")
-    root, origin = _module_root(module)
+    root, origin = module_root(module)
     if module.split(".")[0] == "metadata_builders":
         identity = f"builder:{builder}"
     elif origin is not None:
@@ -122,5 +106,4 @@ def builder_side(name: str, builder: str) -> Side:
             identity = f"builder:{builder}@{hashlib.sha256(fh.read()).hexdigest()[:16]}"
     else:
         identity = None
-    replay_env = f"PYTHONPATH={root}" if root is not None and not _importable_anywhere(module) else ""
-    return Side(name, builder, None, builder, identity, replay_env)
+    return Side(name, builder, None, builder, identity, replay_env(builder))

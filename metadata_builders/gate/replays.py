@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import shlex
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -43,8 +42,9 @@ class Replay:
 
 def replay_command(path: str, head: Side) -> str:
     """``[PYTHONPATH=...] metadata-builders replay PATH --builder B``: runnable as printed."""
-    command = f"metadata-builders replay {shlex.quote(path)} --builder {shlex.quote(head.builder)}"
-    return f"{head.replay_env} {command}" if head.replay_env else command
+    from metadata_builders.report import replay_command as command
+
+    return command(path, head.builder, head.replay_env)
 
 
 def _write(directory: str, prop: str, batch: VerifyBatch, why: str, meta: dict) -> str:
@@ -75,6 +75,7 @@ def write_replays(verdicts: list[PropertyVerdict], crash: Crash | None, corpus: 
         how = "alone, in a fresh process" if crash.alone else "after other batches in the same process"
         why = f"head ({head.label}) {crash.what} on this batch ({how}); base completed it"
         path = _write(directory, "crash", batch, why, {"property": "crash", "gate": "new", "head": head.label,
+                                                         "builder": head.builder,
                                                          "what": crash.what, "alone": crash.alone})
         written.append(Replay("crash", path, f"{crash.what} ({how})", replay_command(path, head), "reference"))
     for pv in verdicts:
@@ -84,7 +85,8 @@ def write_replays(verdicts: list[PropertyVerdict], crash: Crash | None, corpus: 
         index, base_outcome, head_outcome = min(new, key=lambda e: (corpus[e[0]].size_key(), e[0]))
         what = _new_differences(base_outcome, head_outcome)
         path = _write(directory, pv.prop, corpus[index], f"{pv.prop} fails at head ({head.label}) with what base "
-                      f"did not have: {what}", {"property": pv.prop, "gate": "new", "head": head.label, "new": what,
+                      f"did not have: {what}", {"property": pv.prop, "gate": "new", "head": head.label,
+                                                "builder": head.builder, "new": what,
                                                 "signature": list(head_outcome.signature),
                                                 "base_status": base_outcome.status})
         written.append(Replay(pv.prop, path, what, replay_command(path, head), head.builder))

@@ -27,7 +27,7 @@ from metadata_builders.gate.model import (
     Outcome,
     Side,
 )
-from metadata_builders.gate.running import Ending, read_outcomes, watch
+from metadata_builders.gate.running import Ending, HangRule, read_outcomes, watch
 
 __all__ = ["SideRun", "run_side", "side_env"]
 
@@ -57,7 +57,7 @@ def side_env(side: Side, corpus_path: str, out: str, props: list[str], device: s
 
 
 def run_side(side: Side, corpus_path: str, props: list[str], workdir: str, workers: str, device: str,
-             batch_timeout: float, total: int) -> SideRun:
+             limit: HangRule | float, total: int) -> SideRun:
     """Evaluate every property on the corpus with ``side``'s code: a watched pytest-xdist run of ``gate_items``."""
     items = importlib.util.find_spec("metadata_builders.gate_items").origin  # run by pytest, never imported here
     out = tempfile.mkdtemp(prefix=f"{side.name}-", dir=workdir)  # one per run: a builder's routes run in turn
@@ -68,7 +68,7 @@ def run_side(side: Side, corpus_path: str, props: list[str], workdir: str, worke
                "-p", "no:randomly", "-n", workers, "--junit-xml", os.path.join(out, "junit.xml")]
     start = time.perf_counter()
     ending = watch(command, side_env(side, corpus_path, out, props, device), workdir, out, label=side.name,
-                   total=total, limit=batch_timeout, log_path=os.path.join(out, "pytest.log"))
+                   total=total, limit=limit, log_path=os.path.join(out, "pytest.log"))
     outcomes, complete = read_outcomes(out, props)
     return SideRun(outcomes, complete, ending, out, time.perf_counter() - start)
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from metadata_builders.gate.model import Crash, Side
 from metadata_builders.gate.replays import Replay
 from metadata_builders.gate.verdicts import PropertyVerdict
+from metadata_builders.gate.watched import Unjudged
 
 __all__ = ["GateResult", "markdown", "text"]
 
@@ -37,14 +38,22 @@ class GateResult:
     seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
     """Lines worth knowing that are no verdict (a cached base, a crash that did not reproduce)."""
+    unjudged_files: list[tuple[str, Unjudged]] = field(default_factory=list)
+    """Files the change touches whose code this (CPU) gate does not run: never GREEN with any."""
 
     @property
     def blocking(self) -> list[str]:
         return (["crash"] if self.crash is not None else []) + [pv.prop for pv in self.verdicts if pv.blocking]
 
     @property
+    def judged(self) -> int:
+        """(property, batch) pairs that got a verdict comparing base with head (a gate judging none is no gate)."""
+        return sum(pv.counts[v] for pv in self.verdicts for v in ("held", "new", "changed", "pre-existing", "fixed",
+                                                                 "partial"))
+
+    @property
     def red(self) -> bool:
-        return bool(self.blocking)
+        return bool(self.blocking) or bool(self.unjudged_files)
 
     def rows(self) -> list[list[str]]:
         rows = [[pv.prop, pv.title, "BLOCKS" if pv.blocking else "ok", pv.summary()] for pv in self.verdicts]
@@ -61,14 +70,30 @@ class GateResult:
 
     def verdict_line(self) -> str:
         blocking = self.blocking
-        head = f"gate: RED ({', '.join(blocking)} blocking)" if blocking else "gate: GREEN (no new failures)"
+        if blocking:
+            head = f"gate: RED ({', '.join(blocking)} blocking)"
+        elif self.unjudged_files:
+            head = ("gate: NOT GREEN ON CPU (" + "; ".join(f"{os.path.basename(path)} changed: {entry.what}, "
+                                                          f"{entry.stand_in}" for path, entry in self.unjudged_files)
+                    + "; judged by the ROCm GPU job: gate --device cuda)")
+        elif self.judged == 0:
+            head = "gate: NOTHING JUDGED (no property compared base with head on any batch; not a verdict)"
+        else:
+            head = "gate: GREEN (no new failures)"
         line = f"{head} in {self.seconds:.0f}s"
         spots = [pv for pv in self.verdicts if pv.not_judged() is not None]
         if spots:
-            line += "; not judged: " + ", ".join(
-                f"{pv.prop} on {pv.counts['partial'] + pv.counts['not judged']}/{pv.batches} batches" for pv in spots)
+            line += "; not judged: " + ", ".join(_unjudged(pv) for pv in spots)
             line += " (see above)"
         return line
+
+
+def _unjudged(pv: PropertyVerdict) -> str:
+    """``P5 on 3/80 batches``, or ``P5 NOT JUDGED (80/80 batches)`` when most of the corpus went unjudged."""
+    n = pv.counts["partial"] + pv.counts["not judged"]
+    if pv.batches == 0 or pv.counts["not judged"] * 2 > pv.batches:
+        return f"{pv.prop} NOT JUDGED ({pv.counts['not judged']}/{pv.batches} batches)"
+    return f"{pv.prop} on {n}/{pv.batches} batches"
 
 
 def _pre_existing(result: GateResult) -> str | None:
@@ -101,6 +126,8 @@ def text(result: GateResult) -> str:
         out += ["", "not judged (a blind spot of this builder, not a verdict):"]
         out += [f"  {prop}: {why}" for prop, why in spots]
     out += [f"note: {note}" for note in result.notes]
+    for path, entry in result.unjudged_files:
+        out.append(f"not run on CPU: {path} ({entry.what}; {entry.stand_in}): judged by the ROCm GPU job")
     out += ["", result.verdict_line()]
     return "\n".join(out)
 
@@ -111,7 +138,14 @@ def _cell(text_: str) -> str:
 
 def markdown(result: GateResult, *, relative_to: str | None) -> str:
     """The summary as GitHub-flavoured Markdown; pictures linked relative to ``relative_to`` (None: named only)."""
-    icon = "🔴 RED" if result.red else "🟢 GREEN"
+    if result.blocking:
+        icon = "🔴 RED"
+    elif result.unjudged_files:
+        icon = "🟠 NOT GREEN ON CPU"
+    elif result.judged == 0:
+        icon = "⚪ NOTHING JUDGED"
+    else:
+        icon = "🟢 GREEN"
     out = [f"## metadata-builders gate: {icon}", "",
            (f"base = `{result.base.label}`, head = `{result.head.label}`; {result.batches} batches; "
             f"{result.seconds:.0f}s"), "", "| property | what | gate | verdicts (batches) |", "|---|---|---|---|"]

@@ -23,10 +23,10 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from metadata_builders.batch import VerifyBatch
-from metadata_builders.gate.model import Outcome
+from metadata_builders.gate.model import Outcome, Side
 from metadata_builders.properties import PropertySpec
 
-__all__ = ["PropertyVerdict", "Verdict", "classify", "fill_not_judged"]
+__all__ = ["PropertyVerdict", "Verdict", "classify", "fill_not_judged", "raise_setup_failure", "setup_failures"]
 
 Verdict = Literal["held", "new", "changed", "pre-existing", "fixed", "partial", "not applicable", "not judged"]
 
@@ -66,11 +66,15 @@ class PropertyVerdict:
     def not_judged(self) -> str | None:
         """What this property could not judge, in one line, or None: ``partial 80/80 (no capture ...)``."""
         parts = []
+        if self.batches == 0:
+            return "no batch of the corpus applies to it"
         if self.counts["partial"]:
             why = "; ".join(_reasons(self.partial_why)[:2]) or "no reason given"
             parts.append(f"partial on {self.counts['partial']}/{self.batches} batches ({why})")
         if self.counts["not judged"]:
-            parts.append(f"{self.counts['not judged']}/{self.batches} batches not evaluated (head crashed or hung)")
+            whys = sorted({h.why for _, _, h in self.examples["not judged"] if h.why.startswith("base: ")})
+            what = whys[0] if whys else "head crashed or hung"
+            parts.append(f"{self.counts['not judged']}/{self.batches} batches not evaluated ({what})")
         return "; ".join(parts) or None
 
 
@@ -102,6 +106,40 @@ def _verdict(base: Outcome, head: Outcome) -> Verdict:
     return "not applicable" if head.status == "not applicable" else "held"
 
 
+def setup_failures(outcomes: list[Outcome]) -> list[str]:
+    """Each property that failed on *every* batch it applies to by raising from one origin, in one line.
+
+    That is no property of the metadata: the builder does not run here (a setup
+    exception, an unusable device, an import that fails at call time).  Worked
+    example: base's builder raises ``RuntimeError: Torch not compiled with CUDA
+    enabled`` from ``torch/cuda/__init__.py:403`` on all 80 batches of P1..P9; a
+    gate that compared those sides would call head's regression "pre-existing".
+    Two batches at least, so a one-batch corpus is not mistaken for a setup.
+    """
+    by_prop: dict[str, list[Outcome]] = defaultdict(list)
+    for o in outcomes:
+        if o.status not in ("not applicable", "not judged"):
+            by_prop[o.prop].append(o)
+    lines = []
+    for prop, got in by_prop.items():
+        origins = {o.origin[:3] for o in got}
+        if len(got) >= 2 and all(o.status == "failed" and o.check == "raised" for o in got) and len(origins) == 1:
+            lines.append(f"{prop} raised on every one of its {len(got)} batches, from one place: {got[0].message}")
+    return lines
+
+
+def raise_setup_failure(side: Side, outcomes: list[Outcome]) -> None:
+    """A :class:`GateError` (exit 2) when every judged property of ``side`` only raised: nothing was judged there."""
+    from metadata_builders.errors import GateError
+
+    lines = setup_failures(outcomes)
+    props = {o.prop for o in outcomes if o.status not in ("not applicable", "not judged")}
+    if lines and len(lines) == len(props):
+        raise GateError(f"{side.name} side ({side.label})", "its builder raised the same exception on every batch, "
+                        "so no property of the metadata was judged (a setup error, not a verdict):\n  "
+                        + "\n  ".join(lines))
+
+
 def fill_not_judged(outcomes: list[Outcome], props: list[str], count: int, why: str) -> list[Outcome]:
     """``outcomes`` plus a ``not judged`` outcome for every (property, batch) it lacks."""
     have = {(o.prop, o.index) for o in outcomes}
@@ -120,12 +158,16 @@ def classify(corpus: list[VerifyBatch], props: list[PropertySpec], base: list[Ou
 
     by_base = {(o.prop, o.index): o for o in base}
     by_head = {(o.prop, o.index): o for o in head}
+    base_raised = {line.split(" ", 1)[0]: line for line in setup_failures(base)}
     verdicts = []
     for spec in props:
         pv = PropertyVerdict(spec.name, spec.title)
         for index, batch in enumerate(corpus):
             b, h = by_base[(spec.name, index)], by_head[(spec.name, index)]
             verdict = _verdict(b, h)
+            if spec.name in base_raised and verdict not in ("not applicable", "new"):
+                verdict = "not judged"  # base never ran this property: nothing to compare head with
+                h = Outcome(h.prop, h.index, "not judged", why=f"base: {base_raised[spec.name]}")
             if verdict == "not applicable":
                 continue
             pv.batches += 1

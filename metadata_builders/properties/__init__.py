@@ -27,7 +27,7 @@ from metadata_builders.properties.graph import (
     same_tier_batch,
 )
 from metadata_builders.properties.mirror import check_p2_mirror
-from metadata_builders.properties.spec import PROPERTIES, PropertyResult, PropertySpec, run_all, verdict
+from metadata_builders.properties.spec import PROPERTIES, PropertyResult, PropertySpec, batches_for, run_all, verdict
 from metadata_builders.properties.state import check_p8_inputs_untouched, check_p9_no_hidden_state, history_for
 from metadata_builders.properties.syncs import check_p7_capture_safety, check_sync_contract, contract_role
 
@@ -36,6 +36,7 @@ __all__ = [
     "Partial",
     "PropertyResult",
     "PropertySpec",
+    "batches_for",
     "check_p1_reference",
     "check_p2_mirror",
     "check_p3_sync_free",

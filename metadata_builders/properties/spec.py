@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Literal
 
 from metadata_builders.batch import VerifyBatch
-from metadata_builders.errors import PropertyFailure
+from metadata_builders.errors import Origin, PropertyFailure
 from metadata_builders.properties._common import Partial
 from metadata_builders.properties.equality import check_p1_reference, check_p3_sync_free, check_p4_gate
 from metadata_builders.properties.faults import check_p6_fault_model
@@ -67,6 +67,31 @@ PROPERTIES: tuple[PropertySpec, ...] = (
     PropertySpec("P9", "no hidden state between builds", check_p9_no_hidden_state, ({},)),
 )
 
+def batches_for(prop: str) -> Any:
+    """The batches property ``prop`` is judged on under ``check`` and the gate, as one Hypothesis strategy.
+
+    ``verify_batches()`` alone draws no divergence, so a hand-written P6 test on it
+    cannot see the dspark gate dropped; ``batches_for("P6")`` draws what P6's own
+    run draws (each of the property's focuses, one at a time)::
+
+        @given(batch=batches_for("P6"))
+        def test_my_builder_keeps_the_dspark_gate(builder, batch):
+            check_p6_fault_model(builder, batch)
+
+    Shrinks as :func:`strategies.verify_batches` does: towards one request, one token.
+    """
+    from hypothesis import strategies as st
+
+    from strategies import verify_batches
+
+    spec = {p.name: p for p in PROPERTIES}.get(prop.upper())
+    if spec is None:
+        from metadata_builders.errors import UsageError
+
+        raise UsageError("prop", f"one of {[p.name for p in PROPERTIES]}", repr(prop))
+    return st.one_of(*(verify_batches(**focus) for focus in spec.focuses))
+
+
 Status = Literal["held", "failed", "partial", "not applicable"]
 
 
@@ -99,21 +124,18 @@ def verdict(spec: PropertySpec, builder: Any, batch: VerifyBatch) -> PropertyRes
     except PropertyFailure as failure:
         return PropertyResult(spec.name, "failed", (), failure)
     except Exception as exc:  # noqa: BLE001 - a crashing builder fails the property; report, don't crash
-        return PropertyResult(spec.name, "failed", (), PropertyFailure(spec.name, _raised(exc)))
+        return PropertyResult(spec.name, "failed", (), raised_failure(spec.name, exc))
     status: Status = "partial" if any(isinstance(n, Partial) for n in notes) else "held"
     return PropertyResult(spec.name, status, tuple(notes))
 
 
-def _raised(exc: BaseException) -> str:
-    """``builder raised IndexError: ... (at deepseek_v4_backend_hip_radix.py:3660 in get_swa_page_indices)``."""
-    import traceback
-
-    frames = traceback.extract_tb(exc.__traceback__)
-    where = ""
-    if frames:
-        last = frames[-1]
-        where = f" (at {last.filename.rsplit('/', 1)[-1]}:{last.lineno} in {last.name})"
-    return f"builder raised {type(exc).__name__}: {str(exc).splitlines()[0][:300] if str(exc) else ''}{where}"
+def raised_failure(prop: str, exc: BaseException) -> PropertyFailure:
+    """``builder raised IndexError: ... (at deepseek_v4_backend_hip_radix.py:3660 in get_swa_page_indices)``,
+    with check ``"raised"`` and the exception's :class:`~metadata_builders.errors.Origin`."""
+    origin = Origin.of(exc)
+    where = f" (at {origin.where()})" if origin.filename else ""
+    text = str(exc).splitlines()[0][:300] if str(exc) else ""
+    return PropertyFailure(prop, f"builder raised {type(exc).__name__}: {text}{where}", check="raised", origin=origin)
 
 
 def run_all(builder, batch: VerifyBatch, props: Iterable[PropertySpec] = PROPERTIES) -> dict[str, PropertyResult]:

@@ -1,117 +1,37 @@
-"""The builder contract, and running any builder under the harness.
+"""Running any builder under the harness: :class:`AuditedBuilder`, the memo properties share, plain fields.
 
-A builder is anything with ``build(inputs) -> VerifyMetadata`` (:class:`Builder`,
-a ``typing.Protocol``; no base class), where ``inputs`` is the
-:class:`~metadata_builders.inputs.VerifyInputs` the harness made -- what
-upstream's caller hands ``init_forward_metadata_target_verify``.  A builder
-that models CUDA/HIP-graph replay names the two phases upstream has
-(:class:`GraphPhases`: ``graph_state``, ``out_graph``, ``in_graph``): the harness
-records the in-graph work at capture and re-executes it at replay, as a GPU does
-(:mod:`~metadata_builders.graph_recorder`).  A 0.2 builder with ``capture(inputs)`` and
-``replay(state, inputs)`` (:class:`GraphBuilder`) still runs: its Python replay is
-called, and P5 says the recorded replay was not checked.
-
-``get_builder`` wraps every builder but the reference in :class:`AuditedBuilder`,
-whose ``build(batch, variant)`` is what properties, the CLI and users call.  It
-owns the whole call (DESIGN.md section 4): it makes the inputs, marks them
-device-resident, applies the batch's divergence, snapshots them, runs the
-builder under :class:`~metadata_builders.audit.DeviceAudit`, and converts the
-fields to lists outside the audit.  The decision's ``used_output_size`` is what
-the audit *saw* the token map do, not what the builder says it did.
+:class:`AuditedBuilder`'s ``build(batch, variant)`` is what properties, the CLI
+and users call.  It owns the whole call (DESIGN.md section 4): it makes the
+inputs, marks them device-resident, applies the batch's divergence, snapshots
+them, runs the builder under :class:`~metadata_builders.audit.DeviceAudit`, and
+converts the fields to lists outside the audit.  The decision's
+``used_output_size`` is what the audit *saw* the token map do, not what the
+builder says it did.
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
-import importlib
 import inspect
 import warnings
 from collections import deque
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
-from metadata_builders.errors import BuilderNotFound, InvalidVariant
+from metadata_builders.builders.contract import HISTORY
+from metadata_builders.errors import BuilderContractError, InvalidVariant
 from metadata_builders.metadata import PER_ENTRY, STREAM_FIELD_NAMES, Audit, VerifyMetadata, canonical_plan
+from metadata_builders.reference import diverged_extend_lens, expected_host_syncs, verify_extension
 from metadata_builders.reference.streams import canonical_streams
-from metadata_builders.reference import ReferenceBuilder, diverged_extend_lens, expected_host_syncs, verify_extension
 
 if TYPE_CHECKING:
     from metadata_builders.batch import VerifyBatch
     from metadata_builders.graph_recorder import RecordedGraph
     from metadata_builders.inputs import VerifyInputs
-    from metadata_builders.metadata import Decision
     from metadata_builders.variants import Variant
 
-__all__ = [
-    "HISTORY",
-    "AuditedBuilder",
-    "Builder",
-    "Captured",
-    "GraphBuilder",
-    "GraphPhases",
-    "MemoBuilder",
-    "get_builder",
-    "resolve_device",
-]
-
-HISTORY = 8
-"""How many of its latest distinct batches an audited builder remembers (a replay file's history)."""
-
-
-@runtime_checkable
-class Builder(Protocol):
-    """The builder contract: metadata for one call's harness-made inputs; no state kept.
-
-    ``fields`` maps every name of ``FIELD_NAMES`` to a tensor or a list; the
-    decision reports ``num_tokens``, ``exact_num_tokens`` and ``max_seq_len``.
-    """
-
-    def build(self, inputs: VerifyInputs) -> VerifyMetadata: ...
-
-
-@runtime_checkable
-class GraphBuilder(Builder, Protocol):
-    """A builder that models CUDA/HIP-graph replay of the graph path (P5).
-
-    ``capture`` builds once and keeps its output buffers; ``replay`` rebuilds from
-    the same input buffers, which the harness has refilled in place with the next
-    batch, and writes into the captured outputs (same storage, same shapes).
-    """
-
-    def capture(self, inputs: VerifyInputs) -> Any: ...
-
-    def replay(self, state: Any, inputs: VerifyInputs) -> VerifyMetadata: ...
-
-
-@runtime_checkable
-class GraphPhases(Builder, Protocol):
-    """A builder whose graph replay is split as upstream's (P5's recorded replay, P7's in-graph rule).
-
-    ``graph_state`` (optional) allocates once per capture, outside the graph;
-    ``out_graph`` runs in Python before the capture and before every replay (the
-    raw verify metadata into graph state, in place; the reads the sync contract
-    allows) and returns the call's decision; ``in_graph`` is recorded at capture and
-    re-executed at replay, and returns the fields (tensors) or a ``VerifyMetadata``
-    whose decision is ignored (the decision is host data: out-graph work's).
-    """
-
-    def graph_state(self, inputs: VerifyInputs) -> Any: ...
-
-    def out_graph(self, state: Any, inputs: VerifyInputs) -> Decision: ...
-
-    def in_graph(self, state: Any, inputs: VerifyInputs) -> Mapping[str, Any] | VerifyMetadata: ...
-
-
-def resolve_device(device: str = "auto") -> str:
-    """``auto`` -> ``cuda`` when ``torch.cuda.is_available()`` (true on ROCm too), else ``cpu``."""
-    if device != "auto":
-        return device
-    try:
-        import torch
-    except ImportError:
-        return "cpu"
-    return "cuda" if torch.cuda.is_available() else "cpu"
+__all__ = ["AuditedBuilder", "Captured", "MemoBuilder", "construct", "plain_fields"]
 
 
 def _to_plain(value: Any) -> Any:
@@ -205,7 +125,7 @@ class AuditedBuilder:
         """A freshly constructed twin of this builder: same factory, same device, no history."""
         if self.factory is None:
             raise AttributeError(f"builder {self.name!r} was not made by a factory; it cannot be made afresh")
-        return AuditedBuilder(_construct(self.factory, self.device), self.device, self.name, factory=self.factory)
+        return AuditedBuilder(construct(self.factory, self.device), self.device, self.name, factory=self.factory)
 
     def _remember(self, batch: VerifyBatch) -> None:
         if not self.history or (self.history[-1] is not batch and self.history[-1] != batch):
@@ -309,6 +229,8 @@ class AuditedBuilder:
         strict = self.device.startswith("cuda") and not expected_host_syncs(batch, variant)
         with sync_debug_mode("error") if strict else contextlib.nullcontext(), audit:
             result = call()
+        if not isinstance(result, VerifyMetadata):
+            raise _not_metadata(self.name, result, captured is not None and captured.graph is None)
         if captured is not None:
             captured.last_output_ptrs = _data_ptrs(result.fields)
             if captured.output_ptrs is None:
@@ -322,6 +244,18 @@ class AuditedBuilder:
         return VerifyMetadata(fields, decision, Audit(
             list(audit.host_syncs), list(audit.faults), list(audit.token_maps), written, audit.divergence_delivered
         ), tuple(result.not_observable), dtypes)
+
+
+def _not_metadata(name: str, result: Any, replay: bool) -> BuilderContractError:
+    """What a builder returned instead of a ``VerifyMetadata``, and the usual fix."""
+    call = "replay(state, inputs)" if replay else "build(inputs)"
+    hint = ""
+    if isinstance(result, Mapping):
+        hint = ("wrap the fields: VerifyMetadata(fields, Decision(num_tokens, exact_num_tokens, used_output_size, "
+                "max_seq_len)) (from metadata_builders import Decision, VerifyMetadata; README 'Writing a builder')")
+    elif result is None:
+        hint = "did it forget to return?"
+    return BuilderContractError(name, call, "a VerifyMetadata", type(result).__name__, hint)
 
 
 def plain_fields(raw: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
@@ -377,7 +311,7 @@ class _ValidatingFactory:
     factory: Callable[..., Any]
 
     def __call__(self, **kwargs: Any) -> Any:
-        return _construct(self.factory, kwargs.get("device", "cpu")).with_mirror_validation()
+        return construct(self.factory, kwargs.get("device", "cpu")).with_mirror_validation()
 
 
 def _mark_inputs(inputs: VerifyInputs) -> None:
@@ -404,7 +338,7 @@ def _delivered_divergence(batch: VerifyBatch, variant: Variant) -> tuple[list[in
     return list(rows.extend_seq_lens), diverged_extend_lens(batch, rows)
 
 
-def _construct(factory: Callable[..., Any], device: str) -> Any:
+def construct(factory: Callable[..., Any], device: str) -> Any:
     """Call a builder factory under the audit, so buffers it allocates on the device are known as such."""
     from metadata_builders.audit import DeviceAudit, device_handle
 
@@ -414,48 +348,3 @@ def _construct(factory: Callable[..., Any], device: str) -> Any:
         params = {}
     with DeviceAudit():
         return factory(device=device_handle(device)) if "device" in params else factory()
-
-
-def get_builder(name: str, device: str = "cpu") -> AuditedBuilder | ReferenceBuilder:
-    """``"reference"``, ``"hip"``, ``"sglang"`` or ``"module:attr"`` (a zero-argument factory or a class).
-
-    The reference is pure Python and needs no audit: its audit *is* the contract.
-    Everything else -- a subclass of the reference included -- is audited.  A
-    factory or class that accepts a ``device`` keyword gets it; it runs under the
-    audit, so device buffers it allocates (graph state) are known as device memory.
-    """
-    device = resolve_device(device)
-    if name == "reference":
-        return ReferenceBuilder()
-    if name == "hip":
-        from metadata_builders.hip import HipBuilder
-
-        return AuditedBuilder(_construct(HipBuilder, device), device, "hip", factory=HipBuilder)
-    if name == "sglang":
-        try:
-            from metadata_builders.audit import device_handle
-            from metadata_builders.sglang_adapter import SGLangBuilder
-
-            return AuditedBuilder(SGLangBuilder(device_handle(device)), device, "sglang", factory=SGLangBuilder)
-        except ImportError as exc:  # no SGLang, or an upstream piece not found (UpstreamNotFound names it)
-            raise BuilderNotFound(name, f"{exc}; see docs/SGLANG.md") from exc
-    if ":" not in name:
-        raise BuilderNotFound(name, 'expected "reference", "hip", "sglang" or "module:attr"')
-    module_name, _, attr = name.partition(":")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise BuilderNotFound(name, f"cannot import module {module_name!r}: {exc}") from exc
-    try:
-        factory = getattr(module, attr)
-    except AttributeError as exc:
-        raise BuilderNotFound(name, f"module {module_name!r} has no attribute {attr!r}") from exc
-    if not callable(factory):
-        raise BuilderNotFound(name, f"{attr!r} is not callable (need a zero-argument factory or a class)")
-    builder = _construct(factory, device)
-    if isinstance(builder, AuditedBuilder) or type(builder) is ReferenceBuilder:
-        # Already audited, or the oracle itself; a *subclass* of the reference is audited like any builder.
-        return builder
-    if not callable(getattr(builder, "build", None)):
-        raise BuilderNotFound(name, f"{attr}() returned {type(builder).__name__}, which has no build(inputs)")
-    return AuditedBuilder(builder, device, name, factory=factory)

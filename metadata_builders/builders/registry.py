@@ -1,0 +1,145 @@
+"""The builders known by name, and :func:`get_builder`: a name (or ``module:attr``) to an audited builder.
+
+Names are checked without building anything (:func:`check_builder_name`), so a
+gate refuses a misspelt head builder in a second; a ``module:attr`` that cannot
+be imported says how to make it importable, and a command printed for it (a
+replay command) carries what it needs to run in a fresh shell (:func:`replay_env`).
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import os
+import subprocess
+import sys
+
+from metadata_builders.builders.audited import AuditedBuilder, construct
+from metadata_builders.devices import usable_device
+from metadata_builders.errors import BuilderNotFound
+from metadata_builders.reference import ReferenceBuilder
+
+__all__ = ["REGISTERED", "check_builder_name", "get_builder", "importable_anywhere", "importable_hint",
+           "module_root", "replay_env"]
+
+
+def _one_line(exc: BaseException) -> str:
+    """``ValueError: no such file (at mypkg/builders.py:12 in __init__)``: the exception and where it was raised."""
+    import traceback
+
+    frames = traceback.extract_tb(exc.__traceback__)
+    where = f" (at {frames[-1].filename}:{frames[-1].lineno} in {frames[-1].name})" if frames else ""
+    text = str(exc).splitlines()[0][:300] if str(exc) else ""
+    return f"{type(exc).__name__}: {text}{where}"
+
+
+REGISTERED = ("reference", "hip", "sglang")
+"""The builders known by name; anything else is ``module:attr``."""
+
+
+def check_builder_name(name: str, option: str = "--builder") -> None:
+    """Refuse, without building anything, a name that cannot name a builder here (an unknown name, a
+    ``module:attr`` whose module is not importable): a gate says so before its base runs."""
+    import importlib.util
+
+    if name in REGISTERED:
+        return
+    if ":" not in name:
+        raise BuilderNotFound(name, f'{option}: expected "reference", "hip", "sglang" or "module:attr"')
+    module = name.partition(":")[0]
+    try:
+        found = importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        found = False
+    if not found:
+        raise BuilderNotFound(name, f"{option}: cannot import module {module!r}; " + importable_hint(module))
+
+
+def importable_hint(module: str) -> str:
+    """How to make ``module`` importable by ``metadata-builders`` (a console script: the current directory is
+    not on its path)."""
+    top = module.split(".")[0]
+    return (f"install the project that holds it (python -m pip install -e <project>) or put the folder that holds "
+            f"{top}/ (or {top}.py) on PYTHONPATH: PYTHONPATH=<that folder> metadata-builders ...")
+
+
+def module_root(module: str) -> tuple[str | None, str | None]:
+    """(the ``sys.path`` entry ``module`` imports from, its source file), as far as this process can tell."""
+    try:
+        spec = importlib.util.find_spec(module)
+    except (ImportError, ValueError):
+        return None, None
+    if spec is None or not spec.origin or not os.path.isfile(spec.origin):
+        return None, None
+    root = os.path.dirname(spec.origin)
+    depth = module.count(".") + (1 if os.path.basename(spec.origin) == "__init__.py" else 0)
+    for _ in range(depth):
+        root = os.path.dirname(root)
+    return root, spec.origin
+
+
+def importable_anywhere(module: str) -> bool:
+    """Whether a fresh interpreter, without ``PYTHONPATH`` and outside this directory, imports ``module``."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    probe = f"import importlib.util, sys; sys.exit(importlib.util.find_spec({module!r}) is None)"
+    done = subprocess.run([sys.executable, "-c", probe], env=env, cwd=os.path.expanduser("~"), capture_output=True,
+                          check=False)
+    return done.returncode == 0
+
+
+def replay_env(builder: str) -> str:
+    """What a command naming ``builder`` needs in front of it to run in a fresh shell: ``PYTHONPATH=<root>``
+    when its module imports here but not from a fresh interpreter elsewhere, else ``""``."""
+    if ":" not in builder:
+        return ""
+    module = builder.partition(":")[0]
+    root, _ = module_root(module)
+    return f"PYTHONPATH={root}" if root is not None and not importable_anywhere(module) else ""
+
+
+def get_builder(name: str, device: str = "cpu") -> AuditedBuilder | ReferenceBuilder:
+    """``"reference"``, ``"hip"``, ``"sglang"`` or ``"module:attr"`` (a zero-argument factory or a class).
+
+    The reference is pure Python and needs no audit: its audit *is* the contract.
+    Everything else -- a subclass of the reference included -- is audited.  A
+    factory or class that accepts a ``device`` keyword gets it; it runs under the
+    audit, so device buffers it allocates (graph state) are known as device memory.
+    """
+    device = usable_device(device)
+    if name == "reference":
+        return ReferenceBuilder()
+    if name == "hip":
+        from metadata_builders.hip import HipBuilder
+
+        return AuditedBuilder(construct(HipBuilder, device), device, "hip", factory=HipBuilder)
+    if name == "sglang":
+        try:
+            from metadata_builders.audit import device_handle
+            from metadata_builders.sglang_adapter import SGLangBuilder
+
+            return AuditedBuilder(SGLangBuilder(device_handle(device)), device, "sglang", factory=SGLangBuilder)
+        except ImportError as exc:  # no SGLang, or an upstream piece not found (UpstreamNotFound names it)
+            raise BuilderNotFound(name, f"{exc}; see docs/SGLANG.md") from exc
+    if ":" not in name:
+        raise BuilderNotFound(name, 'expected "reference", "hip", "sglang" or "module:attr"')
+    module_name, _, attr = name.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise BuilderNotFound(name, f"cannot import module {module_name!r}: {exc}; {importable_hint(module_name)}") from exc
+    try:
+        factory = getattr(module, attr)
+    except AttributeError as exc:
+        raise BuilderNotFound(name, f"module {module_name!r} has no attribute {attr!r}") from exc
+    if not callable(factory):
+        raise BuilderNotFound(name, f"{attr!r} is not callable (need a zero-argument factory or a class)")
+    try:
+        builder = construct(factory, device)
+    except Exception as exc:  # noqa: BLE001 - a builder that cannot be made is a setup error, said in one line
+        raise BuilderNotFound(name, f"constructing it raised {_one_line(exc)}") from exc
+    if isinstance(builder, AuditedBuilder) or type(builder) is ReferenceBuilder:
+        # Already audited, or the oracle itself; a *subclass* of the reference is audited like any builder.
+        return builder
+    if not callable(getattr(builder, "build", None)):
+        raise BuilderNotFound(name, f"{attr}() returned {type(builder).__name__}, which has no build(inputs)")
+    return AuditedBuilder(builder, device, name, factory=factory)
