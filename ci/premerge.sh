@@ -10,7 +10,13 @@
 # Without a change, say so and exit 0 (--always runs the gate anyway).
 set -euo pipefail
 
-base="${1:?usage: ci/premerge.sh BASE_REF [--always] [gate arguments...]}"
+usage() { sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'; }
+case "${1:-}" in
+  -h|--help) usage; exit 0 ;;
+  "") usage >&2; exit 2 ;;
+  -*) echo "premerge: the first argument is the base ref, not an option ($1); see --help" >&2; exit 2 ;;
+esac
+base="$1"
 shift
 always=0
 if [ "${1:-}" = "--always" ]; then
@@ -18,11 +24,18 @@ if [ "${1:-}" = "--always" ]; then
   shift
 fi
 
+# Every upstream file the harness runs or models on the target-verify path: the backend, the ragged
+# layout, the metadata kernels and glue, the compressor and its plan kernel (c_plan.cuh: modelled on
+# CPU, so the CPU gate refuses GREEN when it changes: metadata_builders/gate/watched.py).
 watched=(
   python/sglang/srt/layers/attention/deepseek_v4_backend_hip_radix.py
+  python/sglang/srt/layers/attention/deepseek_v4_backend.py
   python/sglang/srt/speculative/ragged_verify.py
   python/sglang/kernels/ops/speculative/ragged_verify_kernels.py
   python/sglang/kernels/ops/attention/dsv4
+  python/sglang/kernels/ops/kvcache
+  python/sglang/kernels/jit/csrc/deepseek_v4
+  python/sglang/srt/layers/attention/dsv4
 )
 
 if ! git rev-parse --verify --quiet "$base^{commit}" >/dev/null; then

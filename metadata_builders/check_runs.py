@@ -49,7 +49,12 @@ def check_settings(args: Any) -> Any:
     """The profile's settings with ``--max-examples`` and ``--github-artifacts`` applied."""
     from metadata_builders.profiles import example_database, load_profile
 
+    from hypothesis.configuration import set_hypothesis_home_dir
+
+    from metadata_builders.profiles import work_dir
+
     settings_ = load_profile(args.profile)
+    set_hypothesis_home_dir(work_dir("hypothesis"))  # Hypothesis' own caches, inside the one hidden folder
     overrides = {}
     if args.max_examples is not None and args.max_examples < 1:
         raise UsageError("--max-examples", "a positive number of examples per focused run", args.max_examples)

@@ -110,6 +110,10 @@ def cmd_check(args: argparse.Namespace) -> int:
 
     args.device = usable_device(args.device)  # before anything runs: a job without its GPU stops here, exit 2
     check_settings(args)
+    if args.failures_dir is None:
+        from metadata_builders.profiles import work_dir
+
+        args.failures_dir = work_dir("failures")
     routes = routes_of(args.builder)
     if len(routes) == 1:
         code = _check_one(args, args.builder)
@@ -204,16 +208,22 @@ def _known(builder: str, run) -> str | None:
 
 
 def _coverage_table(runs) -> str:
-    from strategies import COVERAGE_EVENTS
+    """Boundary hits per 100 generated examples; a boundary hit at all never reads 0 (``<1``), and each
+    failing property's shrunk batch is marked with ``*`` on the boundaries it hits."""
+    from strategies import COVERAGE_EVENTS, boundary_hits
 
+    failing = {run.spec.name: set(boundary_hits(run.batch)) for run in runs if run.batch is not None}
     rows = []
     for event in COVERAGE_EVENTS:
         cells = []
         for run in runs:
-            n = max(run.generated, 1)
-            cells.append(f"{100.0 * run.events.get(event, 0) / n:.0f}")
+            hits = run.events.get(event, 0)
+            share = 100.0 * hits / max(run.generated, 1)
+            cell = "<1" if 0 < share < 0.5 else f"{share:.0f}"
+            cells.append(cell + ("*" if event in failing.get(run.spec.name, ()) else ""))
         rows.append([event, *cells])
-    return "coverage: boundary hits per 100 generated examples\n" + format_table(
+    legend = "; * = the failing batch hits it" if failing else ""
+    return f"coverage: boundary hits per 100 generated examples{legend}\n" + format_table(
         ["boundary", *[r.spec.name for r in runs]], rows
     )
 
@@ -402,8 +412,9 @@ def _add_check(sub: Any) -> None:
                        help="dev: quick, local example database; ci: derandomized, reproducible; nightly: large")
     check.add_argument("--max-examples", type=int, default=None, help="override the profile's examples per property")
     check.add_argument("--junit-xml", default=None, metavar="PATH", help="write one JUnit testcase per property")
-    check.add_argument("--failures-dir", default="failures", metavar="DIR",
-                       help="where each failing property's shrunk batch is written as a replay file")
+    check.add_argument("--failures-dir", default=None, metavar="DIR",
+                       help="where each failing property's shrunk batch is written as a replay file (default "
+                            ".metadata-builders/failures: one hidden folder that git ignores)")
     check.add_argument("--github-artifacts", default=None, metavar="OWNER/REPO",
                        help="also read CI's Hypothesis database (read-only GitHubArtifactDatabase) to replay what CI found")
     check.add_argument("--show-coverage", action="store_true", help="print boundary hits per 100 examples")

@@ -252,3 +252,19 @@ def test_check_ends_with_one_overall_line(tmp_path, capsys):
                  "--failures-dir", str(tmp_path / "f"), "--workers", "1"]) == 0
     last = capsys.readouterr().out.strip().splitlines()[-1]
     assert last.startswith("check --builder hip: held")
+
+
+def test_check_leaves_one_hidden_folder_that_git_ignores(tmp_path, buggy_module):
+    """A failing ``check`` in a user's project leaves only ``.metadata-builders/`` (no failures/, .hypothesis/, build/)."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    done = subprocess.run([sys.executable, "-m", "metadata_builders.cli", "check", "--builder", buggy_module,
+                           "--profile", "dev", "--device", "cpu", "--properties", "P1", "--workers", "1"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, check=False)
+    assert done.returncode == 1, done.stderr
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name != "cli_buggy_builders.py") == [".metadata-builders"]
+    assert (tmp_path / ".metadata-builders" / ".gitignore").read_text().strip().endswith("*")
+    assert list((tmp_path / ".metadata-builders" / "failures").glob("P1-*.json"))

@@ -18,7 +18,6 @@ The gate runs both kernel routes of ``--builder sglang`` (metadata_builders/rout
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import subprocess
 from dataclasses import dataclass
@@ -26,6 +25,7 @@ from dataclasses import dataclass
 import pytest
 
 from metadata_builders.cli import main
+from metadata_builders.gate.mini_repo import make_mini_repo
 
 pytestmark = pytest.mark.sglang
 
@@ -140,33 +140,6 @@ GRAPH_PLANTS = {
 branch; the corpus's "DSpark uniform graph" kind (P5's and P7's third and second focus) is what reaches the
 raw-path ones through the gate."""
 
-def _mirror(installed: str, repo: str, planted: list[tuple[str, ...]]) -> list[str]:
-    """``repo/python/sglang``: real directories along each planted file's path, symlinks for everything else.
-
-    Returns the planted files' paths in the repository (copies of the installed ones).
-    """
-    real_dirs = {path[:i] for path in planted for i in range(len(path))}
-    files = set(planted)
-
-    def fill(rel: tuple[str, ...]) -> None:
-        here, there = os.path.join(installed, *rel), os.path.join(repo, "python", "sglang", *rel)
-        os.makedirs(there, exist_ok=True)
-        for entry in sorted(os.listdir(here)):
-            child = (*rel, entry)
-            if entry == "__pycache__":
-                continue
-            if child in real_dirs:
-                fill(child)
-            elif child in files:
-                with open(os.path.join(here, entry)) as src, open(os.path.join(there, entry), "w") as dst:
-                    dst.write(src.read())
-            else:
-                os.symlink(os.path.join(here, entry), os.path.join(there, entry))
-
-    fill(())
-    return [os.path.join(repo, "python", "sglang", *path) for path in planted]
-
-
 def _plant_branch(git, repo: str, branch: str, plant: Plant) -> None:
     path = os.path.join(repo, "python", "sglang", *plant.path)
     with open(path) as fh:
@@ -181,18 +154,14 @@ def _plant_branch(git, repo: str, branch: str, plant: Plant) -> None:
 @pytest.fixture(scope="module")
 def planted_repo(tmp_path_factory):
     """(repo, {branch: plant}): ``main`` = the installed release, one branch per planted regression."""
-    spec = importlib.util.find_spec("sglang")
-    installed = os.path.dirname(spec.origin)
     repo = str(tmp_path_factory.mktemp("sglang-mini"))
-    backend, kernels = _mirror(installed, repo, [BACKEND, RAGGED_KERNELS])
+    make_mini_repo(repo)  # what ci/mini-sglang.sh makes: the release as installed on main
+    backend, kernels = (os.path.join(repo, "python", "sglang", *path) for path in (BACKEND, RAGGED_KERNELS))
 
     def git(*args: str) -> None:
         subprocess.run(["git", "-C", repo, "-c", "user.email=gate@test", "-c", "user.name=gate", *args],
                        check=True, capture_output=True)
 
-    git("init", "-q", "-b", "main")
-    git("add", "-A")
-    git("commit", "-q", "-m", "release as installed")
     plants: dict[str, Plant] = {}
     with open(backend) as fh:
         source = fh.read()

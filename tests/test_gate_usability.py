@@ -404,3 +404,24 @@ def test_a_change_to_a_file_modelled_on_cpu_is_not_green_on_cpu(mini_sglang, cap
     out = capsys.readouterr().out
     assert code == 1, out
     assert "NOT GREEN ON CPU" in out and "c_plan.cuh" in out and "ROCm GPU job" in out
+
+
+def test_the_gate_runs_on_a_users_own_repository_without_python_sglang(tmp_path, capsys) -> None:
+    """A repository of one's own (``src/mybackend``), no ``python/sglang``: the gate judges a module:attr builder."""
+    repo = tmp_path / "own"
+    package = repo / "src" / "mybackend"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "builders.py").write_text(BACKEND.format(shift=0))
+    _git(repo, "init", "-q", "-b", "main")
+    _git(repo, "add", ".")
+    _git(repo, "commit", "-q", "-m", "base")
+    _git(repo, "checkout", "-q", "-b", "pr")
+    (package / "builders.py").write_text(BACKEND.format(shift=1))
+    _git(repo, "commit", "-q", "-am", "regression")
+    argv = ["gate", "--base", "main", "--repo", str(repo), "--builder", "mybackend.builders:Backend",
+            "--properties", "P1", "--examples", "4", "--workers", "0", "--no-pictures",
+            "--failures-dir", str(tmp_path / "f")]
+    assert main(argv) == 1
+    out = capsys.readouterr().out
+    assert "gate: RED (P1 blocking)" in out and f"PYTHONPATH={repo / 'src'} metadata-builders replay" in out

@@ -408,3 +408,14 @@ def test_importing_render_does_not_import_matplotlib() -> None:
     """matplotlib is imported only when a PNG is drawn, so the package works without it."""
     code = "import sys, metadata_builders.render; sys.exit('matplotlib' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0
+
+
+def test_a_sync_failure_is_what_the_picture_says() -> None:
+    """A hidden ``.item()`` (a P7 failure, fields all equal): the verdict names the broken sync contract, not good news."""
+    from metadata_builders.tools.mutants import mutant_builder
+
+    a = analyse(EXAMPLES["uniform_eagle_batch_of_three"], builder=mutant_builder("uniform_total_item_sync"))
+    assert a.disagreements == () and not a.is_clean
+    assert "sync contract broken" in a.verdict and "agrees with the reference" not in a.verdict
+    syncs = [n for n in a.notes if n.startswith("SYNC ")]
+    assert syncs and "outside the contract" in syncs[0] and "read of" in syncs[0]

@@ -1,4 +1,4 @@
-"""The builder contract: what a builder offers, as ``typing.Protocol``\ s (no base class to inherit).
+"""The builder contract: what a builder offers, as ``typing.Protocol`` classes (no base class to inherit).
 
 A builder is anything with ``build(inputs) -> VerifyMetadata`` (:class:`Builder`),
 where ``inputs`` is the :class:`~metadata_builders.inputs.VerifyInputs` the harness

@@ -201,7 +201,11 @@ def _gate(args: argparse.Namespace, run: _Run, base: Side, head: Side, start: fl
 def _failures_dir(args: argparse.Namespace) -> str:
     if args.failures_dir:
         return args.failures_dir
-    return os.path.join(os.path.abspath(args.repo), DEFAULT_FAILURES_DIR) if args.base else DEFAULT_FAILURES_DIR
+    if args.base:
+        return os.path.join(os.path.abspath(args.repo), DEFAULT_FAILURES_DIR)
+    from metadata_builders.profiles import work_dir
+
+    return work_dir("failures")
 
 
 def _raise_exit(signum: int, frame: Any) -> None:
@@ -252,7 +256,7 @@ def _write_junit(path: str, result: GateResult) -> None:
     """One testcase per property (and one for a crash at head), the not-judged part in its output."""
     from metadata_builders.report import write_junit
 
-    cases = [(f"{pv.prop} {pv.title}", 0.0, f"new failures: {pv.summary()}" if pv.blocking else None,
+    cases = [(f"{pv.prop} {pv.title}", pv.seconds, f"new failures: {pv.summary()}" if pv.blocking else None,
               pv.summary() + (f"\nnot judged: {pv.not_judged()}" if pv.not_judged() else ""))
              for pv in result.verdicts]
     if result.crash is not None:
@@ -316,7 +320,8 @@ def add_cli(sub: Any) -> None:
                    help="write a Markdown summary (also appended to $GITHUB_STEP_SUMMARY when set)")
     p.add_argument("--failures-dir", default=None, metavar="DIR",
                    help=f"where new failures' replay files and pictures go (default {DEFAULT_FAILURES_DIR} "
-                        "in the checkout: ignored by SGLang's .gitignore)")
+                        "in the checkout with --base: ignored by SGLang's .gitignore; .metadata-builders/failures "
+                        "otherwise)")
     p.add_argument("--no-pictures", action="store_true", help="do not draw the smallest batches")
     p.add_argument("--cache-dir", default=None, metavar="DIR",
                    help="where side results are cached (default $METADATA_BUILDERS_CACHE or "

@@ -48,7 +48,7 @@ class Outcome:
     origin: tuple[Any, ...] = ()
     """For a raised failure: (exception type, file, line, function), as :class:`~metadata_builders.errors.Origin`."""
     seconds: float = 0.0
-    """How long the whole batch took on this side (every property): what a hang at head is measured against."""
+    """How long this property took on this batch at this side (a batch's sum is what a hang is measured against)."""
 
     def to_dict(self) -> dict[str, Any]:
         return {"prop": self.prop, "index": self.index, "status": self.status, "signature": list(self.signature),

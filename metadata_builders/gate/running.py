@@ -67,7 +67,10 @@ class HangRule:
     @classmethod
     def from_base(cls, ceiling: float, floor: float, outcomes: list[Outcome]) -> HangRule:
         """The rule for a head side, from its base's outcomes (their ``seconds``; 0 when not recorded)."""
-        return cls(ceiling, floor, HANG_FACTOR, {o.index: o.seconds for o in outcomes if o.seconds > 0})
+        total: dict[int, float] = {}
+        for o in outcomes:
+            total[o.index] = total.get(o.index, 0.0) + o.seconds
+        return cls(ceiling, floor, HANG_FACTOR, {i: t for i, t in total.items() if t > 0})
 
 
 @dataclass(frozen=True)

@@ -47,6 +47,8 @@ class PropertyVerdict:
     """Finding id -> pre-existing batches it explains."""
     partial_why: Counter = field(default_factory=Counter)
     """Why the property could not fully run (``partial``), -> batches."""
+    seconds: float = 0.0
+    """What the property took at head, over the corpus (CPU seconds of the evaluating processes)."""
 
     @property
     def blocking(self) -> bool:
@@ -170,6 +172,7 @@ def classify(corpus: list[VerifyBatch], props: list[PropertySpec], base: list[Ou
                 h = Outcome(h.prop, h.index, "not judged", why=f"base: {base_raised[spec.name]}")
             if verdict == "not applicable":
                 continue
+            pv.seconds += h.seconds
             pv.batches += 1
             pv.counts[verdict] += 1
             pv.examples[verdict].append((index, b, h))

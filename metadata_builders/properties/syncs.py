@@ -29,7 +29,7 @@ def contract_role(record: SyncRecord) -> str | None:
     return None
 
 
-def _contract_key(record: SyncRecord) -> tuple[str, str]:
+def contract_key(record: SyncRecord) -> tuple[str, str]:
     role = contract_role(record)
     if role is None:
         return (f"{record.stage} (reads {', '.join(record.reads) or 'no input'})", record.kind)
@@ -75,11 +75,24 @@ def check_recorded_reads(variant: Variant, captured: Any) -> None:
 
 
 def _check_contract(batch: VerifyBatch, variant: Variant, md: VerifyMetadata, what: str) -> None:
+    """Missing reads and reads outside the contract, each said as such (fewer syncs is not "extra syncs")."""
     want = expected_host_syncs(batch, variant)
     got = md.audit.host_syncs
-    if Counter((s.stage, s.kind) for s in want) != Counter(_contract_key(s) for s in got):
-        raise _fail("P7", variant, f"{what}host syncs break the sync contract", field="audit.host_syncs",
-                    expected=[f"{s.stage}:{s.kind}" for s in want], actual=_describe(got))
+    wanted, seen = Counter((s.stage, s.kind) for s in want), Counter(contract_key(s) for s in got)
+    if wanted == seen:
+        return
+    missing = [f"{stage}:{kind}" for (stage, kind), n in (wanted - seen).items() for _ in range(n)]
+    outside = [d for s, d in zip(got, _describe(got)) if (seen - wanted)[contract_key(s)] > 0]
+    parts = []
+    if missing:
+        parts.append(f"{len(missing)} read the contract requires did not happen ({', '.join(missing)}): the build "
+                     "trusted a count it never read from the device")
+    if outside:
+        parts.append(f"{len(outside)} host sync(s) outside the contract ({'; '.join(outside)})")
+    check = "p7.contract_missing" if not outside else "p7.contract_extra"
+    raise _fail("P7", variant, f"{what}host syncs break the sync contract: " + "; ".join(parts),
+                field="audit.host_syncs", expected=[f"{s.stage}:{s.kind}" for s in want], actual=_describe(got),
+                check=check)
 
 
 def check_p7_capture_safety(builder, batch: VerifyBatch) -> list[str]:

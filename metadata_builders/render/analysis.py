@@ -162,13 +162,15 @@ def analyse(
     built = {v: _build(builder, clean, v, labels[v], notes) for v in variants}
     if not on.startswith("meta"):
         compare_builds(collector, labels, expected, built)
+    syncs = _sync_breaks(clean, labels, built)
+    notes += syncs
     faults = _faults(builder, reference, batch, labels, notes) if _diverges(batch) else []
     if batch.divergence is not None and getattr(batch.divergence, "seq_lens_cpu", None) is not None:
         notes += _stale_mirror_notes(builder, batch, labels, expected)
     records = collector.records()
     return Analysis(
         summary=batch.describe(),
-        verdict=_verdict(name, on, len(variants), records, faults, notes),
+        verdict=_verdict(name, on, len(variants), records, faults, notes, len(syncs)),
         path=path,
         rows=tuple(rows),
         cells=tuple(cells),
@@ -256,12 +258,41 @@ def _stale_mirror_notes(
     return out
 
 
+def _sync_breaks(batch: VerifyBatch, labels: dict[Variant, str], built: dict[Variant, Any]) -> list[str]:
+    """One note per variant whose host syncs break the contract (P7): what it read, where, and what it lacks."""
+    from collections import Counter
+
+    from metadata_builders.properties.syncs import contract_key
+    from metadata_builders.reference import expected_host_syncs
+
+    groups: dict[str, list[str]] = {}
+    for v, md in built.items():
+        if md is None:
+            continue
+        want = Counter((s.stage, s.kind) for s in expected_host_syncs(batch, v))
+        got = md.audit.host_syncs
+        seen = Counter(contract_key(s) for s in got)
+        if want == seen:
+            continue
+        outside = [f"{s.op} in {s.stage} ({s.kind} read of {'+'.join(s.reads) or 'no input'})" for s in got
+                   if (seen - want)[contract_key(s)] > 0]
+        missing = [f"{stage} ({kind})" for (stage, kind), n in (want - seen).items() for _ in range(n)]
+        parts = (["host sync outside the contract: " + "; ".join(outside)] if outside else []) + (
+            ["contracted read missing: " + "; ".join(missing)] if missing else [])
+        groups.setdefault(" / ".join(parts), []).append(labels[v])
+    return [f"SYNC {what} (in {len(who)} variant(s): {who[0]}" + (f" +{len(who) - 1} more)" if len(who) > 1 else ")")
+            for what, who in groups.items()]
+
+
 def _verdict(
-    name: str, device: str, n: int, records: list[Disagreement], faults: list[FaultMark], notes: list[str]
+    name: str, device: str, n: int, records: list[Disagreement], faults: list[FaultMark], notes: list[str],
+    sync_breaks: int = 0,
 ) -> str:
     fields = sorted({d.field for d in records}, key=lambda f: FIELD_ORDER.get(f, 99))
     if records:
         what = f"{len(records)} disagreement(s) in {', '.join(fields[:4])}{' ...' if len(fields) > 4 else ''}"
+    elif sync_breaks:
+        what = f"the sync contract broken ({sync_breaks} kind(s) of read; fields agree with the reference)"
     else:
         what = "metadata agrees with the reference"
     by_kind: dict[str, int] = {}
@@ -270,6 +301,6 @@ def _verdict(
     fault = "" if not faults else "; faults: " + ", ".join(f"{k} in {n} variant(s)" for k, n in by_kind.items())
     errs = sum(": build raised" in n_ for n_ in notes)
     err = f"; {errs} build(s) raised" if errs else ""
-    others = len(notes) - errs
+    others = len(notes) - errs - sync_breaks
     note = f"; {others} note(s)" if others else ""
     return f"builder {name} on {device}, {n} variants: {what}{fault}{err}{note}"

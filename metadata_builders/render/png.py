@@ -72,7 +72,8 @@ def _png_figure(analysis: Analysis) -> Any:
     """The whole figure: the grid of rows, its boundaries and faults, axes, titles, side panel."""
     drawn = analysis.drawn_rows()
     oob = [f for f in analysis.faults if f.kind == "oob_write"]
-    geometry = _Geometry.of(drawn, oob)
+    side_lines = len(_side_text(analysis).splitlines())
+    geometry = _Geometry.of(drawn, oob, side_lines=side_lines, legend=len(_legend_handles(analysis, bool(oob))))
     figure, ax, side = _new_figure(geometry)
     ylabels = _draw_rows(ax, analysis, drawn, geometry)
     _draw_boundaries(ax, analysis.boundaries(drawn), geometry.ncols)
@@ -109,14 +110,17 @@ class _Geometry:
     """Inches of the figure: 0.3 per line plus 2 for titles and ticks, at least 4.5."""
 
     @classmethod
-    def of(cls, drawn: list[DrawnRow], oob: list[FaultMark]) -> _Geometry:
+    def of(cls, drawn: list[DrawnRow], oob: list[FaultMark], *, side_lines: int = 0, legend: int = 0) -> _Geometry:
         ncols = max([len(d.cells) for d in drawn] + [min(f.count, MAX_TOKENS_PER_ROW) for f in oob] + [2])
         prefix_w = 3.0 if ncols <= 8 else 5.0
         cell_in = 0.34 if ncols <= 16 else (0.26 if ncols <= 32 else 0.19)
         text_in = 4.2 if oob else 3.4
         main_w = (prefix_w + ncols + 0.6) * cell_in + text_in + 0.4
         lines = len(drawn) + len(oob)
-        return cls(ncols, lines, prefix_w, cell_in, text_in, main_w, 6.2, max(0.3 * lines + 2.0, 4.5))
+        # The side panel starts 1.45 in below the top, under the legend (11 pt a swatch), its text 7 pt
+        # monospace at about 8.5 pt a line: the figure is tall enough for every note to show.
+        side = 1.45 + (11 * (legend + 1.5) + 8.6 * side_lines) / 72 + 0.45
+        return cls(ncols, lines, prefix_w, cell_in, text_in, main_w, 6.2, max(0.3 * lines + 2.0, 4.5, side))
 
     @property
     def text_w(self) -> float:

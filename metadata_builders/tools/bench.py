@@ -168,7 +168,8 @@ def add_cli(sub) -> None:
     """Register ``bench`` on the CLI's subparsers."""
     p = sub.add_parser("bench", help="per-build time and examples/s per property (a benchmark, never a test)")
     p.add_argument("--builders", default="hip,reference", help="comma-separated builder names")
-    p.add_argument("--device", default="cpu")
+    p.add_argument("--device", default="cpu", help="where the builds run: cpu (default) | cuda | cuda:N "
+                                                   "(times are CPU time per build either way)")
     p.add_argument("--repeats", type=int, default=200, help="rounds over every variant for the small batch")
     p.add_argument("--properties", action="store_true", help="also measure examples/s of every property")
     p.add_argument("--max-examples", type=int, default=100, help="examples per property for --properties")

@@ -20,6 +20,7 @@ import time
 from typing import TYPE_CHECKING, Any, Callable
 
 from metadata_builders.errors import UsageError
+from metadata_builders.profiles import WORK_DIR, work_dir
 from metadata_builders.tools.mutants.catalogue import MUTANTS
 from metadata_builders.tools.mutants.patching import mutant_builder
 
@@ -191,6 +192,8 @@ def _markdown(rows: list[dict[str, Any]], command: str) -> str:
 def _write_outputs(args: argparse.Namespace, rows: list[dict[str, Any]], max_examples: int) -> None:
     """The kill table as JSON (``--json``) and the catalogue as markdown (``--markdown``)."""
     if args.json:
+        if os.path.dirname(args.json) == WORK_DIR:
+            work_dir()
         os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
         with open(args.json, "w") as fh:
             json.dump({"profile": "ci", "max_examples": max_examples, "mutants": rows}, fh, indent=1)
@@ -244,8 +247,8 @@ def add_cli(sub: Any) -> None:
     p.add_argument("--device", default="cpu", help="cpu (default) | cuda | cuda:N")
     p.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1),
                    help="mutants run in parallel worker processes (default 2; 1 runs in this process)")
-    p.add_argument("--json", default=os.path.join("build", "mutants.json"), metavar="PATH",
-                   help="write the kill table as JSON (default build/mutants.json; '' to skip)")
+    p.add_argument("--json", default=os.path.join(".metadata-builders", "mutants.json"), metavar="PATH",
+                   help="write the kill table as JSON (default .metadata-builders/mutants.json; '' to skip)")
     p.add_argument("--markdown", default=None, metavar="PATH",
                    help="also write the catalogue with its kill table as markdown (e.g. docs/MUTANTS.md)")
     p.set_defaults(func=_cmd_mutants)
