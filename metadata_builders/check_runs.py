@@ -49,12 +49,7 @@ def check_settings(args: Any) -> Any:
     """The profile's settings with ``--max-examples`` and ``--github-artifacts`` applied."""
     from metadata_builders.profiles import example_database, load_profile
 
-    from hypothesis.configuration import set_hypothesis_home_dir
-
-    from metadata_builders.profiles import work_dir
-
     settings_ = load_profile(args.profile)
-    set_hypothesis_home_dir(work_dir("hypothesis"))  # Hypothesis' own caches, inside the one hidden folder
     overrides = {}
     if args.max_examples is not None and args.max_examples < 1:
         raise UsageError("--max-examples", "a positive number of examples per focused run", args.max_examples)
@@ -146,7 +141,12 @@ def _start(job: _Job) -> None:
 
     from metadata_builders.builders import get_builder
 
+    from hypothesis.configuration import set_hypothesis_home_dir
+
+    from metadata_builders.profiles import work_dir
+
     torch.set_num_threads(1)
+    set_hypothesis_home_dir(work_dir("hypothesis"))  # this worker process's: Hypothesis' caches in the hidden folder
     args = types.SimpleNamespace(profile=job.profile, max_examples=job.max_examples,
                                  github_artifacts=job.github_artifacts)
     _WORKER["settings"] = check_settings(args)
@@ -197,7 +197,10 @@ def run_in_workers(names: list[str], job: _Job, workers: int) -> tuple[dict[str,
 
 def run_check_in_workers(args: Any, names: list[str], workers: int, family: str) -> tuple[list, list]:
     """``check``'s runs of ``names`` (in that order) on ``workers`` processes, and upstream coverage."""
-    job = _Job(args.builder, args.device, args.profile, args.max_examples, args.github_artifacts, family == "sglang")
+    from metadata_builders.builders import registration
+
+    job = _Job(args.builder, args.device, args.profile, args.max_examples, args.github_artifacts,
+               registration(family).coverage)
     runs, covered = run_in_workers(names, job, workers)
     return [runs[name] for name in names], covered
 
@@ -211,4 +214,5 @@ def _died(name: str, exc: BaseException) -> Any:
     spec = next(p for p in PROPERTIES if p.name == name)
     why = str(exc) or type(exc).__name__
     return PropertyRun(spec, failure=PropertyFailure(
-        name, f"its worker process died ({why}); rerun it alone: --properties {name} --workers 1"))
+        name, f"its worker process died ({why}); rerun it alone: --properties {name} --workers 1",
+        check="run.worker_died"))

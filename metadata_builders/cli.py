@@ -20,7 +20,7 @@ from typing import Any, Callable, Sequence
 
 from metadata_builders import gate
 from metadata_builders.batch import Geometry, GraphTier, VerifyBatch
-from metadata_builders.builders import get_builder
+from metadata_builders.builders import get_builder, registration, routes_of
 from metadata_builders.devices import DEVICE_HELP, usable_device
 from metadata_builders.errors import MetadataBuildersError, UsageError
 from metadata_builders.properties import PROPERTIES, PropertySpec
@@ -81,7 +81,7 @@ def _reproduced(builder, run) -> dict:
 
     found = reproduce(builder, run.spec, run.batch, run.history)
     if not found.verified:
-        _out(f"  {run.spec.name}: not verified on a fresh builder ({getattr(builder, 'name', 'builder')} has no factory)")
+        _out(f"  {run.spec.name}: not verified on a fresh builder ({builder.name} has no factory)")
         return {"reproduces_on_fresh_builder": None}
     if found.history is None:
         _out(f"  {run.spec.name}: WARNING: does not fail on a fresh builder, even after the {len(run.history)} batches "
@@ -105,15 +105,22 @@ def _write_check_junit(path: str, builder: str, runs: list) -> None:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    """Every property on ``--builder``; a name with several routes (``sglang``) runs each, one table per route."""
-    from metadata_builders.routes import routes_of
+    """Every property on ``--builder``; a name with several routes (``sglang``) runs each, one table per route.
+
+    One harness session around it all: torch and Hypothesis are as they were when it returns.
+    """
+    from metadata_builders.harness import harness_session
+    from metadata_builders.profiles import work_dir
 
     args.device = usable_device(args.device)  # before anything runs: a job without its GPU stops here, exit 2
     check_settings(args)
     if args.failures_dir is None:
-        from metadata_builders.profiles import work_dir
-
         args.failures_dir = work_dir("failures")
+    with harness_session(hypothesis_home=work_dir("hypothesis")):
+        return _check_routes(args)
+
+
+def _check_routes(args: argparse.Namespace) -> int:
     routes = routes_of(args.builder)
     if len(routes) == 1:
         code = _check_one(args, args.builder)
@@ -141,14 +148,14 @@ def _overall(args: argparse.Namespace) -> str:
 
 
 def _check_one(args: argparse.Namespace, family: str) -> int:
-    """``check`` on one builder; ``family`` is the name the user gave (findings are upstream's for ``sglang``)."""
+    """``check`` on one builder; ``family`` is the name the user gave (one of its routes, or itself)."""
     settings_ = check_settings(args)
     _one_torch_thread()
     builder = get_builder(args.builder, args.device)
     props = _select(args.properties)
-    _out(f"metadata-builders check: builder={args.builder} device={getattr(builder, 'device', 'n/a')} "
+    _out(f"metadata-builders check: builder={args.builder} device={args.device} "
          f"profile={args.profile} max_examples={settings_.max_examples} properties={','.join(p.name for p in props)}")
-    workers = resolve_workers(args.workers, args.device if args.device != "auto" else getattr(builder, "device", "cpu"),
+    workers = resolve_workers(args.workers, args.device,
                               len(props))
     if workers > 1:
         _out(f"  {len(props)} properties on {workers} worker processes (--workers 1: one process, in order)")
@@ -156,7 +163,7 @@ def _check_one(args: argparse.Namespace, family: str) -> int:
     else:
         with _upstream_coverage(family) as builds:
             runs = run_in_order(props, builder, settings_)
-    known = {run.spec.name: _known(family, run) for run in runs}
+    known = {run.spec.name: _known(builder.capabilities.upstream, run) for run in runs}
     rows, replay_files = _check_rows(args, runs, known, builder)
     _out()
     _out(format_table(["property", "what", "examples", "failures", "time", "result"], rows))
@@ -187,8 +194,8 @@ def _check_one(args: argparse.Namespace, family: str) -> int:
 
 @contextlib.contextmanager
 def _upstream_coverage(family: str):
-    """For ``--builder sglang``: the coverage of every upstream build of the run (fields judged / produced)."""
-    if family != "sglang":
+    """For a builder of upstream's code: the coverage of every upstream build of the run (fields judged / produced)."""
+    if not registration(family).coverage:
         yield []
         return
     from metadata_builders.sglang_adapter import coverage
@@ -197,14 +204,13 @@ def _upstream_coverage(family: str):
         yield builds
 
 
-def _known(builder: str, run) -> str | None:
-    """The known upstream finding a failed run is (``--builder sglang`` only: findings describe upstream code)."""
-    if run.passed or run.batch is None or builder != "sglang":
+def _known(upstream: bool, run) -> str | None:
+    """The known upstream finding a failed run is (upstream subjects only: findings describe upstream code)."""
+    if run.passed or run.batch is None or not upstream:
         return None
     from metadata_builders.findings import known_finding
 
-    failure = run.failure
-    return known_finding(failure.prop, str(failure.field), str(failure), run.batch)
+    return known_finding(run.failure, run.batch)
 
 
 def _coverage_table(runs) -> str:

@@ -202,12 +202,15 @@ class PropertyFailure(MetadataBuildersError, AssertionError):
         actual: Any = None,
         check: str | None = None,
         origin: Origin | None = None,
+        where: str | None = None,
     ) -> None:
         self.prop = prop
         self.variant = variant
         self.message = message
         self.check = check
         self.origin = origin
+        self.where = where
+        """The pipeline stage the failure is located in, when known (a fault's stage, a sync's)."""
         self._data(field, index, expected, actual)
         head = f"{prop}" + (f" [{variant}]" if variant else "")
         detail = ""

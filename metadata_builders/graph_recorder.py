@@ -78,7 +78,7 @@ from metadata_builders.metadata import Decision, VerifyMetadata
 if TYPE_CHECKING:
     from metadata_builders.inputs import VerifyInputs
 
-__all__ = ["GraphRecorder", "HostRead", "RecordedGraph", "capture_graph", "has_phases", "replay_graph"]
+__all__ = ["GraphRecorder", "HostRead", "RecordedGraph", "capture_graph", "replay_graph"]
 
 _TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__))
 _HERE = os.path.abspath(__file__).removesuffix("c")
@@ -90,11 +90,6 @@ _ALLOCATIONS = frozenset({"torch.empty", "torch.empty_like", "Tensor.new_empty",
 """Calls that only allocate: a graph records no kernel for them (what they hold is garbage either way)."""
 _FROM_DATA = frozenset({"torch.tensor", "torch.as_tensor"})
 """Factories that copy Python data into device memory: host memory made at capture, read by the copy."""
-
-
-def has_phases(builder: Any) -> bool:
-    """Whether ``builder`` names its two phases (``out_graph`` and ``in_graph``): its replay is recorded."""
-    return callable(getattr(builder, "out_graph", None)) and callable(getattr(builder, "in_graph", None))
 
 
 @dataclass(frozen=True, slots=True)

@@ -44,7 +44,9 @@ import types
 from collections import OrderedDict
 from typing import Any, Callable
 
-__all__ = ["BUDGET", "STATS", "enable", "enabled", "forget", "run"]
+from metadata_builders.harness import session
+
+__all__ = ["BUDGET", "STATS", "activate_if_wanted", "deactivate", "enable", "enabled", "forget", "run", "want"]
 
 BUDGET = 512 * 2**20
 """Bytes of kept storages at most; the oldest entries are dropped beyond it."""
@@ -65,21 +67,48 @@ class _Uncacheable(Exception):
     """An argument or a global the key cannot hold: the launch runs, uncached."""
 
 
-def enable() -> None:
-    """Remember launches from now on, with torch filling uninitialised memory (see the module docstring)."""
-    global _ENABLED
+_WANTED = False
+
+
+def want() -> None:
+    """Ask for the memo (a builder whose kernels run interpreted): active inside every harness session from now on.
+
+    It never changes torch outside a session: the session turns torch's flags on
+    (deterministic algorithms, uninitialised memory filled) and restores them when it ends
+    (:mod:`metadata_builders.harness.session`).  ``METADATA_BUILDERS_LAUNCH_MEMO=0`` turns it off.
+    """
+    global _WANTED
     if os.environ.get("METADATA_BUILDERS_LAUNCH_MEMO", "1") == "0":
         return
-    import torch
+    _WANTED = True
+    if session.active():
+        activate_if_wanted()
 
-    if not torch.are_deterministic_algorithms_enabled():
-        torch.use_deterministic_algorithms(True, warn_only=True)
-    torch.utils.deterministic.fill_uninitialized_memory = True
+
+enable = want  # 0.2's name
+
+
+def activate_if_wanted() -> None:
+    """Inside a harness session: the memo on, with torch filling uninitialised memory (restored by the session)."""
+    global _ENABLED
+    if not _WANTED or _ENABLED:
+        return
+    now = session.torch_flags()
+    session.apply_torch_flags(session.TorchFlags(True, now.warn_only if now.deterministic else True, True))
     _ENABLED = True
+
+
+def deactivate() -> None:
+    """The session ends: launches run as they are (the remembered ones are kept for the next session)."""
+    global _ENABLED
+    _ENABLED = False
 
 
 def enabled() -> bool:
     return _ENABLED
+
+
+session.on_session(activate_if_wanted, deactivate)
 
 
 def forget() -> None:

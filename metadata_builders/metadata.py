@@ -60,7 +60,21 @@ class FieldSpec:
     group: str = "core"
     """The group of DESIGN.md section 2 it belongs to (:data:`GROUPS`)."""
     ratio: int | None = None
-    """Group ``low_ratios`` only: the low ratio (1 or 2) it belongs to; produced only where the geometry has it."""
+    """The compression ratio it belongs to: group ``low_ratios`` (1 or 2: produced only where the geometry has
+    it) and the compress plans (4, 128: the ratio of the state ring a pad entry must stay in)."""
+    graph_columns: Literal["all", "eager"] = "all"
+    """How P5 compares a real token of the graph build with the eager build: ``eager`` for a field sized by
+    the tier on the graph path (the page table and what it pages): only the eager build's columns."""
+    absorbing_row: Literal["compare", "own"] = "compare"
+    """``own``: the real row that absorbed tier slack keeps its longer value (its ``seq_lens``,
+    ``extend_seq_lens``, and its tokens' ``pf_final_pos``): P5's documented exception, not compared."""
+    token_column: int | None = None
+    """Per-entry fields (the plans): the column holding the entry's token (``ragged_id``)."""
+    tail: int | str | None = None
+    """What a token of a capped tier's uncovered tail must hold to be inert (P5): a number, or the name of a
+    geometry constant (``unified_swa_window``: the SWA store's guard skips it); None: no rule."""
+    pad_slot: bool = False
+    """A pad row's token must hold the dummy slot 0 here (P5: it stores into slot 0's ring, never a request's)."""
 
     @property
     def needs_compression(self) -> bool:
@@ -105,8 +119,10 @@ def _compressed(ratio: int) -> tuple[FieldSpec, ...]:
 def _plans(ratio: int) -> tuple[FieldSpec, ...]:
     c = f"c{ratio}"
     return (
-        FieldSpec(f"{c}_compress_plan", "entry", "(compressions, 5)", _PLAN_C, dims=2, group="plans"),
-        FieldSpec(f"{c}_write_plan", "entry", "(writes, 2)", _PLAN_W, dims=2, group="plans"),
+        FieldSpec(f"{c}_compress_plan", "entry", "(compressions, 5)", _PLAN_C, dims=2, group="plans", ratio=ratio,
+                  token_column=1),
+        FieldSpec(f"{c}_write_plan", "entry", "(writes, 2)", _PLAN_W, dims=2, group="plans", ratio=ratio,
+                  token_column=0),
     )
 
 
@@ -129,35 +145,38 @@ def _low_ratio(ratio: int) -> tuple[FieldSpec, ...]:
              f"the c{ratio} indexer's lengths on the verify (decode-row) path: {c}_topk_lengths_clamp1"),
         spec("indexer_page_table", f"(padded_num_tokens, len(page_table[t]) * page_size // {ratio} // 64)",
              f"page_table expanded to the indexer pool's 64-slot pages: page p -> p * b + k, k < b = "
-             f"page_size // {ratio} // 64", dims=2),
+             f"page_size // {ratio} // 64", dims=2, graph_columns="eager"),
     )
 
 
 FIELDS: Mapping[str, FieldSpec] = _fields(
-    FieldSpec("seq_lens", "row", "(rows,)", "prefix plus verify tokens"),
-    FieldSpec("extend_seq_lens", "row", "(rows,)", "verify tokens per row (tier-padded on the graph path)"),
+    FieldSpec("seq_lens", "row", "(rows,)", "prefix plus verify tokens", absorbing_row="own"),
+    FieldSpec("extend_seq_lens", "row", "(rows,)", "verify tokens per row (tier-padded on the graph path)",
+              absorbing_row="own"),
     FieldSpec("extend_start_loc", "row", "(rows,)", "exclusive cumsum of extend_seq_lens"),
-    FieldSpec("seq_lens_casual", "token", "(padded_num_tokens,)", "tokens visible to this token; 1 for tail pads"),
-    FieldSpec("positions_casual", "token", "(padded_num_tokens,)", "seq_lens_casual - 1"),
+    FieldSpec("seq_lens_casual", "token", "(padded_num_tokens,)", "tokens visible to this token; 1 for tail pads",
+              tail=1),
+    FieldSpec("positions_casual", "token", "(padded_num_tokens,)", "seq_lens_casual - 1", tail=0),
     FieldSpec("req_pool_indices_repeated", "token", "(padded_num_tokens,)", "the token's request slot",
               dtype="int64"),
     FieldSpec("swa_topk_lengths", "token", "(padded_num_tokens,)", "min(seq_lens_casual, swa_window)"),
     FieldSpec("page_table", "token", "(padded_num_tokens, ceil(min(max_seq_len, max_context) / page_size))",
-              "page of positions 0, page_size, 2*page_size, ... of the token's slot", dims=2),
+              "page of positions 0, page_size, 2*page_size, ... of the token's slot", dims=2, graph_columns="eager"),
     FieldSpec("swa_page_indices", "token",
               "(padded_num_tokens, ceil(swa_window / page_index_align) * page_index_align)",
               "SWA location of positions pos, pos-1, ..., -1 before 0 and as right padding", dims=2),
     FieldSpec("raw_out_loc", "token", "(padded_num_tokens,)", "out_cache_loc, zero-padded to the tier", dtype="int64"),
     FieldSpec("pf_state_slot", "token", "(padded_num_tokens,)", "slot of the token's row (token map)", dtype="int64",
-              group="unified"),
+              group="unified", pad_slot=True),
     FieldSpec("pf_chunk_start", "token", "(padded_num_tokens,)", "the row's prefix length; 0 for tail pads",
-              dtype="int64", group="unified"),
+              dtype="int64", group="unified", tail=0),
     FieldSpec("pf_cu_q", "token", "(padded_num_tokens,)", "the row's first token; 0 for tail pads", dtype="int64",
-              group="unified"),
+              group="unified", tail=0),
     FieldSpec("pf_final_pos", "token", "(padded_num_tokens,)",
-              "the row's last position; unified_swa_window for tail pads", dtype="int64", group="unified"),
+              "the row's last position; unified_swa_window for tail pads", dtype="int64", group="unified",
+              absorbing_row="own", tail="unified_swa_window"),
     FieldSpec("verify_store_state_slot", "token", "(padded_num_tokens,)", "slot the SWA ring store writes to",
-              dtype="int64", group="unified"),
+              dtype="int64", group="unified", pad_slot=True),
     FieldSpec("swa_loc", "token", "(padded_num_tokens,)", "slot * ring_size + pos % ring_size", group="unified"),
     *(spec for kind in ("swa", "hca", "csa") for spec in (
         FieldSpec(f"{kind}_indices", "token", "(padded_num_tokens, segment)", _STREAMS[kind], dims=2, group="streams"),
@@ -169,7 +188,8 @@ FIELDS: Mapping[str, FieldSpec] = _fields(
     FieldSpec("c128_page_indices", "token",
               "(padded_num_tokens, ceil(page_size // 128 * len(page_table[t]) / page_index_align) * page_index_align)",
               "compressed slot k of the token's slot (page_table[t][k // (page_size // 128)] * (page_size // 128) "
-              "+ k % (page_size // 128)) below c128_topk_lengths_raw, else -1", dims=2, group="compressed"),
+              "+ k % (page_size // 128)) below c128_topk_lengths_raw, else -1", dims=2, group="compressed",
+              graph_columns="eager"),
     FieldSpec("unified_c4_out_loc", "token", "(padded_num_tokens,)", "c4_out_loc + unified_swa_pages",
               dtype="int64", group="compressed"),
     FieldSpec("unified_c128_out_loc", "token", "(padded_num_tokens,)", "c128_out_loc + unified_swa_pages",
@@ -368,6 +388,9 @@ class Audit:
     """Harness inputs the build modified (P8: must stay empty)."""
     divergence_delivered: int = 0
     """Asynchronous copies that received the batch's divergence."""
+    storage: dict[str, int] = field(default_factory=dict, compare=False)
+    """Where each field the builder returned as a tensor lives (``data_ptr``): a graph replay must write the
+    captured buffers, so its storage equals the first replay's (P5)."""
 
     def to_dict(self) -> dict[str, Any]:
         return {

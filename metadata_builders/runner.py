@@ -19,6 +19,7 @@ from hypothesis import given, seed, settings
 from metadata_builders.batch import VerifyBatch
 from metadata_builders.errors import PropertyFailure
 from metadata_builders.properties import PropertySpec, verdict
+from metadata_builders.reference import ReferenceBuilder
 
 __all__ = ["PropertyRun", "run_property"]
 
@@ -84,11 +85,11 @@ def run_property(
     its own fixed seed (``hypothesis.seed``), so focuses explore different batches
     and a run is reproducible.
     """
-    from metadata_builders.audit import DeviceAudit
+    from metadata_builders.harness import harness_session
 
     run = PropertyRun(spec)
     start = time.perf_counter()
-    with DeviceAudit.session():  # the audit's direct entries installed once for every build of the run
+    with harness_session():  # the audit's direct entries (and any launch memo) installed once for the run
         for index, focus in enumerate(spec.focuses):
             _run_focus(run, focus, builder, settings_, index, progress)
             if run.failure is not None:
@@ -118,7 +119,7 @@ def _run_focus(
             run.events.update(boundary_hits(batch))
         if progress is not None and run.examples % 5 == 0:
             progress(run)
-        before = tuple(getattr(builder, "history", ()))
+        before = () if isinstance(builder, ReferenceBuilder) else tuple(builder.history)
         result = verdict(spec, builder, batch)
         if result.failure is not None:
             if run.examples_to_failure is None:

@@ -258,16 +258,16 @@ def test_a_markdown_summary_for_the_pull_request_page(tmp_path, monkeypatch, cap
 
 def test_both_f2c_batches_are_labelled_f2c() -> None:
     """P1 judges a diverging batch without its divergence: an F2c batch drawn with one is F2c too, as on the other."""
-    from metadata_builders.findings import _absorbs_past_width, known_finding
+    from metadata_builders.findings import Seen, _absorbs_past_width, known_finding
 
     p6 = [p for p in PROPERTIES if p.name == "P6"]
     diverging = [b for b in build_corpus(p6, 30) if _absorbs_past_width(b.without_divergence())]
     assert diverging and all(b.divergence is not None for b in diverging)
-    message = ("P1 [graph/mirror=host/layout_total=host/gate=dspark]: the build read past the end of a device table "
-               "(index in get_swa_page_indices) on a batch without divergence")
+    seen = Seen("P1", "p1.oob_read", "audit.faults", "get_swa_page_indices")
     for batch in diverging:
-        assert known_finding("P1", "audit.faults", message, batch) == "F2c"
-        assert known_finding("P1", "audit.faults", message, batch.without_divergence()) == "F2c"
+        assert known_finding(seen, batch) == "F2c"
+        assert known_finding(seen, batch.without_divergence()) == "F2c"
+        assert known_finding(Seen("P1", "p1.fault_on_clean", "audit.faults"), batch) is None  # a write is no F2c
 
 
 def test_f11_is_known_only_where_the_installed_release_keeps_c4_state_in_the_swa_pool(monkeypatch) -> None:
@@ -278,28 +278,30 @@ def test_f11_is_known_only_where_the_installed_release_keeps_c4_state_in_the_swa
     d = json.loads((pathlib.Path(__file__).parent / "regressions" / "sglang"
                     / "f11_c4_state_in_swa_pool_before_0_5_20.json").read_text())
     batch = VerifyBatch.from_dict(d)
-    message = "P1 [eager/mirror=host/layout_total=host/gate=dspark]: differs from the reference field=c4_compress_plan"
+    def seen(field):
+        return findings.Seen("P1", "p1.vs_reference", field)
+
     for lacks_ring, want in ((True, "F11"), (False, None)):
         monkeypatch.setattr(findings, "_installed_release_lacks_req_ring", lambda lacks=lacks_ring: lacks)
-        assert findings.known_finding("P1", "c4_compress_plan", message, batch) == want
-        assert findings.known_finding("P1", "swa_loc", message, batch) is None
+        assert findings.known_finding(seen("c4_compress_plan"), batch) == want
+        assert findings.known_finding(seen("swa_loc"), batch) is None
         uncompressed = batch.replace(geometry=dataclasses.replace(batch.geometry, compression=None))
-        assert findings.known_finding("P1", "c4_write_plan", message, uncompressed) is None
+        assert findings.known_finding(seen("c4_write_plan"), uncompressed) is None
 
 
 def test_f12_is_known_where_p8_builds_the_diverged_batch() -> None:
     """P8 builds a batch with its divergence: upstream's assertion on the stale ragged total is F12 there."""
     from metadata_builders.batch import VerifyBatch
-    from metadata_builders.findings import known_finding
+    from metadata_builders.findings import Seen, known_finding
 
     d = json.loads((pathlib.Path(__file__).parent / "regressions" / "sglang"
                     / "f12_compression_asserts_on_stale_ragged_device_total.json").read_text())
     batch = VerifyBatch.from_dict(d)
-    message = ("P8: builder raised AssertionError: self.raw_out_loc.shape=torch.Size([1]), num_tokens=2 "
-               "(at deepseek_v4_backend_hip_radix.py:589 in init_compression_metadata)")
-    assert known_finding("P8", "None", message, batch) == "F12"
-    assert known_finding("P8", "None", message, batch.without_divergence()) is None
-    assert known_finding("P1", "None", message, batch) is None
+    origin = ("AssertionError", "/x/deepseek_v4_backend_hip_radix.py", 589, "init_compression_metadata")
+    assert known_finding(Seen("P8", "raised", "", "", origin), batch) == "F12"
+    assert known_finding(Seen("P8", "raised", "", "", origin), batch.without_divergence()) is None
+    assert known_finding(Seen("P1", "raised", "", "", origin), batch) is None
+    assert known_finding(Seen("P8", "raised", "", "", ("AssertionError", "x.py", 3, "elsewhere")), batch) is None
 
 
 # -- GREEN only when something was judged ------------------------------------------------------------------

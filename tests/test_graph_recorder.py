@@ -16,8 +16,8 @@ from hypothesis import example, given, settings
 from metadata_builders import VerifyMetadata, get_builder, variants_for
 from metadata_builders.audit import DeviceAudit
 from metadata_builders.builders import AuditedBuilder
-from metadata_builders.errors import CaptureSync, PropertyFailure
-from metadata_builders.graph_recorder import GraphRecorder, has_phases
+from metadata_builders.errors import BuilderContractError, CaptureSync, PropertyFailure
+from metadata_builders.graph_recorder import GraphRecorder
 from metadata_builders.hip import HipBuilder, target_verify
 from metadata_builders.properties import (
     check_p5_graph_vs_eager,
@@ -216,7 +216,7 @@ def test_a_sync_in_graph_fails_p5_and_p7_as_a_capture_error() -> None:
 def test_a_builder_with_only_capture_and_replay_keeps_its_python_replay_and_p5_is_partial() -> None:
     """A 0.2 builder still replays (in Python); P5 says the recorded replay was not checked, never a silent held."""
     builder = AuditedBuilder(PythonReplay(), "cpu", "python-replay")
-    assert builder.can_replay and not builder.records_graph and not has_phases(builder.inner)
+    assert builder.can_replay and not builder.records_graph and builder.capabilities.graph == "python_replay"
     batch = EXAMPLES["uniform_eagle_batch_of_three"]
     results = run_all(builder, batch)
     assert results["P5"].status == "partial" and "recorded replay not checked" in results["P5"].why
@@ -237,3 +237,58 @@ def test_work_frozen_at_capture_is_killed_only_through_the_recorded_replay(name:
     results = run_all(mutant_builder(name), EXAMPLES[batch])
     assert results["P1"].status == "held"
     assert {p for p, r in results.items() if r.failure is not None} == killers
+
+
+# -- the builder's own graph code is what is judged ---------------------------------------------------------
+
+
+class ReplayRebindsOutputs(HipBuilder):
+    """A 0.2-style subclass of the bundled builder: its own capture()/replay(), with a real bug.
+
+    ``replay()`` returns a fresh build: new storage, not the captured buffers a graph
+    would write.  It inherits ``out_graph``/``in_graph`` from ``HipBuilder``; judging those
+    instead of its own ``replay()`` would hold P5 on code its author did not write.
+    """
+
+    def capture(self, inputs):
+        return {name: t.clone() for name, t in super().build(inputs).fields.items()}
+
+    def replay(self, outputs, inputs):
+        return super().build(inputs)
+
+
+class ReplaySkipsAField(HipBuilder):
+    """Its replay refreshes every field but ``swa_loc``, which keeps the captured batch's slots."""
+
+    def capture(self, inputs):
+        return {name: t.clone() for name, t in super().build(inputs).fields.items()}
+
+    def replay(self, outputs, inputs):
+        md = super().build(inputs)
+        for name, t in md.fields.items():
+            if name != "swa_loc":
+                outputs[name].copy_(t)
+        return VerifyMetadata(dict(outputs), md.decision)
+
+
+class ReplayWithoutCapture(HipBuilder):
+    def replay(self, outputs, inputs):
+        return super().build(inputs)
+
+
+@pytest.mark.parametrize("cls", [ReplayRebindsOutputs, ReplaySkipsAField])
+def test_a_subclass_that_overrides_replay_is_judged_on_its_own_replay(cls) -> None:
+    """The most derived graph contract is judged: a buggy replay() of a HipBuilder subclass is red on P5."""
+    builder = AuditedBuilder(cls(), "cpu", cls.__name__)
+    assert builder.capabilities.graph == "python_replay"
+    batch = EXAMPLES["ragged_tier_slack_spread_over_pad_rows"]
+    with pytest.raises(PropertyFailure) as failure:
+        check_p5_graph_vs_eager(builder, batch)
+    assert failure.value.prop == "P5" and failure.value.check in ("p5.replay_storage", "p5.replay_vs_fresh")
+
+
+def test_a_replay_without_capture_is_refused_naming_both_contracts() -> None:
+    """replay() alone, with the two phases inherited: no contract to judge; the error names both ways out."""
+    with pytest.raises(BuilderContractError) as info:
+        AuditedBuilder(ReplayWithoutCapture(), "cpu", "half")
+    assert "capture()" in str(info.value) and "out_graph()/in_graph()" in str(info.value)

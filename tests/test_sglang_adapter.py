@@ -125,7 +125,7 @@ def test_named_batches_keep_the_sync_contract(sglang, name: str) -> None:
     try:
         check_p7_capture_safety(sglang, batch)
     except PropertyFailure as failure:
-        assert known_finding("P7", failure.field, str(failure), batch) == "F13", str(failure)
+        assert known_finding(failure, batch) == "F13", str(failure)
 
 
 @pytest.mark.parametrize("name", list(EXAMPLES))
@@ -433,7 +433,7 @@ def test_f7_on_the_torch_route_the_expansion_trusts_the_host_count(sglang, upstr
     with pytest.raises(PropertyFailure) as info:
         check_p6_fault_model(sglang_torch_kernels, batch)
     assert info.value.field == "audit.faults" and "expand_prefill_causally" in info.value.message
-    assert known_finding("P6", info.value.field, str(info.value), batch) == "F7"
+    assert known_finding(info.value, batch) == "F7"
     check_p6_fault_model(sglang, batch)
 
 

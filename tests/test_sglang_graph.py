@@ -98,9 +98,9 @@ def test_capped_tier_replay_ignores_the_cap_f13(sglang) -> None:
         check_p5_graph_vs_eager(sglang, batch)
     failure = info.value
     # 0.5.18-0.5.20 stop their pf_* at num_tokens on a tier with an uncovered tail (F6), which shows first there.
-    assert known_finding("P5", failure.field, str(failure), batch) in ("F13", "F6"), str(failure)
+    assert known_finding(failure, batch) in ("F13", "F6"), str(failure)
     # The same failure on an uncapped tier is not F13: the predicate needs the cap to change the padding.
-    assert known_finding("P5", failure.field, str(failure), EXAMPLES["ragged_tier_slack_spread_over_pad_rows"]) is None
+    assert known_finding(failure, EXAMPLES["ragged_tier_slack_spread_over_pad_rows"]) is None
 
 
 def test_a_cap_that_clamps_nothing_still_moves_the_replays_syncs_f13(sglang) -> None:
@@ -112,7 +112,7 @@ def test_a_cap_that_clamps_nothing_still_moves_the_replays_syncs_f13(sglang) -> 
     assert tier_verify_lens(batch.verify_lens, 4, 7, 3) == tier_verify_lens(batch.verify_lens, 4, 7, None)
     with pytest.raises(PropertyFailure) as info:
         check_p7_capture_safety(sglang, batch)
-    assert known_finding("P7", info.value.field, str(info.value), batch) == "F13", str(info.value)
+    assert known_finding(info.value, batch) == "F13", str(info.value)
 
 
 def test_replays_keep_the_captured_swa_loc_f14(sglang) -> None:
@@ -125,7 +125,7 @@ def test_replays_keep_the_captured_swa_loc_f14(sglang) -> None:
     with pytest.raises(PropertyFailure) as info:
         check_p5_graph_vs_eager(sglang, batch)
     failure = info.value
-    assert failure.field == "swa_loc" and known_finding("P5", failure.field, str(failure), batch) == "F14", str(failure)
+    assert failure.field == "swa_loc" and known_finding(failure, batch) == "F14", str(failure)
 
 
 # -- graph-replay regressions planted in upstream's raw-verify path -----------------------------------

@@ -5,7 +5,8 @@ module         what it holds
 =============  ====================================================================================
 ``contract``   the ``Builder`` / ``GraphPhases`` / ``GraphBuilder`` protocols a builder may offer
 ``audited``    :class:`AuditedBuilder` (inputs, audit, capture and replay of one builder), the memo
-``registry``   the names (``reference``, ``hip``, ``sglang``, ``module:attr``) and :func:`get_builder`
+``capabilities`` what a builder can be judged on, read once from its class (never probed by a property)
+``registry``   the names (``reference``, ``hip``, ``sglang``, ``module:attr``), their routes, :func:`get_builder`
 =============  ====================================================================================
 
 ``get_builder`` wraps every builder but the reference in :class:`AuditedBuilder`,
@@ -16,14 +17,20 @@ from __future__ import annotations
 
 from metadata_builders.builders.audited import AuditedBuilder, Captured, MemoBuilder, construct, plain_fields
 from metadata_builders.builders.contract import HISTORY, Builder, GraphBuilder, GraphPhases
+from metadata_builders.builders.capabilities import Capabilities, capabilities_of
 from metadata_builders.builders.registry import (
     REGISTERED,
+    REGISTRY,
+    Registration,
+    Route,
     check_builder_name,
     get_builder,
     importable_anywhere,
     importable_hint,
     module_root,
+    registration,
     replay_env,
+    routes_of,
 )
 from metadata_builders.devices import resolve_device
 
@@ -32,12 +39,17 @@ _construct = construct  # the name tests and notebooks of 0.2 used
 __all__ = [
     "HISTORY",
     "REGISTERED",
+    "REGISTRY",
     "AuditedBuilder",
     "Builder",
+    "Capabilities",
     "Captured",
     "GraphBuilder",
     "GraphPhases",
     "MemoBuilder",
+    "Registration",
+    "Route",
+    "capabilities_of",
     "check_builder_name",
     "construct",
     "get_builder",
@@ -45,6 +57,8 @@ __all__ = [
     "importable_hint",
     "module_root",
     "plain_fields",
+    "registration",
     "replay_env",
     "resolve_device",
+    "routes_of",
 ]

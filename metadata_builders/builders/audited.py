@@ -16,9 +16,10 @@ import functools
 import inspect
 import warnings
 from collections import deque
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
+from metadata_builders.builders.capabilities import Capabilities, capabilities_of
 from metadata_builders.builders.contract import HISTORY
 from metadata_builders.errors import BuilderContractError, InvalidVariant
 from metadata_builders.metadata import PER_ENTRY, STREAM_FIELD_NAMES, Audit, VerifyMetadata, canonical_plan
@@ -76,20 +77,6 @@ class Captured:
     """The graph state (``graph_state``), or what a 0.2 builder's ``capture`` returned."""
     graph: RecordedGraph | None = None
     """The recorded in-graph work, re-executed at every replay; None: the builder's Python ``replay()``."""
-    output_ptrs: dict[str, int] | None = None
-    """Storage of each tensor field at the first replay; later replays must write there."""
-    last_output_ptrs: dict[str, int] = field(default_factory=dict)
-    """Storage of each tensor field at the latest replay."""
-
-
-def _takes_batch(build: Callable) -> bool:
-    """A pre-0.2 builder: ``build(batch, variant)`` instead of ``build(inputs)``."""
-    try:
-        params = [p for p in inspect.signature(build).parameters.values()
-                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty]
-    except (TypeError, ValueError):
-        return False
-    return len(params) >= 2
 
 
 class AuditedBuilder:
@@ -105,15 +92,19 @@ class AuditedBuilder:
     """
 
     def __init__(self, inner: Any, device: str = "cpu", name: str | None = None, *,
-                 factory: Callable[..., Any] | None = None) -> None:
+                 factory: Callable[..., Any] | None = None, upstream: bool | None = None,
+                 routes: tuple[str, ...] = ()) -> None:
         self.inner = inner
         self.device = device
-        self.name = name or getattr(inner, "name", type(inner).__name__)
+        self.name = name or vars(type(inner)).get("name") or type(inner).__name__
         self.factory = factory
         """What constructs a fresh ``inner`` (P9, replay files); None: this builder cannot be made afresh."""
         self.history: deque[VerifyBatch] = deque(maxlen=HISTORY)
         """The last distinct batches built (or captured, replayed) on this builder, oldest first."""
-        self.takes_batch = _takes_batch(inner.build)
+        if upstream is None:
+            upstream = any(vars(k).get("upstream_code") is True for k in type(inner).__mro__)
+        self.capabilities: Capabilities = capabilities_of(inner, self.name, upstream=upstream, routes=routes)
+        """What the builder can be judged on, read from its class once (:mod:`.capabilities`)."""
         if self.takes_batch:
             warnings.warn(
                 f"builder {self.name!r}: build(batch, variant) is deprecated; take the harness's inputs instead, "
@@ -121,51 +112,65 @@ class AuditedBuilder:
                 DeprecationWarning, stacklevel=2,
             )
 
+    @property
+    def can_be_made_afresh(self) -> bool:
+        """A factory is known (P9 and replay files need a freshly constructed twin)."""
+        return self.factory is not None
+
     def fresh(self) -> AuditedBuilder:
         """A freshly constructed twin of this builder: same factory, same device, no history."""
         if self.factory is None:
             raise AttributeError(f"builder {self.name!r} was not made by a factory; it cannot be made afresh")
-        return AuditedBuilder(construct(self.factory, self.device), self.device, self.name, factory=self.factory)
+        return AuditedBuilder(construct(self.factory, self.device), self.device, self.name, factory=self.factory,
+                              upstream=self.capabilities.upstream, routes=self.capabilities.routes)
 
     def _remember(self, batch: VerifyBatch) -> None:
         if not self.history or (self.history[-1] is not batch and self.history[-1] != batch):
             self.history.append(batch)
 
     @property
+    def takes_batch(self) -> bool:
+        """The deprecated 0.1 contract, ``build(batch, variant)``."""
+        return self.capabilities.build == "batch"
+
+    @property
     def can_replay(self) -> bool:
         """Whether the builder models graph capture/replay (P5's replay sequence): two phases, or 0.2's pair."""
-        return self.records_graph or (not self.takes_batch and callable(getattr(self.inner, "capture", None))
-                                      and callable(getattr(self.inner, "replay", None)))
+        return self.capabilities.replays
 
     @property
     def records_graph(self) -> bool:
-        """Whether replay re-executes what capture recorded (the builder names ``out_graph``/``in_graph``)."""
-        from metadata_builders.graph_recorder import has_phases
-
-        return not self.takes_batch and has_phases(self.inner)
+        """Whether replay re-executes what capture recorded (its graph contract is the two phases)."""
+        return self.capabilities.records_graph
 
     @property
     def can_validate_mirror(self) -> bool:
         """Whether the builder offers opt-in mirror validation (P2's stale-mirror check)."""
-        return callable(getattr(self.inner, "with_mirror_validation", None))
+        return self.capabilities.mirror_validation
 
     def with_mirror_validation(self) -> AuditedBuilder:
         """The same builder with opt-in mirror validation on."""
-        if not self.can_validate_mirror:
+        if not self.capabilities.mirror_validation:
             raise AttributeError(f"builder {self.name!r} has no with_mirror_validation()")
         factory = self.factory
         validating = None if factory is None else _ValidatingFactory(factory)
-        return AuditedBuilder(self.inner.with_mirror_validation(), self.device, self.name, factory=validating)
+        return AuditedBuilder(self.inner.with_mirror_validation(), self.device, self.name, factory=validating,
+                              upstream=self.capabilities.upstream, routes=self.capabilities.routes)
 
     def variants_supported(self, batch: VerifyBatch) -> list[Variant] | None:
         """The variants the builder can express, when it says (None: all of them)."""
-        supported = getattr(self.inner, "variants_supported", None)
-        return None if supported is None else list(supported(batch))
+        return list(self.inner.variants_supported(batch)) if self.capabilities.expresses else None
 
     # -- building --------------------------------------------------------------------------
 
     def build(self, batch: VerifyBatch, variant: Variant) -> VerifyMetadata:
-        """Make the inputs for ``batch`` along ``variant``, run the builder on them, audited."""
+        """Make the inputs for ``batch`` along ``variant``, run the builder on them, audited (in a harness session)."""
+        from metadata_builders.harness import harness_session
+
+        with harness_session():
+            return self._build(batch, variant)
+
+    def _build(self, batch: VerifyBatch, variant: Variant) -> VerifyMetadata:
         from metadata_builders.inputs import make_inputs
 
         self._remember(batch)
@@ -180,17 +185,23 @@ class AuditedBuilder:
 
     def capture(self, batch: VerifyBatch, variant: Variant) -> Captured:
         """Capture ``batch``'s graph-path build: the builder keeps its buffers, the harness its inputs."""
+        from metadata_builders.harness import harness_session
+
+        with harness_session():
+            return self._capture(batch, variant)
+
+    def _capture(self, batch: VerifyBatch, variant: Variant) -> Captured:
         from metadata_builders.audit import DeviceAudit
         from metadata_builders.inputs import make_inputs
 
-        if not self.can_replay:
+        if not self.capabilities.replays:
             raise AttributeError(f"builder {self.name!r} has no capture()/replay()")
         if variant.path != "graph":
             raise InvalidVariant("path", "'graph' to capture", variant.path)
         self._remember(batch)
         inputs = make_inputs(batch, variant, self.device)
         _mark_inputs(inputs)
-        if self.records_graph:
+        if self.capabilities.records_graph:
             from metadata_builders.graph_recorder import capture_graph
 
             state, graph, _ = capture_graph(self.inner, inputs)
@@ -205,6 +216,12 @@ class AuditedBuilder:
         A recorded graph: the builder's out-graph work, then the recording re-executed
         (no in-graph Python).  A 0.2 builder: its Python ``replay()``.
         """
+        from metadata_builders.harness import harness_session
+
+        with harness_session():
+            return self._replay(captured, batch)
+
+    def _replay(self, captured: Captured, batch: VerifyBatch) -> VerifyMetadata:
         from metadata_builders.graph_recorder import replay_graph
         from metadata_builders.inputs import refill_inputs
 
@@ -231,10 +248,7 @@ class AuditedBuilder:
             result = call()
         if not isinstance(result, VerifyMetadata):
             raise _not_metadata(self.name, result, captured is not None and captured.graph is None)
-        if captured is not None:
-            captured.last_output_ptrs = _data_ptrs(result.fields)
-            if captured.output_ptrs is None:
-                captured.output_ptrs = dict(captured.last_output_ptrs)
+        storage = _data_ptrs(result.fields)
         fields, dtypes = plain_fields(result.fields)
         decision = result.decision
         if audit.token_maps:
@@ -242,8 +256,8 @@ class AuditedBuilder:
             decision = replace(decision, used_output_size=observed)
         written = [] if snapshot is None else inputs.changes_since(snapshot)
         return VerifyMetadata(fields, decision, Audit(
-            list(audit.host_syncs), list(audit.faults), list(audit.token_maps), written, audit.divergence_delivered
-        ), tuple(result.not_observable), dtypes)
+            list(audit.host_syncs), list(audit.faults), list(audit.token_maps), written, audit.divergence_delivered,
+            storage), tuple(result.not_observable), dtypes)
 
 
 def _not_metadata(name: str, result: Any, replay: bool) -> BuilderContractError:
@@ -274,7 +288,7 @@ class MemoBuilder:
 
     def __init__(self, inner: Any, played_history: tuple[VerifyBatch, ...] | None = None) -> None:
         self.inner = inner
-        self.name = getattr(inner, "name", "builder")
+        self.name = inner.name
         self.played_history = played_history
         """The batches ``inner`` built (P9's history) before this memo was handed out, when it was made
         for that: P9 then judges its builds instead of seasoning another twin."""
@@ -300,8 +314,12 @@ class MemoBuilder:
             self._twin = MemoBuilder(self.inner.fresh())
         return self._twin
 
+    @property
+    def capabilities(self) -> Capabilities:
+        return self.inner.capabilities
+
     def __getattr__(self, name: str) -> Any:
-        return getattr(self.inner, name)
+        return getattr(self.inner, name)  # everything else the wrapped builder has (capture, replay, history ...)
 
 
 @dataclass(frozen=True)

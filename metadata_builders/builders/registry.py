@@ -13,14 +13,82 @@ import importlib.util
 import os
 import subprocess
 import sys
+from dataclasses import dataclass
 
 from metadata_builders.builders.audited import AuditedBuilder, construct
 from metadata_builders.devices import usable_device
 from metadata_builders.errors import BuilderNotFound
 from metadata_builders.reference import ReferenceBuilder
 
-__all__ = ["REGISTERED", "check_builder_name", "get_builder", "importable_anywhere", "importable_hint",
-           "module_root", "replay_env"]
+__all__ = ["REGISTERED", "REGISTRY", "Registration", "Route", "check_builder_name", "get_builder",
+           "importable_anywhere", "importable_hint", "module_root", "registration", "replay_env", "routes_of"]
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    """One route of a builder name: a builder judged on its own, reported under its own property names.
+
+    ``--builder sglang`` runs upstream's code along two kernel routes (DESIGN.md
+    section 5), because both are upstream code and a regression in either blocks:
+    ``triton`` (the ``sglang`` builder: rows ``P1`` ...) and ``torch``
+    (``metadata_builders.sglang_adapter:torch_route``: rows ``P1-torch`` ...).
+    """
+
+    label: str
+    """Short name (``triton``, ``torch``); empty for a name that is its own only route."""
+    builder: str
+    """The ``get_builder`` name that runs this route."""
+    what: str = ""
+    """One line for people: what the route runs."""
+    primary: bool = True
+    """The first route: its properties keep their own names."""
+
+    def prop(self, name: str) -> str:
+        """How property ``name`` is reported for this route: ``P1``, or ``P1-torch``."""
+        return name if self.primary else f"{name}-{self.label}"
+
+
+@dataclass(frozen=True, slots=True)
+class Registration:
+    """What is known about a builder *name* before anything is built (commands ask this, never the name)."""
+
+    name: str
+    what: str = "a builder of your own (module:attr)"
+    upstream: bool = False
+    """It runs upstream's own code: known findings may name its failures."""
+    coverage: bool = False
+    """Its builds report upstream coverage (fields filled, judged, why not)."""
+    routes: tuple[Route, ...] = ()
+    """Several routes, each judged on its own; empty: the name is its own only route."""
+    needs_sglang_tree: bool = False
+    """A gate on a repository imports it from the side's ``python/sglang``."""
+
+
+_TORCH_ROUTE = "metadata_builders.sglang_adapter:torch_route"
+
+REGISTRY: dict[str, Registration] = {
+    "reference": Registration("reference", "the pure-Python specification"),
+    "hip": Registration("hip", "the bundled torch builder"),
+    "sglang": Registration(
+        "sglang", "the installed SGLang's own target-verify code", upstream=True, coverage=True,
+        routes=(Route("triton", "sglang", "upstream's Triton kernels, as a GPU runs them (interpreted on CPU)"),
+                Route("torch", _TORCH_ROUTE, "upstream's own CPU dispatch: its torch fallbacks (PaddedToBucket, "
+                      "BuildQoIndptr, ExpandPrefillCausally)", primary=False)),
+        needs_sglang_tree=True),
+    _TORCH_ROUTE: Registration(_TORCH_ROUTE, "SGLang's code on its torch fallbacks", upstream=True, coverage=True,
+                               needs_sglang_tree=True),
+}
+"""Every builder known by name (a ``module:attr`` of the user's is registered on the fly, as its own)."""
+
+
+def registration(name: str) -> Registration:
+    """What is known of ``name`` without building it."""
+    return REGISTRY.get(name) or Registration(name)
+
+
+def routes_of(name: str) -> tuple[Route, ...]:
+    """The routes ``name`` stands for, else ``name`` alone."""
+    return registration(name).routes or (Route("", name),)
 
 
 def _one_line(exc: BaseException) -> str:
@@ -34,7 +102,7 @@ def _one_line(exc: BaseException) -> str:
 
 
 REGISTERED = ("reference", "hip", "sglang")
-"""The builders known by name; anything else is ``module:attr``."""
+"""The builders known by a short name; anything else is ``module:attr``."""
 
 
 def check_builder_name(name: str, option: str = "--builder") -> None:
@@ -117,7 +185,8 @@ def get_builder(name: str, device: str = "cpu") -> AuditedBuilder | ReferenceBui
             from metadata_builders.audit import device_handle
             from metadata_builders.sglang_adapter import SGLangBuilder
 
-            return AuditedBuilder(SGLangBuilder(device_handle(device)), device, "sglang", factory=SGLangBuilder)
+            return AuditedBuilder(SGLangBuilder(device_handle(device)), device, "sglang", factory=SGLangBuilder,
+                                  upstream=True, routes=("triton",))
         except ImportError as exc:  # no SGLang, or an upstream piece not found (UpstreamNotFound names it)
             raise BuilderNotFound(name, f"{exc}; see docs/SGLANG.md") from exc
     if ":" not in name:
@@ -142,4 +211,4 @@ def get_builder(name: str, device: str = "cpu") -> AuditedBuilder | ReferenceBui
         return builder
     if not callable(getattr(builder, "build", None)):
         raise BuilderNotFound(name, f"{attr}() returned {type(builder).__name__}, which has no build(inputs)")
-    return AuditedBuilder(builder, device, name, factory=factory)
+    return AuditedBuilder(builder, device, name, factory=factory, upstream=registration(name).upstream or None)

@@ -33,7 +33,7 @@ from metadata_builders.gate.watched import Unjudged, changed_files, unjudged_on_
 from metadata_builders.gate.summary import GateResult, markdown, text
 from metadata_builders.gate.verdicts import classify, fill_not_judged, raise_setup_failure, setup_failures
 from metadata_builders.properties import PROPERTIES, PropertySpec
-from metadata_builders.routes import routes_of
+from metadata_builders.builders.registry import REGISTERED, registration, routes_of
 
 __all__ = ["BATCH_TIMEOUT", "DEFAULT_FAILURES_DIR", "add_cli", "run_gate"]
 
@@ -86,7 +86,7 @@ def _validate(args: argparse.Namespace) -> list[PropertySpec]:
                                     "--head-builder")
         check_builder_name(args.base_builder, "--base-builder")
         check_builder_name(args.head_builder, "--head-builder")
-    elif args.builder not in ("reference", "hip", "sglang") and ":" not in args.builder:
+    elif args.builder not in REGISTERED and ":" not in args.builder:
         check_builder_name(args.builder, "--builder")
     return props
 
@@ -185,7 +185,7 @@ def _gate(args: argparse.Namespace, run: _Run, base: Side, head: Side, start: fl
         base_outcomes, _ = run.evaluate(b, HangRule(args.batch_timeout))
         head_outcomes, crashed = run.evaluate(h, HangRule.from_base(args.batch_timeout, args.hang_floor, base_outcomes))
         run.notes += [f"{h.name}: {line}" for line in setup_failures(head_outcomes)]
-        found = classify(run.corpus, run.props, base_outcomes, head_outcomes, head_side_upstream=head.builder == "sglang")
+        found = classify(run.corpus, run.props, base_outcomes, head_outcomes, head_side_upstream=registration(head.builder).upstream)
         for pv in found:
             pv.prop = route.prop(pv.prop)
         written = write_replays(found, crashed, run.corpus, _failures_dir(args), h)

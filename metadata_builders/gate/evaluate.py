@@ -118,7 +118,7 @@ def _outcomes(props: list, builder: Any, batch: Any, index: int) -> list[Outcome
                                  str(failure.field) if failure is not None else "",
                                  (failure.check or "") if failure is not None else "",
                                  tuple(failure.origin.to_list()) if failure is not None and failure.origin else (),
-                                 time.perf_counter() - start)
+                                 (failure.where or "") if failure is not None else "", time.perf_counter() - start)
     return [out[spec.name] for spec in props]
 
 
@@ -128,12 +128,12 @@ def evaluate_batches(builder: Any, corpus_path: str, indices: Iterable[int], out
     from metadata_builders.batch import VerifyBatch
     from metadata_builders.properties import PROPERTIES
 
-    from metadata_builders.audit import DeviceAudit
+    from metadata_builders.harness import harness_session
 
     props = [p for p in PROPERTIES if p.name in prop_names]
     with open(corpus_path) as fh:
         lines = fh.readlines()
-    with open(out_path, "a") as out, open(progress_path, "a") as progress, DeviceAudit.session():
+    with open(out_path, "a") as out, open(progress_path, "a") as progress, harness_session():
         for index in indices:
             batch = VerifyBatch.from_dict(json.loads(lines[index]))
             progress.write(f"start {index} {time.time():.3f}\n")

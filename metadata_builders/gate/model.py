@@ -47,18 +47,20 @@ class Outcome:
     """The failure's check id (``PropertyFailure.check``: ``"raised"`` when the builder raised), or ``""``."""
     origin: tuple[Any, ...] = ()
     """For a raised failure: (exception type, file, line, function), as :class:`~metadata_builders.errors.Origin`."""
+    where: str = ""
+    """The failure's pipeline stage (``PropertyFailure.where``), or ``""``."""
     seconds: float = 0.0
     """How long this property took on this batch at this side (a batch's sum is what a hang is measured against)."""
 
     def to_dict(self) -> dict[str, Any]:
         return {"prop": self.prop, "index": self.index, "status": self.status, "signature": list(self.signature),
                 "message": self.message, "why": self.why, "field": self.field, "check": self.check,
-                "origin": list(self.origin), "seconds": round(self.seconds, 3)}
+                "origin": list(self.origin), "where": self.where, "seconds": round(self.seconds, 3)}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Outcome:
         return cls(d["prop"], d["index"], d["status"], tuple(d["signature"]), d["message"], d["why"], d["field"],
-                   d.get("check", ""), tuple(d.get("origin", ())), float(d.get("seconds", 0.0)))
+                   d.get("check", ""), tuple(d.get("origin", ())), d.get("where", ""), float(d.get("seconds", 0.0)))
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ import os
 import subprocess
 from dataclasses import dataclass, field
 
-from metadata_builders.builders import module_root, replay_env
+from metadata_builders.builders import module_root, registration, replay_env
 from metadata_builders.errors import GateError
 from metadata_builders.gate.model import Side
 
@@ -46,7 +46,7 @@ def _sglang_tree(root: str, what: str, builder: str) -> str:
     """The folder the side imports from: SGLang's ``python/`` for the sglang builder; for a ``module:attr``
     builder of the user's own repository, ``python/`` or ``src/`` when there is one, else the root."""
     python = os.path.join(root, "python")
-    if builder == "sglang" or builder.startswith("metadata_builders.sglang_adapter"):
+    if registration(builder).needs_sglang_tree:
         if not os.path.isdir(os.path.join(python, "sglang")):
             raise GateError(what, f"{root} has no python/sglang: run the gate from an SGLang checkout (or pass "
                                   "--repo), or name your own builder with --builder module:attr")
@@ -96,7 +96,8 @@ def builder_side(name: str, builder: str) -> Side:
     """A side that is a builder of this environment (``--base-builder``/``--head-builder``)."""
     module = builder.partition(":")[0] if ":" in builder else None
     if module is None:
-        identity = None if builder == "sglang" else f"builder:{builder}"  # the harness's own: its hash covers them
+        # The installed SGLang has no identity of its own here; the harness's builders are covered by its hash.
+        identity = None if registration(builder).upstream else f"builder:{builder}"
         return Side(name, builder, None, builder, identity, "")
     root, origin = module_root(module)
     if module.split(".")[0] == "metadata_builders":

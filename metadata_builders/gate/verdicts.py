@@ -156,7 +156,7 @@ def classify(corpus: list[VerifyBatch], props: list[PropertySpec], base: list[Ou
     ``head_side_upstream``: the sides run SGLang's code, so known findings may name
     what already failed at base.
     """
-    from metadata_builders.findings import known_finding
+    from metadata_builders.findings import Seen, known_finding
 
     by_base = {(o.prop, o.index): o for o in base}
     by_head = {(o.prop, o.index): o for o in head}
@@ -179,7 +179,7 @@ def classify(corpus: list[VerifyBatch], props: list[PropertySpec], base: list[Ou
             if verdict == "partial":
                 pv.partial_why[(h.why if h.status == "partial" else b.why) or ""] += 1
             if verdict in ("pre-existing", "changed") and head_side_upstream:
-                finding = known_finding(spec.name, b.field, b.message, batch)  # what already failed at base
+                finding = known_finding(Seen(b.prop, b.check, b.field, b.where, b.origin), batch)  # failed at base
                 if finding is not None:
                     pv.findings[finding] += 1
         verdicts.append(pv)

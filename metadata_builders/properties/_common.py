@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from typing import Any, Iterable, Literal
 
 from metadata_builders.batch import VerifyBatch
 from metadata_builders.errors import CaptureSync, PropertyFailure
+from metadata_builders.properties.checks import CHECKS, CheckId
 from metadata_builders.metadata import SyncRecord, VerifyMetadata, first_difference
 from metadata_builders.reference import ReferenceBuilder
 from metadata_builders.variants import Variant, variants_for
@@ -15,16 +16,39 @@ _DECISION_NAMES = ("num_tokens", "max_seq_len", "used_output_size", "exact_num_t
 """The ``Decision`` fields P1 compares, in the order its first failure names them."""
 
 
+PartialAbout = Literal["variants", "observability", "token_map", "replay", "recorded_replay", "mirror_validation",
+                       "own_inputs", "fresh_builder"]
+"""What a property could not judge: the kind of a :class:`Partial` note (tests and summaries match on it)."""
+
+
 class Partial(str):
-    """A note saying the property could not fully run for this builder, and why."""
+    """A note saying the property could not fully run for this builder, and why; ``about`` says what of it.
+
+    ``Partial("P5 replay not checked: ...", about="replay")`` reads as its text and is
+    matched on ``about``: a builder that loses graph replay makes a ``replay`` note,
+    whatever its wording.
+    """
+
+    about: PartialAbout
+
+    def __new__(cls, text: str, about: PartialAbout) -> Partial:
+        self = super().__new__(cls, text)
+        self.about = about
+        return self
+
+    def __reduce__(self) -> tuple:
+        return (Partial, (str(self), self.about))
 
 
 
-def _fail(prop: str, variant: Variant | None, message: str, **data: Any) -> PropertyFailure:
-    return PropertyFailure(prop, message, variant=None if variant is None else variant.label, **data)
+def _fail(prop: str, variant: Variant | None, message: str, *, check: CheckId, **data: Any) -> PropertyFailure:
+    """A failure of ``prop`` on ``variant``, identified by ``check`` (:mod:`.checks`), with its data."""
+    assert check in CHECKS, check
+    return PropertyFailure(prop, message, variant=None if variant is None else variant.label, check=check, **data)
 
 
-def _compare(prop: str, variant: Variant, expected: VerifyMetadata, actual: VerifyMetadata, what: str) -> None:
+def _compare(prop: str, variant: Variant, expected: VerifyMetadata, actual: VerifyMetadata, what: str, *,
+             check: CheckId) -> None:
     """The first differing field; a field one side produced and the other neither reports nor names
     as not observable is a difference too (a builder that drops a whole group fails, never skips)."""
     for one, other, side in ((expected, actual, "actual"), (actual, expected, "expected")):
@@ -32,12 +56,12 @@ def _compare(prop: str, variant: Variant, expected: VerifyMetadata, actual: Veri
         if dropped:
             present, missing = ("present", "missing") if side == "actual" else ("missing", "present")
             raise _fail(prop, variant, f"{what}: one build reports a field the other neither reports nor names "
-                        "as not observable", field=dropped[0], expected=present, actual=missing)
+                        "as not observable", field=dropped[0], expected=present, actual=missing, check=check)
     mismatch = first_difference(expected.fields, actual.fields)
     if mismatch is not None:
         raise _fail(
             prop, variant, f"{what}: fields differ",
-            field=mismatch.field, index=mismatch.index, expected=mismatch.expected, actual=mismatch.actual,
+            field=mismatch.field, index=mismatch.index, expected=mismatch.expected, actual=mismatch.actual, check=check,
         )
 
 
@@ -49,7 +73,7 @@ def _capture(prop: str, builder: Any, batch: VerifyBatch, variant: Variant) -> A
         raise _fail(prop, variant, "graph capture: recorded (in-graph) work reads device memory back to the host "
                     f"({error.kind} read{' of ' + '+'.join(error.reads) if error.reads else ''}); a GPU cannot "
                     "capture a sync", field=f"in_graph ({error.stage})", expected="no read back while recording",
-                    actual=error.op) from error
+                    actual=error.op, check=f"{prop.lower()}.capture_sync", where=error.stage) from error
 
 
 def _clean(batch: VerifyBatch) -> VerifyBatch:
@@ -63,18 +87,18 @@ def _clean(batch: VerifyBatch) -> VerifyBatch:
 def _variants(builder: Any, batch: VerifyBatch, notes: list[str]) -> list[Variant]:
     """``variants_for(batch)`` less those the builder says it cannot express (noted as partial)."""
     everything = variants_for(batch)
-    supported = getattr(builder, "variants_supported", None)
-    allowed = supported(batch) if callable(supported) else None
-    if allowed is None:
+    if not builder.capabilities.expresses:
         return everything
+    allowed = builder.variants_supported(batch)
     missing = [v.label for v in everything if v not in allowed]
     if missing:
-        notes.append(Partial(f"builder {_name(builder)!r} cannot express {len(missing)} variant(s), e.g. {missing[0]}"))
+        notes.append(Partial(f"builder {_name(builder)!r} cannot express {len(missing)} variant(s), e.g. {missing[0]}",
+                             "variants"))
     return [v for v in everything if v in allowed]
 
 
 def _name(builder: Any) -> str:
-    return getattr(builder, "name", type(builder).__name__)
+    return builder.name
 
 
 def _describe(records: Iterable[SyncRecord]) -> list[str]:

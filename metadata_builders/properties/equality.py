@@ -33,13 +33,14 @@ def check_p1_reference(builder, batch: VerifyBatch) -> list[str]:
         actual = builder.build(batch, variant)
         if actual.not_observable and not any(isinstance(n, Partial) and "not observable" in n for n in notes):
             notes.append(Partial(f"fields not observable in builder {_name(builder)!r}: "
-                                 f"{', '.join(actual.not_observable)}"))
-        _compare("P1", variant, expected, actual, "builder vs reference")
+                                 f"{', '.join(actual.not_observable)}", "observability"))
+        _compare("P1", variant, expected, actual, "builder vs reference", check="p1.vs_reference")
         _check_dtypes("P1", variant, actual)
         for name in _DECISION_NAMES:
             e, a = getattr(expected.decision, name), getattr(actual.decision, name)
             if e != a:
-                raise _fail("P1", variant, "decision differs from the reference", field=f"decision.{name}", expected=e, actual=a)
+                raise _fail("P1", variant, "decision differs from the reference", field=f"decision.{name}", expected=e, actual=a,
+                            check="p1.decision")
         if actual.audit.faults:
             _fail_on_faults("P1", variant, batch, actual)
     return notes
@@ -80,7 +81,7 @@ def _check_dtypes(prop: str, variant: Variant, md: VerifyMetadata) -> None:
     if wrong:
         name, want, got = wrong[0]
         raise _fail(prop, variant, "a tensor field has another dtype than its consumers take (metadata.FIELDS)",
-                    field=f"{name}.dtype", expected=want, actual=got)
+                    field=f"{name}.dtype", expected=want, actual=got, check=f"{prop.lower()}.dtype")
 
 
 def _fail_on_faults(prop: str, variant: Variant, batch: VerifyBatch, md: VerifyMetadata) -> None:
@@ -88,7 +89,8 @@ def _fail_on_faults(prop: str, variant: Variant, batch: VerifyBatch, md: VerifyM
     what = {"oob_read": "read past the end of a device table", "oob_write": "wrote past the token map",
             "uninitialized_tail": "left the token map's tail unwritten"}[f.kind]
     raise _fail(prop, variant, f"the build {what} ({f.op} in {f.stage}) on a batch without divergence",
-                field="audit.faults", expected=[], actual=[(x.kind, x.count) for x in md.audit.faults])
+                field="audit.faults", expected=[], actual=[(x.kind, x.count) for x in md.audit.faults],
+                check="p1.oob_read" if f.kind == "oob_read" else "p1.fault_on_clean", where=f.stage)
 
 
 def check_p3_sync_free(builder, batch: VerifyBatch) -> list[str]:
@@ -113,11 +115,11 @@ def check_p3_sync_free(builder, batch: VerifyBatch) -> list[str]:
         if synced_v not in variants:
             continue
         synced = builder.build(batch, synced_v)
-        _compare("P3", variant, synced, actual, "output_size map vs synced map")
+        _compare("P3", variant, synced, actual, "output_size map vs synced map", check="p3.vs_synced")
         map_syncs = [s for s in actual.audit.host_syncs if contract_role(s) == "token_map"]
         if map_syncs:
             raise _fail("P3", variant, "the token map passed output_size but still synced",
-                        field="audit.host_syncs", expected=[], actual=_describe(map_syncs))
+                        field="audit.host_syncs", expected=[], actual=_describe(map_syncs), check="p3.map_synced")
     return notes
 
 
@@ -133,26 +135,29 @@ def check_p4_gate(builder, batch: VerifyBatch) -> list[str]:
         maps = actual.audit.token_maps
         if not maps and not isinstance(builder, ReferenceBuilder):
             notes.append(Partial(f"{variant.label}: the audit saw no token map (repeat_interleave over device "
-                                 "lengths); used_output_size is the builder's own word"))
+                                 "lengths); used_output_size is the builder's own word", "token_map"))
         if actual.decision.used_output_size != want:
             raise _fail(
                 "P4", variant,
                 f"gate={variant.gate}, layout exact={rows.exact}, is_dspark={batch.is_dspark}: wrong output_size decision",
                 field="decision.used_output_size", expected=want, actual=actual.decision.used_output_size,
+                check="p4.used_output_size",
             )
         if actual.decision.exact_num_tokens != want:
             raise _fail(
                 "P4", variant, "exact_num_tokens must be the gated decision",
                 field="decision.exact_num_tokens", expected=want, actual=actual.decision.exact_num_tokens,
+                check="p4.exact_num_tokens",
             )
         sizes = [m.output_size for m in maps if m.output_size is not None]
         if sizes and sizes[0] != actual.decision.num_tokens:
             raise _fail("P4", variant, "the token map was given another output_size than the decision's num_tokens",
-                        field="token_map.output_size", expected=actual.decision.num_tokens, actual=sizes[0])
+                        field="token_map.output_size", expected=actual.decision.num_tokens, actual=sizes[0],
+                        check="p4.output_size_value")
         recipe = (variant.path, variant.mirror, variant.layout_total)
         if recipe in by_recipe:
             first_v, first = by_recipe[recipe]
-            _compare("P4", variant, first, actual, f"gate={variant.gate} vs gate={first_v.gate}")
+            _compare("P4", variant, first, actual, f"gate={variant.gate} vs gate={first_v.gate}", check="p4.gate_vs_gate")
         else:
             by_recipe[recipe] = (variant, actual)
     return notes[:1]

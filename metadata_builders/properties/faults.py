@@ -32,29 +32,31 @@ def check_p6_fault_model(builder, batch: VerifyBatch) -> list[str]:
             raise _fail("P6", variant, f"the compress planner wrote {sum(f.count for f in planner)} plan entries past "
                         f"its buffers of {planner[0].output_size} rows (device extend lengths summing past them: F9); "
                         "no variant may", field="audit.faults", expected=[],
-                        actual=[(f.kind, f.count) for f in planner])
+                        actual=[(f.kind, f.count) for f in planner], check="p6.planner_overflow", where=planner[0].stage)
         got = [(f.kind, f.count) for f in actual.audit.faults]
         oob = [f for f in actual.audit.faults if f.kind == "oob_read"]
         if oob:
             model = [f.count for f in expected_faults(batch, variant) if f.kind == "oob_read"]
             raise _fail("P6", variant, f"out-of-bounds read in {oob[0].stage} ({oob[0].op}); no variant may perform one"
                         + (f" (a literal gather reads {model[0]} elements past req_to_token here: F2c)" if model else ""),
-                        field="audit.faults", expected=[], actual=got)
+                        field="audit.faults", expected=[], actual=got, check="p6.oob_read", where=oob[0].stage)
         used = actual.decision.used_output_size
         if got and not used:
             first = actual.audit.faults[0]
             raise _fail("P6", variant, f"a synced token map faulted ({first.op} in {first.stage})", field="audit.faults",
-                        expected=[], actual=got)
+                        expected=[], actual=got, check="p6.synced_map_faulted", where=first.stage)
         if got and not batch.is_dspark and variant.gate == "dspark":
-            raise _fail("P6", variant, "EAGLE faulted under the dspark gate", field="audit.faults", expected=[], actual=got)
+            raise _fail("P6", variant, "EAGLE faulted under the dspark gate", field="audit.faults", expected=[], actual=got,
+                        check="p6.eagle_faulted_under_dspark", where=actual.audit.faults[0].stage)
         g = batch.graph
         if variant.path == "graph" and batch.is_ragged and g is not None and g.cap is None and used:
             raise _fail("P6", variant, "an uncapped padded tier passed output_size", field="decision.used_output_size",
-                        expected=False, actual=True)
+                        expected=False, actual=True, check="p6.uncapped_output_size")
         if got != want:
             if got or not want:
                 raise _fail("P6", variant, "device faults differ from the HIP model", field="audit.faults",
-                            expected=want, actual=got)
+                            expected=want, actual=got, check="p6.faults_vs_model",
+                            where=actual.audit.faults[0].stage if actual.audit.faults else None)
             notes.append(f"{variant.label}: the model predicts {want} but this build's device lengths never took the "
                          f"diverging copy (delivered {actual.audit.divergence_delivered}x): no exposure")
         if used and not got and batch.divergence is not None and divergence_applies(batch, variant):

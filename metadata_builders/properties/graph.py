@@ -55,11 +55,11 @@ def check_p5_graph_vs_eager(builder, batch: VerifyBatch, second: VerifyBatch | N
                 continue  # not observable in this builder
             _check_length(variant, name, g[name], e[name], bs)
             for row in range(bs):
-                if row == absorbing and name in ("seq_lens", "extend_seq_lens"):
+                if row == absorbing and FIELDS[name].absorbing_row == "own":
                     continue
                 if g[name][row] != e[name][row]:
                     raise _fail("P5", variant, "graph vs eager on a real row", field=name, index=(row,),
-                                expected=e[name][row], actual=g[name][row])
+                                expected=e[name][row], actual=g[name][row], check="p5.graph_vs_eager_row")
         absorbed = range(0)
         if absorbing is not None:
             start = e["extend_start_loc"][absorbing]
@@ -68,15 +68,16 @@ def check_p5_graph_vs_eager(builder, batch: VerifyBatch, second: VerifyBatch | N
             if name in PER_ROW or name in PER_ENTRY or name not in g or name not in e:
                 continue
             _check_length(variant, name, g[name], e[name], real)
+            spec = FIELDS[name]
             for t in range(real):
                 ev, gv = e[name][t], g[name][t]
-                if name in ("page_table", "c128_page_indices") or name.endswith("_indexer_page_table"):
-                    gv = gv[: len(ev)]  # the graph sizes the page table by the tier: compare eager's columns
-                if name == "pf_final_pos" and t in absorbed:
+                if spec.graph_columns == "eager":
+                    gv = gv[: len(ev)]  # the graph sizes this field by the tier: compare eager's columns
+                if spec.absorbing_row == "own" and t in absorbed:
                     continue
                 if ev != gv:
                     raise _fail("P5", variant, "graph vs eager on a real token", field=name, index=(t,),
-                                expected=ev, actual=gv)
+                                expected=ev, actual=gv, check="p5.graph_vs_eager_token")
         _check_plans(batch, variant, g, e, absorbed)
         _check_pads_inert(batch, variant, graph_md)
     # The whole sequence replays along the production gate (dspark) of each recipe; P7 also
@@ -100,16 +101,16 @@ def _check_plans(batch: VerifyBatch, variant: Variant, g: dict, e: dict, absorbe
     for name in PER_ENTRY:
         if name not in g or name not in e:
             continue
-        ragged = 1 if "compress" in name else 0
+        ragged = FIELDS[name].token_column
         ours = [x for x in g[name] if x[ragged] < real and x[ragged] not in absorbed]
         theirs = [x for x in e[name] if x[ragged] not in absorbed]
         if ours != theirs:
             mismatch = next((i for i, (a, b) in enumerate(zip(theirs, ours)) if a != b), min(len(ours), len(theirs)))
             raise _fail("P5", variant, "graph vs eager plan entries of the real tokens", field=name, index=(mismatch,),
                         expected=theirs[mismatch] if mismatch < len(theirs) else "no more entries",
-                        actual=ours[mismatch] if mismatch < len(ours) else "no more entries")
-        assert compression is not None
-        ratio = 4 if name.startswith("c4_") else 128
+                        actual=ours[mismatch] if mismatch < len(ours) else "no more entries", check="p5.plan_entries")
+        assert compression is not None and ragged is not None
+        ratio = FIELDS[name].ratio
         ring = compression.ring_size(ratio)
         for i, x in enumerate(g[name]):
             if x[ragged] < max(real, first_pad):
@@ -118,7 +119,8 @@ def _check_plans(batch: VerifyBatch, variant: Variant, g: dict, e: dict, absorbe
             bound = ring if not ragged else ring // ratio
             if x[ragged] >= len(g["seq_lens_casual"]) or any(not 0 <= w < bound for w in where):
                 raise _fail("P5", variant, "a pad token's plan entry must stay in slot 0's ring", field=name,
-                            index=(i,), expected=f"ragged_id < tier, locations in [0, {bound})", actual=x)
+                            index=(i,), expected=f"ragged_id < tier, locations in [0, {bound})", actual=x,
+                            check="p5.pad_plan_ring")
 
 
 def _check_length(variant: Variant, name: str, graph_values: list, eager_values: list, least: int) -> None:
@@ -126,7 +128,7 @@ def _check_length(variant: Variant, name: str, graph_values: list, eager_values:
     for what, values in (("graph", graph_values), ("eager", eager_values)):
         if len(values) < least:
             raise _fail("P5", variant, f"the {what} build's field is shorter than the real rows/tokens", field=name,
-                        expected=f"length >= {least}", actual=f"length {len(values)}")
+                        expected=f"length >= {least}", actual=f"length {len(values)}", check="p5.field_short")
 
 
 def _check_pads_inert(batch: VerifyBatch, variant: Variant, md: VerifyMetadata) -> None:
@@ -136,7 +138,7 @@ def _check_pads_inert(batch: VerifyBatch, variant: Variant, md: VerifyMetadata) 
     short = [n for n in FIELD_NAMES if n in f and FIELDS[n].per == "token" and len(f[n]) != padded]
     if short:
         raise _fail("P5", variant, "per-token fields must cover every token of the tier", field=short[0],
-                    expected=f"length {padded}", actual=f"length {len(f[short[0]])}")
+                    expected=f"length {padded}", actual=f"length {len(f[short[0]])}", check="p5.pads_cover_tier")
     num_tokens = md.decision.num_tokens
     win = batch.geometry.unified_swa_window
     ring = batch.geometry.ring_size
@@ -150,23 +152,26 @@ def _check_pads_inert(batch: VerifyBatch, variant: Variant, md: VerifyMetadata) 
         if t < num_tokens:
             if slot != 0:
                 raise _fail("P5", variant, "a pad-row token must use the dummy slot 0",
-                            field="req_pool_indices_repeated", index=(t,), expected=0, actual=slot)
-            for name in ("pf_state_slot", "verify_store_state_slot"):
-                if name in f and f[name][t] != 0:
+                            field="req_pool_indices_repeated", index=(t,), expected=0, actual=slot, check="p5.pad_slot")
+            for name in (n for n in f if n in FIELDS and FIELDS[n].pad_slot):
+                if f[name][t] != 0:
                     raise _fail("P5", variant, "a pad-row token must store into slot 0",
-                                field=name, index=(t,), expected=0, actual=f[name][t])
+                                field=name, index=(t,), expected=0, actual=f[name][t], check="p5.pad_slot")
             continue
-        for name, want in (("seq_lens_casual", 1), ("positions_casual", 0), ("pf_chunk_start", 0),
-                           ("pf_cu_q", 0), ("pf_final_pos", win)):
-            if name in f and f[name][t] != want:
+        for name in (n for n in f if n in FIELDS and FIELDS[n].tail is not None):
+            tail = FIELDS[name].tail
+            want = getattr(batch.geometry, tail) if isinstance(tail, str) else tail
+            if f[name][t] != want:
                 raise _fail("P5", variant, "an uncovered-tail token is not inert", field=name, index=(t,),
-                            expected=want, actual=f[name][t])
+                            expected=want, actual=f[name][t], check="p5.tail_inert")
         if f["positions_casual"][t] > f["pf_final_pos"][t] - win:
             raise _fail("P5", variant, "a tail token passes the SWA store guard pos <= final_pos - win",
-                        field="pf_final_pos", index=(t,), expected=win, actual=f["pf_final_pos"][t])
+                        field="pf_final_pos", index=(t,), expected=win, actual=f["pf_final_pos"][t],
+                        check="p5.tail_store_guard")
         if slot in real_slots and f["swa_loc"][t] // ring != slot:
             raise _fail("P5", variant, "a tail token's swa_loc left its slot's ring", field="swa_loc", index=(t,),
-                        expected=f"in [{slot * ring}, {(slot + 1) * ring})", actual=f["swa_loc"][t])
+                        expected=f"in [{slot * ring}, {(slot + 1) * ring})", actual=f["swa_loc"][t],
+                        check="p5.tail_ring")
 
 
 def same_tier_batch(batch: VerifyBatch) -> VerifyBatch:
@@ -274,13 +279,14 @@ def _shapes(fields: dict[str, Any]) -> dict[str, tuple[int, ...]]:
 
 
 def _check_replay(builder, batch: VerifyBatch, graph_variants: list[Variant], second: VerifyBatch | None) -> list[str]:
-    if not getattr(builder, "can_replay", False):
+    if not builder.capabilities.replays:
         return [Partial(f"P5 replay not checked: builder {_name(builder)!r} has no capture()/replay() "
-                        "(nor out_graph()/in_graph())")]
+                        "(nor out_graph()/in_graph())", "replay")]
     sequence = replay_sequence(batch) if second is None else [batch, _clean(second)]
     for variant in graph_variants:
         captured = _capture("P5", builder, sequence[0], variant)
         shapes: dict[str, tuple[int, ...]] | None = None
+        storage: dict[str, int] | None = None
         for step, other in enumerate(sequence):
             replayed = builder.replay(captured, other)
             what = f"replay {step + 1}/{len(sequence)} (bs={other.bs}, captured with bs={sequence[0].bs})"
@@ -288,21 +294,24 @@ def _check_replay(builder, batch: VerifyBatch, graph_variants: list[Variant], se
             if shapes is not None and now != shapes:
                 field = next(n for n in now if now[n] != shapes[n])
                 raise _fail("P5", variant, f"{what} changed a captured buffer's shape", field=field,
-                            expected=shapes[field], actual=now[field])
+                            expected=shapes[field], actual=now[field], check="p5.replay_shape")
             shapes = now
-            if captured.last_output_ptrs != captured.output_ptrs:
-                field = next(n for n in captured.output_ptrs or {} if captured.last_output_ptrs.get(n) != captured.output_ptrs[n])
+            storage = replayed.audit.storage if storage is None else storage
+            moved = [n for n in storage if replayed.audit.storage.get(n) != storage[n]]
+            if moved:
                 raise _fail("P5", variant, f"{what} returned new storage instead of writing into the captured buffer",
-                            field=field, expected="the captured address", actual="a new tensor")
+                            field=moved[0], expected="the captured address", actual="a new tensor",
+                            check="p5.replay_storage")
             if replayed.audit.inputs_written:
                 change = replayed.audit.inputs_written[0]
                 raise _fail("P5", variant, f"{what} modified the graph runner's static input buffer (P8's rule, "
                             "found during P5's replay sequence)",
-                            field=change.name, index=change.index, expected=change.before, actual=change.after)
+                            field=change.name, index=change.index, expected=change.before, actual=change.after,
+                            check="p5.replay_writes_input")
             fresh = builder.build(other, variant)
-            _compare("P5", variant, fresh, replayed, f"{what} vs a fresh build")
-    if not getattr(builder, "records_graph", False):
+            _compare("P5", variant, fresh, replayed, f"{what} vs a fresh build", check="p5.replay_vs_fresh")
+    if not builder.capabilities.records_graph:
         return [Partial(f"P5 recorded replay not checked: builder {_name(builder)!r} replays in Python "
                         "(capture()/replay(), no out_graph()/in_graph()), which a GPU never runs; so is P7's "
-                        "rule on host memory read by recorded work")]
+                        "rule on host memory read by recorded work", "recorded_replay")]
     return []

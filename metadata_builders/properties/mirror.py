@@ -28,19 +28,20 @@ def check_p2_mirror(builder, batch: VerifyBatch) -> list[str]:
         base_reads = _mirror_reads(base)
         if base_reads:
             raise _fail("P2", variant, "mirror=host must not read seq_lens back", field="audit.host_syncs",
-                        expected=[], actual=base_reads)
+                        expected=[], actual=base_reads, check="p2.host_reads_seq_lens")
         for mirror in ("device", "tolist"):
             other_v = Variant(variant.path, mirror, variant.layout_total, variant.gate)
             if other_v not in variants:
                 continue
             other = builder.build(batch, other_v)
-            _compare("P2", other_v, base, other, f"mirror={mirror} vs mirror=host")
+            _compare("P2", other_v, base, other, f"mirror={mirror} vs mirror=host", check="p2.mirror_vs_host")
             reads = _mirror_reads(other)
             want = 1 if mirror == "tolist" else 0
             if len(reads) != want:
                 raise _fail(
                     "P2", other_v, f"mirror={mirror} must read seq_lens back {want} time(s)",
                     field="audit.host_syncs", expected=want, actual=reads or _describe(other.audit.host_syncs),
+                    check="p2.mirror_reads",
                 )
     return notes
 
@@ -54,8 +55,8 @@ def _check_stale_mirror(builder, batch: VerifyBatch) -> list[str]:
     div = batch.divergence
     if div is None or div.seq_lens_cpu is None or list(div.seq_lens_cpu) == list(batch.seq_lens):
         return []
-    if not getattr(builder, "can_validate_mirror", callable(getattr(builder, "with_mirror_validation", None))):
-        return [Partial(f"stale mirror not checked: builder {_name(builder)!r} has no mirror validation")]
+    if not builder.capabilities.mirror_validation:
+        return [Partial(f"stale mirror not checked: builder {_name(builder)!r} has no mirror validation", "mirror_validation")]
     validating = builder.with_mirror_validation()
     first = next(i for i, (a, b) in enumerate(zip(batch.seq_lens, div.seq_lens_cpu)) if a != b)
     notes: list[str] = []
@@ -67,11 +68,12 @@ def _check_stale_mirror(builder, batch: VerifyBatch) -> list[str]:
         except StaleMirror as exc:
             if exc.index != first:
                 raise _fail("P2", variant, "mirror validation named the wrong request", field="seq_lens_cpu",
-                            index=(exc.index,), expected=first, actual=exc.index) from exc
+                            index=(exc.index,), expected=first, actual=exc.index,
+                            check="p2.validation_wrong_row") from exc
         else:
             raise _fail("P2", variant, "a stale host mirror was used silently under mirror validation",
                         field="seq_lens_cpu", index=(first,), expected=batch.seq_lens[first],
-                        actual=div.seq_lens_cpu[first])
+                        actual=div.seq_lens_cpu[first], check="p2.stale_mirror_silent")
         silent = builder.build(batch, variant)
         mismatch = first_difference(_REFERENCE.build(_clean(batch), variant).fields, silent.fields)
         if mismatch is not None and len(notes) < 3:

@@ -32,6 +32,7 @@ from metadata_builders.properties._common import (
     _variants,
 )
 from metadata_builders.properties.graph import filled_tier_batch, requests_in_spare_slots, same_tier_batch
+from metadata_builders.builders.audited import MemoBuilder
 from metadata_builders.reference import ReferenceBuilder
 
 
@@ -44,14 +45,14 @@ def check_p8_inputs_untouched(builder, batch: VerifyBatch) -> list[str]:
     """
     if isinstance(builder, ReferenceBuilder):
         return ["the reference has no device inputs; nothing to check"]
-    if getattr(builder, "takes_batch", False):
+    if builder.capabilities.build == "batch":
         return [Partial(f"builder {_name(builder)!r} builds its own inputs from the batch (deprecated "
-                        "build(batch, variant)); nothing of the harness's to check")]
+                        "build(batch, variant)); nothing of the harness's to check", "own_inputs")]
     notes: list[str] = []
     replayed = False
     for variant in _variants(builder, batch, notes):
         _check_untouched(variant, builder.build(batch, variant), "the build")
-        if variant.path == "graph" and not replayed and getattr(builder, "can_replay", False):
+        if variant.path == "graph" and not replayed and builder.capabilities.replays:
             clean, replayed = _clean(batch), True
             captured = builder.capture(clean, variant)
             _check_untouched(variant, builder.replay(captured, clean), "a graph replay")
@@ -62,7 +63,7 @@ def _check_untouched(variant, md, what: str) -> None:
     if md.audit.inputs_written:
         change = md.audit.inputs_written[0]
         raise _fail("P8", variant, f"{what} modified an input it was handed", field=change.name,
-                    index=change.index, expected=change.before, actual=change.after)
+                    index=change.index, expected=change.before, actual=change.after, check="p8.input_written")
 
 
 # -- P9 -------------------------------------------------------------------------------------------
@@ -135,13 +136,13 @@ def play_history(builder: Any, history: list[VerifyBatch]) -> None:
             firsts.setdefault(variant.path, variant)
         for variant in firsts.values():
             builder.build(earlier, variant)
-        if "graph" in firsts and getattr(builder, "can_replay", False):
+        if "graph" in firsts and builder.capabilities.replays:
             builder.replay(builder.capture(earlier, firsts["graph"]), earlier)
 
 
 def can_be_made_afresh(builder: Any) -> bool:
     """Whether ``builder.fresh()`` constructs a twin (an audited builder made from a factory)."""
-    return callable(getattr(builder, "fresh", None)) and getattr(builder, "factory", None) is not None
+    return not isinstance(builder, ReferenceBuilder) and builder.can_be_made_afresh
 
 
 def check_p9_no_hidden_state(builder, batch: VerifyBatch) -> list[str]:
@@ -154,12 +155,12 @@ def check_p9_no_hidden_state(builder, batch: VerifyBatch) -> list[str]:
     if isinstance(builder, ReferenceBuilder):
         return ["the reference keeps no state; nothing to check"]
     if not can_be_made_afresh(builder):
-        return [Partial(f"P9 not checked: builder {_name(builder)!r} cannot be constructed afresh (no factory)")]
+        return [Partial(f"P9 not checked: builder {_name(builder)!r} cannot be constructed afresh (no factory)", "fresh_builder")]
     batch = _clean(batch)
     history = history_for(batch)
     if not history:
         return ["no other batch of this shape to build first; nothing to check"]
-    if getattr(builder, "played_history", None) == tuple(history):
+    if isinstance(builder, MemoBuilder) and builder.played_history == tuple(history):
         seasoned = builder  # the gate's memo, already seasoned with this batch's history (P1's builds are these)
     else:
         seasoned = builder.fresh()
@@ -173,11 +174,12 @@ def check_p9_no_hidden_state(builder, batch: VerifyBatch) -> list[str]:
             continue
         clean = clean or builder.fresh()
         want = clean.build(batch, variant)
-        _compare("P9", variant, want, got, what)
+        _compare("P9", variant, want, got, what, check="p9.vs_fresh_builder")
         for name in _DECISION_NAMES:
             if getattr(want.decision, name) != getattr(got.decision, name):
                 raise _fail("P9", variant, f"{what}: the decision differs", field=f"decision.{name}",
-                            expected=getattr(want.decision, name), actual=getattr(got.decision, name))
+                            expected=getattr(want.decision, name), actual=getattr(got.decision, name),
+                            check="p9.decision")
     return notes
 
 

@@ -50,7 +50,7 @@ def check_sync_contract(builder, batch: VerifyBatch) -> list[str]:
     variants = _variants(builder, batch, notes)
     for variant in variants:
         _check_contract(batch, variant, builder.build(batch, variant), "")
-    if getattr(builder, "can_replay", False):
+    if builder.capabilities.replays:
         for variant in (v for v in variants if v.path == "graph"):
             captured = _capture("P7", builder, batch, variant)
             check_recorded_reads(variant, captured)
@@ -66,12 +66,13 @@ def check_recorded_reads(variant: Variant, captured: Any) -> None:
     static inputs and what ``graph_state`` allocated are graph state: the graph
     runner and out-graph work refresh them before every replay.
     """
-    graph = getattr(captured, "graph", None)
+    graph = captured.graph
     if graph is not None and graph.host_reads:
         read = graph.host_reads[0]
         raise _fail("P7", variant, f"recorded (in-graph) work reads host memory that is not graph state: {read}; "
                     "a replay reads whatever that memory holds then", field=f"in_graph ({read.stage})",
-                    expected="graph state or device memory", actual=f"{read.op} reads host tensor {read.tensor}")
+                    expected="graph state or device memory", actual=f"{read.op} reads host tensor {read.tensor}",
+                    check="p7.capture_host_read", where=read.stage)
 
 
 def _check_contract(batch: VerifyBatch, variant: Variant, md: VerifyMetadata, what: str) -> None:
@@ -92,7 +93,7 @@ def _check_contract(batch: VerifyBatch, variant: Variant, md: VerifyMetadata, wh
     check = "p7.contract_missing" if not outside else "p7.contract_extra"
     raise _fail("P7", variant, f"{what}host syncs break the sync contract: " + "; ".join(parts),
                 field="audit.host_syncs", expected=[f"{s.stage}:{s.kind}" for s in want], actual=_describe(got),
-                check=check)
+                check="p7.replay_contract" if what else check)
 
 
 def check_p7_capture_safety(builder, batch: VerifyBatch) -> list[str]:
@@ -105,5 +106,6 @@ def check_p7_capture_safety(builder, batch: VerifyBatch) -> list[str]:
         actual = builder.build(batch, variant)
         if actual.audit.host_syncs:
             raise _fail("P7", variant, "a path that claims to be sync-free synced", field="audit.host_syncs",
-                        expected=[], actual=_describe(actual.audit.host_syncs))
+                        expected=[], actual=_describe(actual.audit.host_syncs), check="p7.sync_free_synced",
+                        where=actual.audit.host_syncs[0].stage)
     return notes + check_sync_contract(builder, batch)

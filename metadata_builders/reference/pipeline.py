@@ -20,7 +20,7 @@ leftover ``10 - 6 = 4`` tokens over them: ``extend = [3, 1, 2, 2, 2]``.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from metadata_builders.metadata import Audit, Decision, FaultRecord, SyncRecord, VerifyMetadata
 from metadata_builders.reference.compressed import compressed_attention, indexer_metadata, sparse_buffers
@@ -391,6 +391,13 @@ class ReferenceBuilder:
     """Builder ``"reference"``: the five stages above, chained; keeps no state."""
 
     name = "reference"
+
+    @property
+    def capabilities(self) -> Any:
+        """The specification's: every variant, no graph replay of its own (it *is* the graph path's answer)."""
+        from metadata_builders.builders.capabilities import Capabilities
+
+        return Capabilities(build="batch")
 
     def build(self, batch: VerifyBatch, variant: Variant) -> VerifyMetadata:
         check_variant(batch, variant)

@@ -33,7 +33,7 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING, Any
 
-from metadata_builders.builders import get_builder
+from metadata_builders.builders import AuditedBuilder, get_builder
 from metadata_builders.metadata import first_difference
 from metadata_builders.reference import ReferenceBuilder
 from metadata_builders.render.differences import (
@@ -146,7 +146,7 @@ def analyse(
     """
     if builder is None:
         builder = get_builder(builder_name, device)
-    name, on = getattr(builder, "name", builder_name), str(getattr(builder, "device", device))
+    name, on = builder.name, str(builder.device if isinstance(builder, AuditedBuilder) else device)
     reference = ReferenceBuilder()
     clean = batch.without_divergence()
     variants = variants_for(clean)

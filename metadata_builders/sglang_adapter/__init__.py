@@ -51,15 +51,15 @@ from metadata_builders.sglang_adapter.releases import (
     load_upstream,
     upstream_version,
 )
-from metadata_builders.sglang_adapter.routing import ROUTES, Route
+from metadata_builders.sglang_adapter.routing import KERNEL_ROUTES, KernelRoute
 
 __all__ = [
-    "ROUTES",
+    "KERNEL_ROUTES",
     "SUPPORTED_RELEASES",
     "UPSTREAM_MODULE",
     "Capabilities",
     "Coverage",
-    "Route",
+    "KernelRoute",
     "SGLangBuilder",
     "Upstream",
     "UpstreamNotFound",

@@ -38,7 +38,7 @@ from metadata_builders.sglang_adapter.double import make_backend, upstream_patch
 from metadata_builders.sglang_adapter.entry import PATCH_LOCK, entry_and_is_dspark, ragged_layout
 from metadata_builders.sglang_adapter.reading import read, streams_unobservable
 from metadata_builders.sglang_adapter.releases import load_upstream
-from metadata_builders.sglang_adapter.routing import ROUTES, Route, kernel_routes
+from metadata_builders.sglang_adapter.routing import KERNEL_ROUTES, KernelRoute, kernel_routes
 from metadata_builders.variants import variants_for
 
 if TYPE_CHECKING:
@@ -70,12 +70,14 @@ class SGLangBuilder:
     """
 
     name = "sglang"
+    upstream_code = True
+    """Upstream's own code (a capability: known findings may name its failures)."""
 
-    def __init__(self, device: str | torch.device = "cpu", kernels: Route = "triton") -> None:
-        if kernels not in ROUTES:
-            raise InvalidVariant("kernels", " or ".join(repr(r) for r in ROUTES), kernels)
+    def __init__(self, device: str | torch.device = "cpu", kernels: KernelRoute = "triton") -> None:
+        if kernels not in KERNEL_ROUTES:
+            raise InvalidVariant("kernels", " or ".join(repr(r) for r in KERNEL_ROUTES), kernels)
         self.device = device
-        self.kernels: Route = kernels
+        self.kernels: KernelRoute = kernels
         if kernels != "triton":
             self.name = f"sglang[{kernels}]"
         self.upstream = load_upstream(device)
@@ -85,7 +87,7 @@ class SGLangBuilder:
                 "first imported; import metadata_builders.sglang_adapter (or set the variable) first"
             )
         if self.upstream.interpreter:
-            launch_memo.enable()  # interpreted launches seen before are not run again (launch_memo.py)
+            launch_memo.want()  # inside harness sessions, interpreted launches seen before are not run again
 
     def variants_supported(self, batch: VerifyBatch) -> list[Variant]:
         """The variants of ``batch`` the installed release (and the route) can express.

@@ -34,12 +34,12 @@ if TYPE_CHECKING:
     from metadata_builders.inputs import VerifyInputs
     from metadata_builders.sglang_adapter.releases import Upstream
 
-__all__ = ["ROUTES", "Route", "kernel_routes", "patched"]
+__all__ = ["KERNEL_ROUTES", "KernelRoute", "kernel_routes", "patched"]
 
-Route = Literal["triton", "torch"]
+KernelRoute = Literal["triton", "torch"]
 """``triton``: the kernels a GPU runs; ``torch``: upstream's CPU torch fallbacks."""
 
-ROUTES: tuple[Route, ...] = get_args(Route)
+KERNEL_ROUTES: tuple[KernelRoute, ...] = get_args(KernelRoute)
 
 
 @contextlib.contextmanager
@@ -84,7 +84,7 @@ def _no_overflow_asserts() -> contextlib.AbstractContextManager:
 
 
 @contextlib.contextmanager
-def kernel_routes(up: Upstream, inputs: VerifyInputs, route: Route) -> Iterator[None]:
+def kernel_routes(up: Upstream, inputs: VerifyInputs, route: KernelRoute) -> Iterator[None]:
     """Upstream's kernel dispatch for one build along ``route`` (see the module docstring)."""
     with contextlib.ExitStack() as stack:
         if route == "triton" and inputs.seq_lens.device.type == "cpu":

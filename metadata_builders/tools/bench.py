@@ -65,10 +65,10 @@ def time_builds(builder, batch: VerifyBatch, repeats: int, *, bare: bool = False
 
 
 def _audit_session() -> contextlib.AbstractContextManager[None]:
-    """The run an audited build is part of, as ``check`` and the gate run it (``DeviceAudit.session``)."""
-    from metadata_builders.audit import DeviceAudit
+    """The run an audited build is part of, as ``check`` and the gate run it (one harness session)."""
+    from metadata_builders.harness import harness_session
 
-    return DeviceAudit.session()
+    return harness_session()
 
 
 def _median_times(builds: list[Callable[[VerifyBatch, Variant], object]], batch: VerifyBatch,

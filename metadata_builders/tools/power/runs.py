@@ -59,7 +59,9 @@ def first_failure(builder: Any, batch: VerifyBatch, props: tuple[PropertySpec, .
         except PropertyFailure as failure:
             return failure
         except Exception as exc:  # noqa: BLE001 - a crashing builder is a kill, as in the runner
-            return PropertyFailure(spec.name, f"builder raised {type(exc).__name__}: {exc}")
+            from metadata_builders.properties.spec import raised_failure
+
+            return raised_failure(spec.name, exc)
     return None
 
 

@@ -1,0 +1,156 @@
+"""What a builder can be judged on, computed once when it is registered: its :class:`Capabilities`.
+
+Properties and commands never probe a builder (``getattr``, ``callable``) or
+compare its name: they read its capabilities.  They are computed here, once,
+from the builder's **class**, and where a class offers two contracts for the same
+capability, the one the most derived class defines is judged -- never inherited
+code in place of the builder's own.
+
+Worked example: ``class Mine(HipBuilder)`` overrides ``replay()`` (a builder
+written against 0.2) and inherits ``graph_state``/``out_graph``/``in_graph``
+from ``HipBuilder``.  Walking ``Mine``'s MRO, the first class that defines any
+graph method is ``Mine`` itself, and it defines ``replay``: its graph contract
+is ``python_replay`` and its own ``replay()`` runs at every replay, so P5 judges
+the code its author wrote (and says the recorded replay was not checked).
+``Mine`` defines ``replay`` without ``capture`` and inherits none: that is no
+contract at all, and :class:`~metadata_builders.errors.BuilderContractError`
+names both ways out.
+"""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass
+from typing import Any, Literal, get_args
+
+from metadata_builders.errors import BuilderContractError
+
+__all__ = ["BuildContract", "Capabilities", "GraphContract", "Padding", "capabilities_of"]
+
+BuildContract = Literal["inputs", "batch"]
+"""``inputs``: ``build(inputs)`` (0.2+); ``batch``: the deprecated ``build(batch, variant)`` (0.1)."""
+
+GraphContract = Literal["phases", "python_replay", "none"]
+"""``phases``: ``out_graph``/``in_graph`` (recorded and re-executed as a GPU does); ``python_replay``: 0.2's
+``capture()``/``replay()`` (its Python runs at replay: P5 ``partial``); ``none``: no graph replay."""
+
+Padding = Literal["absorb_then_clamp", "full_coverage", "pad_rows_only"]
+"""How the builder's graph path pads a ragged batch to its tier (docs/DESIGN.md section 2)."""
+
+PADDINGS: tuple[Padding, ...] = get_args(Padding)
+
+_PHASES = ("graph_state", "out_graph", "in_graph")
+_PYTHON_REPLAY = ("capture", "replay")
+
+
+@dataclass(frozen=True, slots=True)
+class Capabilities:
+    """What one builder offers, as data."""
+
+    build: BuildContract = "inputs"
+    graph: GraphContract = "none"
+    padding: Padding = "absorb_then_clamp"
+    """The tier padding convention its graph path follows (``padding_convention`` on the class; a builder that
+    declares none is judged as ``absorb_then_clamp``, the model's rule before conventions were named)."""
+    mirror_validation: bool = False
+    """Offers ``with_mirror_validation()`` (P2's stale-mirror half)."""
+    expresses: bool = False
+    """Says which variants it can express (``variants_supported``); False: all of them."""
+    upstream: bool = False
+    """Upstream code (SGLang's own): known findings may name its failures."""
+    routes: tuple[str, ...] = ()
+    """Kernel routes it runs (``triton``, ``torch``), when it has several."""
+    modes: tuple[str, ...] = ("target_verify",)
+    """The metadata builds of the MTP step it implements (docs/DESIGN.md section 3)."""
+
+    @property
+    def replays(self) -> bool:
+        """It models graph capture and replay at all (P5's replay half, P7's and P8's replays)."""
+        return self.build == "inputs" and self.graph != "none"
+
+    @property
+    def records_graph(self) -> bool:
+        """Its replay re-executes what capture recorded (no Python of the builder at replay)."""
+        return self.build == "inputs" and self.graph == "phases"
+
+
+def _defines(cls: type, names: tuple[str, ...]) -> set[str]:
+    """The names of ``names`` that ``cls`` itself defines as something callable (``x = None`` unsets one)."""
+    return {n for n in names if n in vars(cls) and callable(vars(cls)[n])}
+
+
+def _unsets(cls: type, names: tuple[str, ...]) -> set[str]:
+    return {n for n in names if n in vars(cls) and vars(cls)[n] is None}
+
+
+def _graph_contract(cls: type, name: str) -> GraphContract:
+    """The graph contract the most derived class that says anything about graph replay defines."""
+    for klass in cls.__mro__:
+        phases, python = _defines(klass, _PHASES), _defines(klass, _PYTHON_REPLAY)
+        unset = _unsets(klass, _PHASES + _PYTHON_REPLAY)
+        if not (phases or python or unset):
+            continue
+        if python and {"out_graph", "in_graph"} & phases:
+            raise BuilderContractError(
+                name, "graph replay", "one contract", f"{klass.__name__} defines both out_graph()/in_graph() and "
+                f"capture()/replay()", "the harness judges one: keep the two phases (recorded and re-executed as a "
+                "GPU does), or set out_graph = in_graph = None to be judged on replay()")
+        if python:
+            has_capture = any(_defines(k, ("capture",)) for k in cls.__mro__ if k is not object)
+            if not has_capture or "capture" in _unsets(klass, _PYTHON_REPLAY):
+                raise BuilderContractError(
+                    name, "graph replay", "a whole contract", f"{klass.__name__} defines replay() but no capture()",
+                    "define capture() too (0.2's capture()/replay()), or drop replay() to be judged on the two "
+                    "phases out_graph()/in_graph()" + (" it inherits" if _inherits_phases(cls) else ""))
+            return "python_replay"
+        if phases and {"out_graph", "in_graph"} <= _all_defined(cls, _PHASES):
+            return "phases"
+        return "none"
+    return "none"
+
+
+def _inherits_phases(cls: type) -> bool:
+    return {"out_graph", "in_graph"} <= _all_defined(cls, _PHASES)
+
+
+def _all_defined(cls: type, names: tuple[str, ...]) -> set[str]:
+    """The names of ``names`` the class has, from anywhere in its MRO, not unset by a more derived class."""
+    found: set[str] = set()
+    unset: set[str] = set()
+    for klass in cls.__mro__:
+        for n in names:
+            if n in found or n in unset or n not in vars(klass):
+                continue
+            (found if callable(vars(klass)[n]) else unset).add(n)
+    return found
+
+
+def _takes_batch(inner: Any) -> bool:
+    """A pre-0.2 builder: ``build(batch, variant)`` instead of ``build(inputs)`` (its bound method's parameters)."""
+    try:
+        params = [p for p in inspect.signature(inner.build).parameters.values()
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty]
+    except (TypeError, ValueError):
+        return False
+    return len(params) >= 2
+
+
+def capabilities_of(inner: Any, name: str, *, upstream: bool = False, routes: tuple[str, ...] = ()) -> Capabilities:
+    """The capabilities of builder object ``inner`` (registered as ``name``), read from its class once."""
+    cls = type(inner)
+    build: BuildContract = "batch" if _takes_batch(inner) else "inputs"
+    padding = vars(cls).get("padding_convention") or next(
+        (vars(k)["padding_convention"] for k in cls.__mro__ if "padding_convention" in vars(k)), "absorb_then_clamp")
+    if padding not in PADDINGS:
+        raise BuilderContractError(name, "padding_convention", f"one of {list(PADDINGS)}", repr(padding))
+    modes = next((tuple(vars(k)["modes"]) for k in cls.__mro__ if "modes" in vars(k)), ("target_verify",))
+    return Capabilities(
+        build=build,
+        graph="none" if build == "batch" else _graph_contract(cls, name),
+        padding=padding,
+        mirror_validation="with_mirror_validation" in _all_defined(cls, ("with_mirror_validation",)),
+        expresses="variants_supported" in _all_defined(cls, ("variants_supported",)),
+        upstream=upstream,
+        routes=routes,
+        modes=modes,
+    )

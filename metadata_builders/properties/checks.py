@@ -1,0 +1,38 @@
+"""Every check a property makes, by id: what a failure *is*, as data (never its message's wording).
+
+A :class:`~metadata_builders.errors.PropertyFailure` carries one of these ids in
+``check`` (and, when the builder raised, an :class:`~metadata_builders.errors.Origin`).
+Known findings (:mod:`metadata_builders.findings`), the gate and the tests match on
+``(property, check, field, where)`` and the batch's shape.  Worked example: P5's
+replay sequence finds replay 3 of 5 different from a fresh build of the same
+batch at ``swa_loc[4]``: ``check="p5.replay_vs_fresh"``, ``field="swa_loc"``;
+F14 is exactly that on 0.5.18/0.5.19, whatever the message says.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, get_args
+
+__all__ = ["CHECKS", "CheckId"]
+
+CheckId = Literal[
+    "raised",
+    "p1.vs_reference", "p1.decision", "p1.dtype", "p1.oob_read", "p1.fault_on_clean", "p1.capture_sync",
+    "p2.host_reads_seq_lens", "p2.mirror_vs_host", "p2.mirror_reads", "p2.validation_wrong_row",
+    "p2.stale_mirror_silent",
+    "p3.vs_synced", "p3.map_synced",
+    "p4.used_output_size", "p4.exact_num_tokens", "p4.output_size_value", "p4.gate_vs_gate",
+    "p5.graph_vs_eager_row", "p5.graph_vs_eager_token", "p5.plan_entries", "p5.pad_plan_ring", "p5.field_short",
+    "p5.pads_cover_tier", "p5.pad_slot", "p5.tail_inert", "p5.tail_store_guard", "p5.tail_ring",
+    "p5.capture_sync", "p5.replay_shape", "p5.replay_storage", "p5.replay_writes_input", "p5.replay_vs_fresh",
+    "p6.planner_overflow", "p6.oob_read", "p6.synced_map_faulted", "p6.eagle_faulted_under_dspark",
+    "p6.uncapped_output_size", "p6.faults_vs_model",
+    "p7.sync_free_synced", "p7.contract_extra", "p7.contract_missing", "p7.replay_contract",
+    "p7.capture_sync", "p7.capture_host_read",
+    "p8.input_written",
+    "p9.vs_fresh_builder", "p9.decision",
+    "run.worker_died",
+]
+"""Every check id; ``raised`` is any property whose builder raised (its origin says where)."""
+
+CHECKS: tuple[str, ...] = get_args(CheckId)
