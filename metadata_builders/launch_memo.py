@@ -38,10 +38,12 @@ pins what it must not remember.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import types
 from collections import OrderedDict
+from collections.abc import Iterator
 from typing import Any, Callable
 
 from metadata_builders.harness import session
@@ -108,7 +110,16 @@ def enabled() -> bool:
     return _ENABLED
 
 
-session.on_session(activate_if_wanted, deactivate)
+@contextlib.contextmanager
+def _in_session() -> Iterator[None]:
+    activate_if_wanted()
+    try:
+        yield
+    finally:
+        deactivate()
+
+
+session.on_session(_in_session)
 
 
 def forget() -> None:

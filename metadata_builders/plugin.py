@@ -80,9 +80,11 @@ def pytest_configure(config: pytest.Config) -> None:
         check_spelling(config.getoption("--mb-device"), "--mb-device")
     except DeviceUnavailable as exc:
         raise pytest.UsageError(str(exc)) from None
-    if config.getoption("--mb-device") == "meta" and config.getoption("--mb-builder") == "reference":
-        raise pytest.UsageError("--mb-device meta has no values to compare; the reference builder is pure Python. "
-                                "Drop --mb-device or pick --mb-builder hip")
+    from metadata_builders.builders.registry import registration
+
+    if config.getoption("--mb-device") == "meta" and registration(config.getoption("--mb-builder")).pure_python:
+        raise pytest.UsageError(f"--mb-device meta has no values to compare; builder {config.getoption('--mb-builder')} "
+                                "is pure Python. Drop --mb-device or pick --mb-builder hip")
     config.stash[_PROFILE] = _load_profile(config)
 
 

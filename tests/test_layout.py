@@ -31,18 +31,32 @@ def _modules() -> dict[str, pathlib.Path]:
     return out
 
 
+def _runtime_nodes(tree: ast.AST):
+    """Every node of ``tree`` but those under ``if TYPE_CHECKING:`` (annotations only: never imported)."""
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        yield node
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.If) and isinstance(child.test, ast.Name) and child.test.id == "TYPE_CHECKING":
+                stack.extend(child.orelse)
+                continue
+            stack.append(child)
+
+
 def _imports(name: str, path: pathlib.Path, known: set[str]) -> set[str]:
-    """Modules of ``known`` that ``name`` imports, at module level or inside a function."""
+    """Modules of ``known`` that ``name`` imports when it runs, at module level or inside a function."""
     found = set()
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in _runtime_nodes(ast.parse(path.read_text())):
         if isinstance(node, ast.Import):
             targets = [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
             base = node.module or ""
             if node.level:
                 base = ".".join(package.split(".")[: len(package.split(".")) - node.level + 1] + ([base] if base else []))
-            targets = [base] + [f"{base}.{alias.name}" for alias in node.names]
+            # ``from pkg import sub`` imports the module ``pkg.sub``; ``from pkg import name`` takes a name of pkg's face
+            targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in known else base for a in node.names]
         else:
             continue
         for target in targets:
@@ -77,15 +91,13 @@ def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
 def test_no_module_imports_itself_in_a_circle() -> None:
     """Following imports (module level or inside functions) from any module never leads back to it.
 
-    A package's ``__init__`` re-exporting its modules is not a circle: edges from a
-    package to its own submodules are left out.
+    A package's ``__init__`` counts as importing what it re-exports, so a loop through a
+    package's face is a loop (``session -> audit -> audit.core -> ... -> session`` was one);
+    imports only under ``if TYPE_CHECKING:`` are not imports.
     """
     modules = _modules()
     known = set(modules)
-    graph = {
-        name: {t for t in _imports(name, path, known) if not (path.name == "__init__.py" and t.startswith(name + "."))}
-        for name, path in modules.items()
-    }
+    graph = {name: _imports(name, path, known) for name, path in modules.items()}
     assert _cycle(graph) is None, " -> ".join(_cycle(graph) or [])
 
 
@@ -175,3 +187,43 @@ def test_every_error_round_trips_through_pickle(cls: type) -> None:
     assert (again.field, again.index, again.expected, again.actual) == (error.field, error.index, error.expected,
                                                                        error.actual)
     assert isinstance(again, errors.MetadataBuildersError) and isinstance(again, cls.__mro__[-3])
+
+
+def _importers(rooms: tuple[str, ...]) -> dict[str, set[str]]:
+    """Each module of ``rooms`` (a room and everything below it) -> the harness modules it imports."""
+    modules = _modules()
+    known = set(modules)
+    return {name: _imports(name, path, known) for name, path in modules.items()
+            if any(name == room or name.startswith(room + ".") for room in rooms)}
+
+
+def _within(name: str, rooms: tuple[str, ...]) -> bool:
+    return any(name == room or name.startswith(room + ".") for room in rooms)
+
+
+BUILDER_ROOMS = ("metadata_builders.builders", "metadata_builders.hip", "metadata_builders.hip_compression",
+                 "metadata_builders.hip_low_ratios", "metadata_builders.hip_streams", "metadata_builders.sglang_adapter",
+                 "metadata_builders.reference")
+ABOVE_PROPERTIES = ("metadata_builders.report", "metadata_builders.render", "metadata_builders.gate",
+                    "metadata_builders.cli", "metadata_builders.tools", "metadata_builders.runner",
+                    "metadata_builders.check_runs", "metadata_builders.plugin")
+
+
+@pytest.mark.parametrize(("rooms", "forbidden", "rule"), [
+    (BUILDER_ROOMS, ("metadata_builders.properties", *ABOVE_PROPERTIES), "builders import no property, run or interface"),
+    (("metadata_builders.properties",), ABOVE_PROPERTIES, "properties import no report, run or interface"),
+])
+def test_the_layers_run_one_way(rooms, forbidden, rule) -> None:
+    """docs/ARCHITECTURE.md's layers: model -> builders -> harness -> properties -> runs -> interfaces."""
+    bad = {name: sorted(t for t in imported if _within(t, forbidden))
+           for name, imported in _importers(rooms).items()}
+    bad = {name: targets for name, targets in bad.items() if targets}
+    assert not bad, f"{rule}: {bad}"
+
+
+def test_only_the_cli_imports_the_tools() -> None:
+    """The tools (mutants, power, bench) measure the harness; nothing but the CLI (and the tools) reaches them."""
+    bad = {name: sorted(t for t in imported if _within(t, ("metadata_builders.tools",)))
+           for name, imported in _importers(("metadata_builders", "strategies")).items()
+           if not _within(name, ("metadata_builders.tools", "metadata_builders.cli"))}
+    assert not {n: t for n, t in bad.items() if t}

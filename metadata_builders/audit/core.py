@@ -23,6 +23,7 @@ import torch
 from torch.overrides import _pop_mode, _push_mode
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from metadata_builders.harness import session
 from metadata_builders.audit import shortcuts
 from metadata_builders.audit.device_model import _caller_stage, _HipDeviceModel, _model_bookkeeping
 from metadata_builders.audit.function_level import _FunctionLayer, _FunctionLevel
@@ -288,3 +289,6 @@ class _DispatchLayer(TorchDispatchMode):
         return self.audit.on_dispatch(func, args, kwargs or {})
 
 
+
+
+session.on_session(DeviceAudit.session)  # every harness session installs the direct entries once

@@ -62,12 +62,14 @@ class Registration:
     """Several routes, each judged on its own; empty: the name is its own only route."""
     needs_sglang_tree: bool = False
     """A gate on a repository imports it from the side's ``python/sglang``."""
+    pure_python: bool = False
+    """It builds plain lists, no tensors: ``--device meta`` (shapes only) has nothing to show of it."""
 
 
 _TORCH_ROUTE = "metadata_builders.sglang_adapter:torch_route"
 
 REGISTRY: dict[str, Registration] = {
-    "reference": Registration("reference", "the pure-Python specification"),
+    "reference": Registration("reference", "the pure-Python specification", pure_python=True),
     "hip": Registration("hip", "the bundled torch builder"),
     "sglang": Registration(
         "sglang", "the installed SGLang's own target-verify code", upstream=True, coverage=True,

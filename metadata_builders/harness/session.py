@@ -23,23 +23,23 @@ import contextlib
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Callable
 
 __all__ = ["active", "apply_torch_flags", "harness_session", "on_session", "torch_flags"]
 
 _LOCK = threading.RLock()
 _DEPTH = 0
-_HOOKS: list[tuple[Callable[[], None], Callable[[], None]]] = []
+_HOOKS: list[Callable[[], contextlib.AbstractContextManager[Any]]] = []
 
 
-def on_session(enter: Callable[[], None], leave: Callable[[], None]) -> None:
-    """Run ``enter`` when an outermost session opens (and now, inside one) and ``leave`` when it closes.
+def on_session(part: Callable[[], contextlib.AbstractContextManager[Any]]) -> None:
+    """Enter ``part()`` whenever an outermost session opens, exit it when the session closes.
 
-    How a room with a switch of its own joins the session without the session knowing it
-    (the launch memo registers itself on import).
+    How a room with a switch of its own joins the session without the session knowing it:
+    the audit registers its direct entries, the launch memo its torch flags, each on import.
     """
-    if (enter, leave) not in _HOOKS:
-        _HOOKS.append((enter, leave))
+    if part not in _HOOKS:
+        _HOOKS.append(part)
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,8 +96,6 @@ def harness_session(*, hypothesis_home: str | None = None) -> Iterator[None]:
             with _LOCK:
                 _DEPTH -= 1
         return
-    from metadata_builders.audit import DeviceAudit
-
     before = torch_flags()
     stack = contextlib.ExitStack()
     try:
@@ -107,10 +105,8 @@ def harness_session(*, hypothesis_home: str | None = None) -> Iterator[None]:
             set_hypothesis_home_dir(hypothesis_home)
             stack.callback(set_hypothesis_home_dir, None)
         stack.callback(_set_torch_flags, before)
-        stack.enter_context(DeviceAudit.session())
-        for enter, leave in list(_HOOKS):
-            stack.callback(leave)
-            enter()
+        for part in list(_HOOKS):
+            stack.enter_context(part())
         yield
     finally:
         try:

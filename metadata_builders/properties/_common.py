@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Iterable, Literal
 
 from metadata_builders.batch import VerifyBatch
@@ -63,6 +64,12 @@ def _compare(prop: str, variant: Variant, expected: VerifyMetadata, actual: Veri
             prop, variant, f"{what}: fields differ",
             field=mismatch.field, index=mismatch.index, expected=mismatch.expected, actual=mismatch.actual, check=check,
         )
+
+
+def _decided(md: VerifyMetadata) -> dict[str, Any]:
+    """The decision's values P1 and P9 compare, by name (``num_tokens``, ``max_seq_len``, ...)."""
+    values = dataclasses.asdict(md.decision)
+    return {name: values[name] for name in _DECISION_NAMES}
 
 
 def _capture(prop: str, builder: Any, batch: VerifyBatch, variant: Variant) -> Any:

@@ -10,6 +10,7 @@ from metadata_builders.properties._common import (
     Partial,
     _clean,
     _compare,
+    _decided,
     _describe,
     _fail,
     _name,
@@ -36,8 +37,9 @@ def check_p1_reference(builder, batch: VerifyBatch) -> list[str]:
                                  f"{', '.join(actual.not_observable)}", "observability"))
         _compare("P1", variant, expected, actual, "builder vs reference", check="p1.vs_reference")
         _check_dtypes("P1", variant, actual)
+        want, got = _decided(expected), _decided(actual)
         for name in _DECISION_NAMES:
-            e, a = getattr(expected.decision, name), getattr(actual.decision, name)
+            e, a = want[name], got[name]
             if e != a:
                 raise _fail("P1", variant, "decision differs from the reference", field=f"decision.{name}", expected=e, actual=a,
                             check="p1.decision")
@@ -61,8 +63,9 @@ def p1_differences(builder, batch: VerifyBatch) -> set[str]:
         for name in FIELD_NAMES:
             if name in actual.fields and first_difference(expected.fields, actual.fields, (name,)) is not None:
                 found.add(f"{variant.label}|{name}")
+        want, got = _decided(expected), _decided(actual)
         for name in _DECISION_NAMES:
-            if getattr(expected.decision, name) != getattr(actual.decision, name):
+            if want[name] != got[name]:
                 found.add(f"{variant.label}|decision.{name}")
         found.update(f"{variant.label}|{name}.dtype" for name, _, _ in _wrong_dtypes(actual))
         if actual.audit.faults:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from metadata_builders.batch import VerifyBatch
@@ -160,7 +161,7 @@ def _check_pads_inert(batch: VerifyBatch, variant: Variant, md: VerifyMetadata) 
             continue
         for name in (n for n in f if n in FIELDS and FIELDS[n].tail is not None):
             tail = FIELDS[name].tail
-            want = getattr(batch.geometry, tail) if isinstance(tail, str) else tail
+            want = dataclasses.asdict(batch.geometry)[tail] if isinstance(tail, str) else tail
             if f[name][t] != want:
                 raise _fail("P5", variant, "an uncovered-tail token is not inert", field=name, index=(t,),
                             expected=want, actual=f[name][t], check="p5.tail_inert")

@@ -27,6 +27,7 @@ from metadata_builders.properties._common import (
     Partial,
     _clean,
     _compare,
+    _decided,
     _fail,
     _name,
     _variants,
@@ -175,15 +176,14 @@ def check_p9_no_hidden_state(builder, batch: VerifyBatch) -> list[str]:
         clean = clean or builder.fresh()
         want = clean.build(batch, variant)
         _compare("P9", variant, want, got, what, check="p9.vs_fresh_builder")
+        wanted, seen = _decided(want), _decided(got)
         for name in _DECISION_NAMES:
-            if getattr(want.decision, name) != getattr(got.decision, name):
+            if wanted[name] != seen[name]:
                 raise _fail("P9", variant, f"{what}: the decision differs", field=f"decision.{name}",
-                            expected=getattr(want.decision, name), actual=getattr(got.decision, name),
-                            check="p9.decision")
+                            expected=wanted[name], actual=seen[name], check="p9.decision")
     return notes
 
 
 def _same(expected: Any, actual: Any) -> bool:
     """Fields and decision as the reference has them (the fast path: no fresh builder needed)."""
-    return first_difference(expected.fields, actual.fields) is None and all(
-        getattr(expected.decision, n) == getattr(actual.decision, n) for n in _DECISION_NAMES)
+    return first_difference(expected.fields, actual.fields) is None and _decided(expected) == _decided(actual)
