@@ -70,7 +70,7 @@ import os
 import torch
 if os.environ["KEEP_TORCH"] == "0":
     assert torch.__version__.startswith(os.environ["TORCH_VERSION"]), f"pip replaced torch: {torch.__version__}"
-from metadata_builders.sglang_adapter import SGLangBuilder, upstream_version
+from metadata_builders.builders.sglang import SGLangBuilder, upstream_version
 builder = SGLangBuilder("cpu")
 print(f"sglang {upstream_version()} importable on torch {torch.__version__}: {builder.upstream.describe()}")
 PY

@@ -9,7 +9,7 @@ work without it.
 from __future__ import annotations
 
 from metadata_builders.batch import SCHEMA, Compression, Divergence, Geometry, GraphTier, VerifyBatch
-from metadata_builders.builders import AuditedBuilder, Builder, GraphBuilder, GraphPhases, get_builder, resolve_device
+from metadata_builders.builders import AuditedBuilder, Builder, GraphPhases, get_builder
 from metadata_builders.errors import (
     BuilderNotFound,
     InvalidBatch,
@@ -18,7 +18,7 @@ from metadata_builders.errors import (
     PropertyFailure,
     StaleMirror,
 )
-from metadata_builders.inputs import VerifyInputs
+from metadata_builders.harness.inputs import VerifyInputs
 from metadata_builders.metadata import (
     FIELD_NAMES,
     Audit,
@@ -29,10 +29,10 @@ from metadata_builders.metadata import (
     SyncRecord,
     TokenMap,
     VerifyMetadata,
-    first_difference,
 )
 from metadata_builders.reference import ReferenceBuilder
-from metadata_builders.variants import Variant, apply_gate, divergence_applies, variants_for
+from metadata_builders.properties.spec import batches_for
+from metadata_builders.variants import Variant, divergence_applies, variants_for
 
 __all__ = [
     "FIELD_NAMES",
@@ -46,7 +46,6 @@ __all__ = [
     "Divergence",
     "FaultRecord",
     "Geometry",
-    "GraphBuilder",
     "GraphPhases",
     "GraphTier",
     "InputChange",
@@ -63,12 +62,31 @@ __all__ = [
     "VerifyBatch",
     "VerifyInputs",
     "VerifyMetadata",
-    "apply_gate",
+    "batches_for",
     "divergence_applies",
-    "first_difference",
     "get_builder",
-    "resolve_device",
     "variants_for",
 ]
 
 __version__ = "0.2.0"
+
+_MOVED = {
+    "GraphBuilder": ("metadata_builders.builders.contract", "GraphBuilder"),
+    "apply_gate": ("metadata_builders.variants", "apply_gate"),
+    "first_difference": ("metadata_builders.metadata", "first_difference"),
+    "resolve_device": ("metadata_builders.devices", "resolve_device"),
+}
+"""0.2 exported these helpers from the facade; they are no interface (DESIGN.md section 4).  One release more
+they still import from here, with a DeprecationWarning naming their module."""
+
+
+def __getattr__(name: str) -> object:
+    if name in _MOVED:
+        import importlib
+        import warnings
+
+        module, attr = _MOVED[name]
+        warnings.warn(f"metadata_builders.{name} is no interface; import it from {module}", DeprecationWarning,
+                      stacklevel=2)
+        return getattr(importlib.import_module(module), attr)
+    raise AttributeError(f"module 'metadata_builders' has no attribute {name!r}")

@@ -25,10 +25,10 @@ from metadata_builders.devices import DEVICE_HELP, usable_device
 from metadata_builders.errors import MetadataBuildersError, UsageError
 from metadata_builders.properties import PROPERTIES, PropertySpec
 from metadata_builders.reference import expected_faults, expected_host_syncs, verify_extension
-from metadata_builders.report import format_table, replay_command, write_junit, write_replay_file
+from metadata_builders.runs.report import format_table, replay_command, write_junit, write_replay_file
 from metadata_builders.tools import bench, mutants, power
 from metadata_builders.variants import divergence_applies, variants_for
-from metadata_builders.check_runs import check_settings, resolve_workers, run_check_in_workers, run_in_order
+from metadata_builders.runs.check_runs import check_settings, resolve_workers, run_check_in_workers, run_in_order
 
 __all__ = ["main"]
 
@@ -77,7 +77,7 @@ def _check_rows(args: argparse.Namespace, runs: list, known: dict[str, str | Non
 
 def _reproduced(builder, run) -> dict:
     """Replay the failure on a fresh builder before its file is written; what the file must carry to reproduce."""
-    from metadata_builders.reproduce import reproduce
+    from metadata_builders.runs.reproduce import reproduce
 
     found = reproduce(builder, run.spec, run.batch, run.history)
     if not found.verified:
@@ -110,7 +110,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     One harness session around it all: torch and Hypothesis are as they were when it returns.
     """
     from metadata_builders.harness import harness_session
-    from metadata_builders.profiles import work_dir
+    from metadata_builders.runs.profiles import work_dir
 
     args.device = usable_device(args.device)  # before anything runs: a job without its GPU stops here, exit 2
     check_settings(args)
@@ -198,7 +198,7 @@ def _upstream_coverage(family: str):
     if not registration(family).coverage:
         yield []
         return
-    from metadata_builders.sglang_adapter import coverage
+    from metadata_builders.builders.sglang import coverage
 
     with coverage.recording() as builds:
         yield builds
@@ -208,7 +208,7 @@ def _known(upstream: bool, run) -> str | None:
     """The known upstream finding a failed run is (upstream subjects only: findings describe upstream code)."""
     if run.passed or run.batch is None or not upstream:
         return None
-    from metadata_builders.findings import known_finding
+    from metadata_builders.runs.findings import known_finding
 
     return known_finding(run.failure, run.batch)
 

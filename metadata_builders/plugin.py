@@ -37,7 +37,7 @@ from typing import Any
 
 import pytest
 
-from metadata_builders.profiles import PROFILES, hypothesis_name, register_profiles
+from metadata_builders.runs.profiles import PROFILES, hypothesis_name, register_profiles
 
 _DEVICE = pytest.StashKey[str]()
 _BUILDER = pytest.StashKey[Any]()

@@ -1,4 +1,4 @@
-"""The audit recognises an interpreted Triton launch from any builder (metadata_builders/audit_triton.py).
+"""The audit recognises an interpreted Triton launch from any builder (metadata_builders/audit/triton.py).
 
 A builder of our own -- not SGLang's -- launches a small Triton kernel under
 ``TRITON_INTERPRET=1``: the launch passes provenance through (a read of the
@@ -24,12 +24,12 @@ import torch
 
 from _examples import EXAMPLES
 
-from metadata_builders import audit_triton
+from metadata_builders.audit import triton as audit_triton
 from metadata_builders.audit import DeviceAudit
 from metadata_builders.builders import AuditedBuilder
 from metadata_builders.errors import PropertyFailure
-from metadata_builders.graph_recorder import GraphRecorder
-from metadata_builders.hip import HipBuilder
+from metadata_builders.harness.graph_recorder import GraphRecorder
+from metadata_builders.builders.hip import HipBuilder
 from metadata_builders.properties import check_p5_graph_vs_eager, check_p7_capture_safety
 
 pytestmark = pytest.mark.triton

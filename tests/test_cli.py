@@ -12,7 +12,7 @@ from metadata_builders.cli import main
 from metadata_builders.properties import PROPERTIES
 
 BUGGY = '''
-from metadata_builders.hip import HipBuilder
+from metadata_builders.builders.hip import HipBuilder
 
 
 class RingOffByOne(HipBuilder):
@@ -97,7 +97,7 @@ def test_variants_lists_sync_contract_and_fault_exposure(capsys):
 DYING = '''
 import os
 
-from metadata_builders.hip import HipBuilder
+from metadata_builders.builders.hip import HipBuilder
 
 
 class DiesInItsWorker(HipBuilder):
@@ -144,7 +144,7 @@ def test_workers_must_be_auto_or_a_positive_count(capsys):
 # -- one line for every bad input ----------------------------------------------------------------------
 
 NEWCOMER = '''
-from metadata_builders.hip import HipBuilder
+from metadata_builders.builders.hip import HipBuilder
 
 
 class BrokenInit(HipBuilder):

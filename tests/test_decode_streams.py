@@ -21,7 +21,7 @@ import torch
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from metadata_builders.hip_streams import decode_index_streams_torch
+from metadata_builders.builders.hip.streams import decode_index_streams_torch
 from metadata_builders.reference.streams import (
     STREAM_FIELDS,
     canonical_streams,

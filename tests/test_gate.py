@@ -73,7 +73,7 @@ def test_two_runs_give_the_same_verdicts_and_replay_files(tmp_path, capsys) -> N
 
 BUILDER_MODULE = '''
 """A stand-in for the backend under review: hip, with an optional planted regression."""
-from metadata_builders.hip import HipBuilder
+from metadata_builders.builders.hip import HipBuilder
 
 PLANTED = {planted}
 
@@ -124,12 +124,19 @@ def test_the_gate_tests_each_refs_own_tree(mini_repo, tmp_path, capsys) -> None:
 def test_an_unknown_ref_or_a_tree_without_sglang_is_a_usage_error(mini_repo, tmp_path, capsys) -> None:
     """Setup errors exit 2 and say what is wrong, never a verdict."""
     assert main(["gate", "--base", "no-such-ref", "--repo", str(mini_repo), *FAST]) == 2
-    assert "no-such-ref" in capsys.readouterr().err
+    assert "unknown ref `no-such-ref`" in capsys.readouterr().err
     assert main(["gate", "--base", "main", "--repo", str(tmp_path), *FAST]) == 2
+    assert "is not inside a git repository" in capsys.readouterr().err
+    subprocess.run(["git", "-C", str(mini_repo), "checkout", "-q", "main"], check=True)
+    subprocess.run(["git", "-C", str(mini_repo), "rm", "-q", "-r", "python/sglang"], check=True)
+    subprocess.run(["git", "-C", str(mini_repo), "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-q", "-m",
+                    "no sglang"], check=True)
+    assert main(["gate", "--base", "main", "--repo", str(mini_repo), "--builder", "sglang", *FAST]) == 2
+    assert "has no python/sglang" in capsys.readouterr().err
 
 
 TWO_BUGS = '''
-from metadata_builders.hip import HipBuilder
+from metadata_builders.builders.hip import HipBuilder
 
 
 class KnownBug(HipBuilder):

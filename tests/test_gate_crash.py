@@ -22,7 +22,7 @@ from tests._modules import importable_module
 
 MISBEHAVING = '''
 import os, signal, time
-from metadata_builders.hip import HipBuilder
+from metadata_builders.builders.hip import HipBuilder
 
 
 class KilledOnThree(HipBuilder):

@@ -217,7 +217,7 @@ def test_a_bug_in_upstreams_torch_fallback_gates_red_on_the_torch_route(planted_
     assert "BLOCKS" not in _row(out, "P1"), out
     replays = [n for n in os.listdir(tmp_path / "failures") if n.startswith("P1-torch-") and n.endswith(".json")]
     assert replays, out
-    assert "--builder metadata_builders.sglang_adapter:torch_route" in out
+    assert "--builder metadata_builders.builders.sglang:torch_route" in out
 
 
 def test_the_host_mirror_feeding_the_compress_plans_off_by_one_gates_red(planted_repo, cache_dir, tmp_path,
@@ -237,7 +237,7 @@ def test_the_host_mirror_feeding_the_compress_plans_off_by_one_gates_red(planted
 def test_a_graph_replay_regression_gates_red_through_the_recorder(planted_repo, cache_dir, tmp_path, capsys,
                                                                  branch: str) -> None:
     """Issue 18's bugs in upstream's two graph phases: only a replay as a GPU runs it (recorded) sees them."""
-    from metadata_builders.sglang_adapter.releases import Capabilities, upstream_version
+    from metadata_builders.builders.sglang.releases import Capabilities, upstream_version
 
     repo, plants = planted_repo
     plant = GRAPH_PLANTS[branch]

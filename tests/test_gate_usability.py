@@ -25,7 +25,7 @@ MUTANT = "metadata_builders.tools.mutants:dropped_dspark_gate"
 FAST = ["--properties", "P4", "--examples", "6", "--workers", "0", "--no-pictures"]
 
 HEADS = '''
-from metadata_builders.hip import HipBuilder
+from metadata_builders.builders.hip import HipBuilder
 
 
 class NoReplay(HipBuilder):
@@ -65,7 +65,7 @@ def heads(tmp_path, monkeypatch):
 
 
 BACKEND = '''
-from metadata_builders.hip import HipBuilder
+from metadata_builders.builders.hip import HipBuilder
 
 
 class Backend(HipBuilder):
@@ -224,8 +224,11 @@ def test_base_results_are_cached_by_side_and_harness(tmp_path, capsys) -> None:
     assert "base: 6 outcomes from the cache" in again and "head: 6 outcomes from the cache" not in again
     assert main([*args, "--head-builder", "hip", "--no-cache"]) == 0
     assert "from the cache" not in capsys.readouterr().out
+    entries = len(os.listdir(cache))
     assert main([*args, "--examples", "7", "--head-builder", "hip"]) == 0  # another corpus
-    assert "base: 7 outcomes from the cache" not in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert not re.search(r"^  base: \d+ outcomes from the cache", out, re.M)  # base evaluated afresh
+    assert len(os.listdir(cache)) == entries + 1  # under a key of its own (head = base's builder: its entry)
     entry = json.loads((cache / min(os.listdir(cache))).read_text())
     assert {"side", "harness", "corpus", "properties", "device", "torch"} <= set(entry["key"])
 
@@ -258,7 +261,7 @@ def test_a_markdown_summary_for_the_pull_request_page(tmp_path, monkeypatch, cap
 
 def test_both_f2c_batches_are_labelled_f2c() -> None:
     """P1 judges a diverging batch without its divergence: an F2c batch drawn with one is F2c too, as on the other."""
-    from metadata_builders.findings import Seen, _absorbs_past_width, known_finding
+    from metadata_builders.runs.findings import Seen, _absorbs_past_width, known_finding
 
     p6 = [p for p in PROPERTIES if p.name == "P6"]
     diverging = [b for b in build_corpus(p6, 30) if _absorbs_past_width(b.without_divergence())]
@@ -272,7 +275,7 @@ def test_both_f2c_batches_are_labelled_f2c() -> None:
 
 def test_f11_is_known_only_where_the_installed_release_keeps_c4_state_in_the_swa_pool(monkeypatch) -> None:
     """A c4 plan difference is F11 on 0.5.18/0.5.19 (their semantics); on any later release it is a bug."""
-    import metadata_builders.findings as findings
+    import metadata_builders.runs.findings as findings
     from metadata_builders.batch import VerifyBatch
 
     d = json.loads((pathlib.Path(__file__).parent / "regressions" / "sglang"
@@ -292,7 +295,7 @@ def test_f11_is_known_only_where_the_installed_release_keeps_c4_state_in_the_swa
 def test_f12_is_known_where_p8_builds_the_diverged_batch() -> None:
     """P8 builds a batch with its divergence: upstream's assertion on the stale ragged total is F12 there."""
     from metadata_builders.batch import VerifyBatch
-    from metadata_builders.findings import Seen, known_finding
+    from metadata_builders.runs.findings import Seen, known_finding
 
     d = json.loads((pathlib.Path(__file__).parent / "regressions" / "sglang"
                     / "f12_compression_asserts_on_stale_ragged_device_total.json").read_text())
@@ -307,7 +310,7 @@ def test_f12_is_known_where_p8_builds_the_diverged_batch() -> None:
 # -- GREEN only when something was judged ------------------------------------------------------------------
 
 RAISING = '''
-from metadata_builders.hip import HipBuilder
+from metadata_builders.builders.hip import HipBuilder
 
 
 class NoGpuHere(HipBuilder):

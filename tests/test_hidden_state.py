@@ -20,10 +20,10 @@ from metadata_builders import Geometry, GraphTier, VerifyBatch, get_builder
 from metadata_builders.builders import AuditedBuilder
 from metadata_builders.cli import main as cli_main
 from metadata_builders.errors import PropertyFailure
-from metadata_builders.hip import HipBuilder
+from metadata_builders.builders.hip import HipBuilder
 from metadata_builders.properties import PROPERTIES, check_p9_no_hidden_state, history_for
-from metadata_builders.report import write_replay_file
-from metadata_builders.reproduce import reproduce
+from metadata_builders.runs.report import write_replay_file
+from metadata_builders.runs.reproduce import reproduce
 from metadata_builders.tools.mutants import mutant_builder
 
 P1 = next(spec for spec in PROPERTIES if spec.name == "P1")
@@ -84,7 +84,7 @@ def test_a_replay_file_carries_its_history_and_replays_red(tmp_path) -> None:
 
 
 FORGETFUL = '''
-from metadata_builders.hip import HipBuilder
+from metadata_builders.builders.hip import HipBuilder
 
 
 class Forgetful(HipBuilder):

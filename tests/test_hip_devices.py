@@ -6,7 +6,8 @@ import pytest
 import torch
 from _examples import EXAMPLES
 
-from metadata_builders import first_difference, get_builder, variants_for
+from metadata_builders import get_builder, variants_for
+from metadata_builders.metadata import first_difference
 from metadata_builders.metadata import PER_ENTRY, fields_for
 
 # Graph-path batches whose shapes do not depend on values: a uniform tier and an uncapped ragged tier.

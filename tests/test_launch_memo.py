@@ -1,4 +1,4 @@
-"""What the launch memo may and may not remember (metadata_builders/launch_memo.py).
+"""What the launch memo may and may not remember (metadata_builders/audit/launch_memo.py).
 
 A remembered launch must leave exactly the storages a run would leave; every
 change to what a kernel reads -- a value, a value past the view in the same
@@ -22,7 +22,7 @@ tl = pytest.importorskip("triton.language")
 
 import torch
 
-from metadata_builders import launch_memo
+from metadata_builders.audit import launch_memo
 from metadata_builders.audit import DeviceAudit
 
 pytestmark = pytest.mark.triton

@@ -32,7 +32,8 @@ from metadata_builders import (
     get_builder,
     variants_for,
 )
-from metadata_builders import hip as hip_module
+from metadata_builders.builders import AuditedBuilder
+from metadata_builders.builders.hip import pipeline as hip_module
 from metadata_builders.cli import SUBCOMMANDS, build_parser
 from metadata_builders.cli import main as cli_main
 from metadata_builders.properties import (
@@ -44,7 +45,7 @@ from metadata_builders.properties import (
     same_tier_batch,
 )
 from metadata_builders.properties.state import play_history
-from metadata_builders.runner import run_property
+from metadata_builders.runs.runner import run_property
 from metadata_builders.tools.mutants import (
     MUTANTS,
     MutantBuilder,
@@ -280,6 +281,13 @@ def test_the_mutated_stage_is_restored_after_every_build() -> None:
     assert hip_module.core_metadata is original
     with pytest.raises(InvalidVariant):
         builder.build(EXAMPLES["single_request"], variants_for(EXAMPLES["uniform_eagle_batch_of_three"])[-1])
+    assert hip_module.core_metadata is original
+    raising = MutantSpec("core_raises", "core_metadata", "raises inside the patched stage", "a test of the restore",
+                         find=MUTANTS["swa_topk_clamp_window_minus_one"].find,
+                         replace='(_ for _ in ()).throw(RuntimeError("boom inside the mutated stage"))')
+    with pytest.raises(RuntimeError, match="boom inside the mutated stage"):
+        AuditedBuilder(MutantBuilder(raising), "cpu", "raising").build(
+            EXAMPLES["single_request"], variants_for(EXAMPLES["single_request"])[0])
     assert hip_module.core_metadata is original
 
 

@@ -88,7 +88,7 @@ def test_a_profile_of_the_users_own_is_kept(pytester: pytest.Pytester) -> None:
         from hypothesis import settings
 
         def test_theirs():
-            from metadata_builders.profiles import load_profile
+            from metadata_builders.runs.profiles import load_profile
 
             assert load_profile("ci").max_examples == 100  # the harness's ci, under its own name
             assert settings.get_current_profile_name() == "ci" and settings.get_profile("ci").max_examples == 7

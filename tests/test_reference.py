@@ -14,7 +14,8 @@ from __future__ import annotations
 import pytest
 from _examples import EXAMPLES, GEOMETRY, make_batch
 
-from metadata_builders import GraphTier, Variant, first_difference, get_builder, variants_for
+from metadata_builders import GraphTier, Variant, get_builder, variants_for
+from metadata_builders.metadata import first_difference
 from metadata_builders.metadata import fields_for
 
 PAD4 = [-1, -1, -1, -1]

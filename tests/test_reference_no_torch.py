@@ -77,7 +77,8 @@ def test_package_import_and_get_builder_reference_without_torch() -> None:
     """``import metadata_builders`` does not import torch, and get_builder("reference") works without it."""
     script = """
         import metadata_builders
-        from metadata_builders import Variant, VerifyBatch, get_builder, resolve_device
+        from metadata_builders import Variant, VerifyBatch, get_builder
+        from metadata_builders.devices import resolve_device
 
         assert "torch" not in sys.modules, "metadata_builders imported torch at import time"
         assert resolve_device("auto") == "cpu"

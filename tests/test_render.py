@@ -191,6 +191,28 @@ def test_eagle_ungated_host_mirror_reports_an_oob_write() -> None:
     assert a.notes == ()  # the builder's faults match the fault model
 
 
+class HidesItsFaults:
+    """hip with every device fault dropped from its audit: a builder the fault model disagrees with."""
+
+    name = "hides-its-faults"
+
+    def __init__(self) -> None:
+        self.inner = get_builder("hip", "cpu")
+
+    def build(self, batch: VerifyBatch, variant) -> VerifyMetadata:
+        import dataclasses
+
+        md = self.inner.build(batch, variant)
+        return VerifyMetadata(md.fields, md.decision, dataclasses.replace(md.audit, faults=[]))
+
+
+def test_faults_that_leave_the_fault_model_are_noted_and_the_picture_is_not_clean() -> None:
+    """A builder that shows no fault where the model predicts one: a note per variant saying both, never clean."""
+    a = analyse(RUN_AHEAD, builder=HidesItsFaults())
+    assert a.faults == () and not a.is_clean
+    assert any("builder saw no fault" in n and "the fault model expects oob_write x1" in n for n in a.notes)
+
+
 def test_device_lengths_falling_behind_leave_an_uninitialised_tail() -> None:
     """A trusted output_size above the device sum leaves the map's last element uninitialised; that cell is marked."""
     a = analyse(FALLEN_BEHIND, "hip", "cpu")

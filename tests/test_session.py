@@ -5,13 +5,13 @@ from __future__ import annotations
 import pytest
 import torch
 
-from metadata_builders import launch_memo
+from metadata_builders.audit import launch_memo
 from metadata_builders.cli import main
 from metadata_builders.harness import harness_session, torch_flags
 
 MEMO_WANTING = '''
-from metadata_builders import launch_memo
-from metadata_builders.hip import HipBuilder
+from metadata_builders.audit import launch_memo
+from metadata_builders.builders.hip import HipBuilder
 
 
 class WantsTheMemo(HipBuilder):
@@ -62,13 +62,18 @@ def test_a_users_own_flags_survive(wants_memo) -> None:
     from metadata_builders import get_builder
 
     torch.use_deterministic_algorithms(True)
+    fill = torch.utils.deterministic.fill_uninitialized_memory
+    torch.utils.deterministic.fill_uninitialized_memory = False
     try:
+        before = torch_flags()
         get_builder(wants_memo, "cpu")
         with harness_session():
-            pass
-        assert torch.are_deterministic_algorithms_enabled() and not torch.is_deterministic_algorithms_warn_only_enabled()
+            assert launch_memo.enabled() and not torch.is_deterministic_algorithms_warn_only_enabled()
+            assert torch.utils.deterministic.fill_uninitialized_memory
+        assert torch_flags() == before
     finally:
         torch.use_deterministic_algorithms(False)
+        torch.utils.deterministic.fill_uninitialized_memory = fill
 
 
 def test_the_plugin_in_process_leaves_torch_as_it_found_it(pytester: pytest.Pytester, wants_memo) -> None:

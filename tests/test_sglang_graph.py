@@ -1,6 +1,6 @@
 """Graph replay on upstream: the adapter's two phases, recorded and re-executed as a GPU does it.
 
-The adapter plays SGLang's decode graph runner (``sglang_adapter/graph.py``):
+The adapter plays SGLang's decode graph runner (``builders/sglang/graph.py``):
 capture runs ``init_forward_metadata_out_graph(in_capture=True)`` and records
 ``init_forward_metadata_in_graph``; every replay refills the static buffers, runs
 the out-graph phase in Python and re-executes the recording.  These tests pin
@@ -20,7 +20,7 @@ import pytest
 
 from metadata_builders import GraphTier, Variant, get_builder
 from metadata_builders.errors import PropertyFailure
-from metadata_builders.findings import known_finding
+from metadata_builders.runs.findings import known_finding
 from metadata_builders.properties import check_p5_graph_vs_eager, check_p7_capture_safety
 from tests._examples import EXAMPLES, make_batch
 

@@ -43,7 +43,7 @@ def test_low_ratio_batches_match_reference(sglang, upstream, name: str, low: str
 
 def test_low_ratio_fields_are_judged_or_named(sglang, upstream) -> None:
     """0.5.22+ report every low-ratio field and the coverage counts 6 more per ratio; older releases name them."""
-    from metadata_builders.sglang_adapter.coverage import coverage_of  # imports SGLang: inside the test
+    from metadata_builders.builders.sglang.coverage import coverage_of  # imports SGLang: inside the test
 
     batch = EXAMPLES["uniform_across_c128_and_page"](Compression(low_ratios=(1, 2)))
     variant = variants_for(batch)[0]

@@ -20,7 +20,7 @@ import torch
 from metadata_builders.audit import DeviceAudit, is_device_resident
 from metadata_builders.metadata import canonical_plan
 
-_ADAPTER = Path(__file__).parents[1] / "metadata_builders" / "sglang_adapter"
+_ADAPTER = Path(__file__).parents[1] / "metadata_builders" / "builders" / "sglang"
 
 
 def _load(file: str):

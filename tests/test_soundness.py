@@ -105,7 +105,7 @@ def test_the_bundled_builder_faults_as_modelled_without_reading_the_divergence()
     """hip never sees the batch: the harness delivers the divergence to its async copy, and it faults as modelled."""
     import inspect
 
-    from metadata_builders import hip
+    from metadata_builders.builders.hip import pipeline as hip
 
     assert ".divergence" not in inspect.getsource(hip) and "batch" not in inspect.getsource(hip.target_verify)
     with open(os.path.join(os.path.dirname(HERE), "eagle_host_mirror_run_ahead.json")) as fh:
@@ -127,7 +127,7 @@ class _NoReplay:
     name = "no-replay"
 
     def __init__(self, device: str = "cpu") -> None:
-        from metadata_builders.hip import HipBuilder
+        from metadata_builders.builders.hip import HipBuilder
 
         self._hip = HipBuilder(device)
 
@@ -137,10 +137,15 @@ class _NoReplay:
 
 def test_a_property_that_could_not_fully_run_is_partial_not_held() -> None:
     """P5 on a builder without capture/replay is partial, and says why; so is P2's stale-mirror check."""
+    from metadata_builders.batch import Divergence
+
     builder = AuditedBuilder(_NoReplay(), "cpu", "no-replay")
     results = run_all(builder, EXAMPLES["uniform_eagle_batch_of_three"])
     assert results["P5"].status == "partial" and "capture()/replay()" in results["P5"].why
     assert results["P1"].status == "held"
+    stale = EXAMPLES["uniform_eagle_batch_of_three"].replace(divergence=Divergence(None, (3, 5, 7)))
+    results = run_all(builder, stale)
+    assert results["P2"].status == "partial" and "stale mirror not checked" in results["P2"].why
 
 
 def test_a_batch_built_builder_is_deprecated_but_still_audited() -> None:

@@ -38,7 +38,7 @@ from metadata_builders.audit.residency import (
     _tensors,
     is_device_resident,
 )
-from metadata_builders.audit_triton import unwatch_launches, watch_launches
+from metadata_builders.audit.triton import unwatch_launches, watch_launches
 from metadata_builders.metadata import FaultRecord, ReadKind, SyncRecord, TokenMap
 
 __all__ = ["DeviceAudit", "kernel_launch"]
@@ -244,7 +244,7 @@ def kernel_launch(arguments: Any) -> Iterator[None]:
     arguments to the host, which no GPU launch does), then mark what it wrote: every
     tensor among ``arguments`` (nested lists, tuples, dicts) may now depend on what any
     of them read.  Every active audit is suspended (nested audits see each other's ops);
-    any builder's interpreted launch gets here (:mod:`metadata_builders.audit_triton`)."""
+    any builder's interpreted launch gets here (:mod:`metadata_builders.audit.triton`)."""
     tensors = list(_tensors(arguments))
     watching = [audit for audit in _ACTIVE if not audit._suspended]
     if not watching:

@@ -28,8 +28,8 @@ from metadata_builders.reference.streams import canonical_streams
 
 if TYPE_CHECKING:
     from metadata_builders.batch import VerifyBatch
-    from metadata_builders.graph_recorder import RecordedGraph
-    from metadata_builders.inputs import VerifyInputs
+    from metadata_builders.harness.graph_recorder import RecordedGraph
+    from metadata_builders.harness.inputs import VerifyInputs
     from metadata_builders.variants import Variant
 
 __all__ = ["AuditedBuilder", "Captured", "MemoBuilder", "construct", "plain_fields"]
@@ -171,7 +171,7 @@ class AuditedBuilder:
             return self._build(batch, variant)
 
     def _build(self, batch: VerifyBatch, variant: Variant) -> VerifyMetadata:
-        from metadata_builders.inputs import make_inputs
+        from metadata_builders.harness.inputs import make_inputs
 
         self._remember(batch)
         if self.takes_batch:
@@ -192,7 +192,7 @@ class AuditedBuilder:
 
     def _capture(self, batch: VerifyBatch, variant: Variant) -> Captured:
         from metadata_builders.audit import DeviceAudit
-        from metadata_builders.inputs import make_inputs
+        from metadata_builders.harness.inputs import make_inputs
 
         if not self.capabilities.replays:
             raise AttributeError(f"builder {self.name!r} has no capture()/replay()")
@@ -202,7 +202,7 @@ class AuditedBuilder:
         inputs = make_inputs(batch, variant, self.device)
         _mark_inputs(inputs)
         if self.capabilities.records_graph:
-            from metadata_builders.graph_recorder import capture_graph
+            from metadata_builders.harness.graph_recorder import capture_graph
 
             state, graph, _ = capture_graph(self.inner, inputs)
             return Captured(variant, inputs, state, graph)
@@ -222,8 +222,8 @@ class AuditedBuilder:
             return self._replay(captured, batch)
 
     def _replay(self, captured: Captured, batch: VerifyBatch) -> VerifyMetadata:
-        from metadata_builders.graph_recorder import replay_graph
-        from metadata_builders.inputs import refill_inputs
+        from metadata_builders.harness.graph_recorder import replay_graph
+        from metadata_builders.harness.inputs import refill_inputs
 
         self._remember(batch)
         refill_inputs(captured.inputs, batch)
@@ -347,7 +347,7 @@ def _delivered_divergence(batch: VerifyBatch, variant: Variant) -> tuple[list[in
     them on ``mirror="device"``, where the model predicts no exposure, receives the
     divergence too, and P6 judges what it then does against the model's
     prediction.  A ragged divergence lives in the device layout the harness hands
-    in (:func:`~metadata_builders.inputs.make_inputs`); nothing to deliver on copies.
+    in (:func:`~metadata_builders.harness.inputs.make_inputs`); nothing to deliver on copies.
     """
     div = batch.divergence
     if batch.is_ragged or div is None or div.extend_seq_lens is None:

@@ -1,12 +1,12 @@
 """The builder contract: what a builder offers, as ``typing.Protocol`` classes (no base class to inherit).
 
 A builder is anything with ``build(inputs) -> VerifyMetadata`` (:class:`Builder`),
-where ``inputs`` is the :class:`~metadata_builders.inputs.VerifyInputs` the harness
+where ``inputs`` is the :class:`~metadata_builders.harness.inputs.VerifyInputs` the harness
 made -- what upstream's caller hands ``init_forward_metadata_target_verify``.  A
 builder that models CUDA/HIP-graph replay names the two phases upstream has
 (:class:`GraphPhases`: ``graph_state``, ``out_graph``, ``in_graph``): the harness
 records the in-graph work at capture and re-executes it at replay, as a GPU does
-(:mod:`~metadata_builders.graph_recorder`).  A 0.2 builder with ``capture(inputs)``
+(:mod:`~metadata_builders.harness.graph_recorder`).  A 0.2 builder with ``capture(inputs)``
 and ``replay(state, inputs)`` (:class:`GraphBuilder`) still runs: its Python replay
 is called, and P5 says the recorded replay was not checked.
 """
@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Mapping, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
-    from metadata_builders.inputs import VerifyInputs
+    from metadata_builders.harness.inputs import VerifyInputs
     from metadata_builders.metadata import Decision, VerifyMetadata
 
 __all__ = ["HISTORY", "Builder", "GraphBuilder", "GraphPhases"]

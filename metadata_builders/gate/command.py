@@ -203,7 +203,7 @@ def _failures_dir(args: argparse.Namespace) -> str:
         return args.failures_dir
     if args.base:
         return os.path.join(os.path.abspath(args.repo), DEFAULT_FAILURES_DIR)
-    from metadata_builders.profiles import work_dir
+    from metadata_builders.runs.profiles import work_dir
 
     return work_dir("failures")
 
@@ -254,7 +254,7 @@ def _run_gate(args: argparse.Namespace) -> int:
 
 def _write_junit(path: str, result: GateResult) -> None:
     """One testcase per property (and one for a crash at head), the not-judged part in its output."""
-    from metadata_builders.report import write_junit
+    from metadata_builders.runs.report import write_junit
 
     cases = [(f"{pv.prop} {pv.title}", pv.seconds, f"new failures: {pv.summary()}" if pv.blocking else None,
               pv.summary() + (f"\nnot judged: {pv.not_judged()}" if pv.not_judged() else ""))

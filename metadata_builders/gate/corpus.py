@@ -31,7 +31,7 @@ shapes), 35 at 10, 15 and 20; at 10 those two are killed by 5 and 2 of the 60 ba
 10 and 3 of 90.  ``ci`` takes 10 because SGLang's gate pays per batch (0.5.23, CPU, two
 workers, the default 80 batches over 8 kinds, P5 and P7 on recorded replays): about 0.6 CPU s
 a batch a side on the Triton route with interpreted launches remembered
-(:mod:`metadata_builders.launch_memo`; 2.4 s without), one build of every variant after P9's
+(:mod:`metadata_builders.audit.launch_memo`; 2.4 s without), one build of every variant after P9's
 history shared by all properties (:func:`~metadata_builders.gate.evaluate.seasoned`), plus the
 process start-up (8 s a worker to import SGLang): base and head on both routes took 120 s on two
 idle cores (322 s without the memo).

@@ -1,7 +1,7 @@
 """What the gate's pieces pass each other: an outcome, a side, a crash, and the environment contract.
 
 Everything here is plain data, importable without torch or pytest, so the
-side's pytest items (:mod:`metadata_builders.gate_items`), the isolation runner
+side's pytest items (:mod:`metadata_builders.gate.items`), the isolation runner
 and the parent process share one vocabulary.
 """
 

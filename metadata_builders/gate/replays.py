@@ -42,7 +42,7 @@ class Replay:
 
 def replay_command(path: str, head: Side) -> str:
     """``[PYTHONPATH=...] metadata-builders replay PATH --builder B``: runnable as printed."""
-    from metadata_builders.report import replay_command as command
+    from metadata_builders.runs.report import replay_command as command
 
     return command(path, head.builder, head.replay_env)
 

@@ -1,6 +1,6 @@
 """Running a side's evaluation in child processes, watched: progress, a per-batch time limit, what killed it.
 
-A side runs as a pytest-xdist run of :mod:`metadata_builders.gate_items` (one
+A side runs as a pytest-xdist run of :mod:`metadata_builders.gate.items` (one
 chunk of the corpus per item), the isolation runner as
 ``python -m metadata_builders.gate.evaluate``; both write the progress files
 :mod:`~metadata_builders.gate.evaluate` describes.  :func:`watch` polls them: it

@@ -1,6 +1,6 @@
 """One side's evaluation: every property on every corpus batch with that side's code.
 
-:func:`run_side` runs :mod:`metadata_builders.gate_items` with pytest-xdist in a
+:func:`run_side` runs :mod:`metadata_builders.gate.items` with pytest-xdist in a
 subprocess whose ``PYTHONPATH`` starts with the side's ``python/`` tree, watched
 (:mod:`~metadata_builders.gate.running`): a progress line every few seconds and a
 per-batch time limit.  It returns what completed and, when the run did not
@@ -59,7 +59,7 @@ def side_env(side: Side, corpus_path: str, out: str, props: list[str], device: s
 def run_side(side: Side, corpus_path: str, props: list[str], workdir: str, workers: str, device: str,
              limit: HangRule | float, total: int) -> SideRun:
     """Evaluate every property on the corpus with ``side``'s code: a watched pytest-xdist run of ``gate_items``."""
-    items = importlib.util.find_spec("metadata_builders.gate_items").origin  # run by pytest, never imported here
+    items = importlib.util.find_spec("metadata_builders.gate.items").origin  # run by pytest, never imported here
     out = tempfile.mkdtemp(prefix=f"{side.name}-", dir=workdir)  # one per run: a builder's routes run in turn
     ini = os.path.join(workdir, "pytest.ini")
     with open(ini, "w") as fh:

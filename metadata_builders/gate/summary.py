@@ -108,7 +108,7 @@ def _pre_existing(result: GateResult) -> str | None:
 
 def text(result: GateResult) -> str:
     """The gate's report for a terminal or CI log, ending with the verdict line."""
-    from metadata_builders.report import format_table
+    from metadata_builders.runs.report import format_table
 
     out = ["", format_table(["property", "what", "gate", "verdicts (batches)"], result.rows())]
     for replay in result.replays:

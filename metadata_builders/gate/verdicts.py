@@ -4,7 +4,7 @@
 difference base did not have -- every difference from the reference for P1, the
 failure's place for the others --, ``changed`` (fails at both, head with fewer
 differences: part fixed), ``pre-existing`` (fails the same way at both; a
-finding id when :mod:`metadata_builders.findings` knows it), ``fixed``,
+finding id when :mod:`metadata_builders.runs.findings` knows it), ``fixed``,
 ``partial`` (the property could not fully run: a blind spot the summary names),
 ``not judged`` (head died or hung before it evaluated the batch).  ``new`` blocks;
 so does a :class:`~metadata_builders.gate.model.Crash` at head.
@@ -156,7 +156,7 @@ def classify(corpus: list[VerifyBatch], props: list[PropertySpec], base: list[Ou
     ``head_side_upstream``: the sides run SGLang's code, so known findings may name
     what already failed at base.
     """
-    from metadata_builders.findings import Seen, known_finding
+    from metadata_builders.runs.findings import Seen, known_finding
 
     by_base = {(o.prop, o.index): o for o in base}
     by_head = {(o.prop, o.index): o for o in head}

@@ -2,7 +2,7 @@
 
 Some upstream code on the target-verify path cannot run on a CPU: a JIT CUDA/HIP
 extension.  The harness runs a model of it there (the compress-plan kernel,
-``c_plan.cuh``, modelled by ``sglang_adapter/plan_kernel.py``) or leaves it out
+``c_plan.cuh``, modelled by ``builders/sglang/plan_kernel.py``) or leaves it out
 where its output is no field of the model (docs/SGLANG.md, "Stubs, and why").
 A pull request that changes such a file changes code the CPU gate never reads:
 reverting a real upstream fix inside ``c_plan.cuh`` would be GREEN there.  So
@@ -38,7 +38,7 @@ class Unjudged:
 
 MODELLED_ON_CPU: tuple[Unjudged, ...] = (
     Unjudged("*/deepseek_v4/c_plan.cuh", "the compress-plan JIT kernel (plan_prefill)",
-             "modelled on CPU by metadata_builders/sglang_adapter/plan_kernel.py"),
+             "modelled on CPU by metadata_builders/builders/sglang/plan_kernel.py"),
     Unjudged("*/deepseek_v4/topk_v2.cuh", "the top-k v2 plan JIT kernel (plan_topk_v2)",
              "not run on CPU (SGLANG_OPT_USE_TOPK_V2=false; topk_metadata is no field of the model)"),
     Unjudged("*/deepseek_v4/online_c128_mtp.cuh", "the online c128 MTP planner",

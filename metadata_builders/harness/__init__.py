@@ -1,10 +1,14 @@
-"""The harness that runs a builder: its process-wide session (more rooms join it: inputs, the graph recorder).
+"""The harness that runs a builder: what it hands the builder, how it replays a graph, its session.
 
-=============  ===================================================================================
-module         what it holds
-=============  ===================================================================================
-``session``    :func:`harness_session`: every process-wide switch installed once, restored on exit
-=============  ===================================================================================
+==================  ===============================================================================
+module              what it holds
+==================  ===============================================================================
+``inputs``          :class:`VerifyInputs`: what upstream's caller hands the backend, made by the harness
+``graph_recorder``  replay as a GPU does it: in-graph work recorded once, re-executed at every replay
+``session``         :func:`harness_session`: every process-wide switch installed once, restored on exit
+==================  ===============================================================================
+
+This face re-exports only the session (torch-free); import the others by their module.
 """
 
 from __future__ import annotations

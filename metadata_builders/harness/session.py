@@ -3,7 +3,7 @@
 The harness changes process-wide state for speed and determinism: the audit's
 direct entries on ``torch.Tensor`` (:mod:`metadata_builders.audit.shortcuts`), the
 launch memo's torch flags (deterministic algorithms, uninitialised memory filled:
-:mod:`metadata_builders.launch_memo`), Hypothesis' home directory for ``check``
+:mod:`metadata_builders.audit.launch_memo`), Hypothesis' home directory for ``check``
 (its caches go in ``.metadata-builders/``).  Inside someone else's pytest session
 none of that may leak: after a ``check``, a plugin test, a gate batch or a single
 ``build``, torch and Hypothesis are as they were.

@@ -32,7 +32,7 @@ def check_p5_graph_vs_eager(builder, batch: VerifyBatch, second: VerifyBatch | N
     that grows, fills the tier, shrinks and changes values (:func:`replay_sequence`).
     Replay is what a GPU does: for a builder with the two phases the recorded
     in-graph work is re-executed after its out-graph work, none of its in-graph
-    Python runs (:mod:`~metadata_builders.graph_recorder`); a 0.2 builder's Python
+    Python runs (:mod:`~metadata_builders.harness.graph_recorder`); a 0.2 builder's Python
     ``replay()`` runs instead, and the verdict is ``partial``, saying so.
     """
     batch = _clean(batch)

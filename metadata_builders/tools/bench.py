@@ -21,7 +21,7 @@ from typing import Any, Callable
 
 from metadata_builders.batch import Geometry, GraphTier, VerifyBatch
 from metadata_builders.builders import get_builder
-from metadata_builders.report import format_table
+from metadata_builders.runs.report import format_table
 from metadata_builders.variants import Variant, variants_for
 
 __all__ = ["add_cli", "bench_batches", "time_builds"]
@@ -105,7 +105,7 @@ def _bare(builder) -> Callable[[VerifyBatch, Variant], object]:
 
 def _bare_build(builder, batch: VerifyBatch, variant: Variant) -> object:
     from metadata_builders.builders import plain_fields
-    from metadata_builders.inputs import make_inputs
+    from metadata_builders.harness.inputs import make_inputs
 
     return plain_fields(builder.inner.build(make_inputs(batch, variant, builder.device)).fields)
 
@@ -132,9 +132,9 @@ def _property_rates(builders: list[str], device: str, max_examples: int) -> list
     """One row per (builder, property): examples run, time, examples per second, result."""
     from hypothesis import settings
 
-    from metadata_builders.profiles import load_profile
+    from metadata_builders.runs.profiles import load_profile
     from metadata_builders.properties import PROPERTIES
-    from metadata_builders.runner import run_property
+    from metadata_builders.runs.runner import run_property
 
     settings_ = settings(load_profile("ci"), max_examples=max_examples)
     rows: list[list[object]] = []

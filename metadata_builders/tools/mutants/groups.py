@@ -1,8 +1,8 @@
 """The mutants of the whole metadata's groups: compression (c4/c128, sparse, indexer, plans) and the low ratios.
 
 Two or more realistic mutants per group, each a bug a backend engineer could plant
-in :mod:`metadata_builders.hip_compression` (stage ``compression.<function>``) or
-:mod:`metadata_builders.hip_low_ratios` (stage ``low_ratios.<function>``); the
+in :mod:`metadata_builders.builders.hip.compression` (stage ``compression.<function>``) or
+:mod:`metadata_builders.builders.hip.low_ratios` (stage ``low_ratios.<function>``); the
 catalogue (:mod:`.catalogue`) lists them after the core pipeline's.
 """
 
@@ -13,7 +13,7 @@ from metadata_builders.tools.mutants.spec import MutantSpec
 __all__ = ["GROUP_SPECS"]
 
 GROUP_SPECS: tuple[MutantSpec, ...] = (
-    # The compression groups (metadata_builders.hip_compression): two or more per group.
+    # The compression groups (metadata_builders.builders.hip.compression): two or more per group.
     MutantSpec(
         "compress_gate_on_position", "compression.compressed_attention", "positions for lengths",
         "A token compresses when its position, not its length, is a multiple of the ratio: every c4/c128 "
@@ -75,7 +75,7 @@ GROUP_SPECS: tuple[MutantSpec, ...] = (
         "    writes = real & (position >= last_c)",
         "c_plan.cuh's mtp_pad (write plan keeps the verify batch's committed tail resident)",
     ),
-    # The V4.1 low ratios (metadata_builders.hip_low_ratios, stage low_ratios.<function>).
+    # The V4.1 low ratios (metadata_builders.builders.hip.low_ratios, stage low_ratios.<function>).
     MutantSpec(
         "c2_out_loc_zero_filled", "low_ratios.low_ratio_compression", "c4's fill value for the low ratios",
         "A token that completes no ratio-2 group gets store location 0 (c4's convention) instead of -1: the "

@@ -34,8 +34,8 @@ from metadata_builders.tools.mutants.catalogue import MUTANTS, MutantSpec
 
 if TYPE_CHECKING:
     from metadata_builders.builders import AuditedBuilder
-    from metadata_builders.hip import GraphState
-    from metadata_builders.inputs import VerifyInputs
+    from metadata_builders.builders.hip import GraphState
+    from metadata_builders.harness.inputs import VerifyInputs
     from metadata_builders.metadata import Decision, VerifyMetadata
 
 __all__ = [
@@ -53,26 +53,26 @@ _PACKAGE = "metadata_builders.tools.mutants"
 def _stage_module(stage: str) -> tuple[Any, str]:
     """The module that defines ``stage`` and the function's name there.
 
-    ``compression.<fn>`` names a function of :mod:`metadata_builders.hip_compression`
-    (the compression groups), ``low_ratios.<fn>`` one of :mod:`metadata_builders.hip_low_ratios`;
-    anything else is a function of :mod:`metadata_builders.hip`.
+    ``compression.<fn>`` names a function of :mod:`metadata_builders.builders.hip.compression`
+    (the compression groups), ``low_ratios.<fn>`` one of :mod:`metadata_builders.builders.hip.low_ratios`;
+    anything else is a function of :mod:`metadata_builders.builders.hip.pipeline`.
     """
     if stage.startswith("compression."):
-        from metadata_builders import hip_compression
+        from metadata_builders.builders.hip import compression as hip_compression
 
         return hip_compression, stage.partition(".")[2]
     if stage.startswith("low_ratios."):
-        from metadata_builders import hip_low_ratios
+        from metadata_builders.builders.hip import low_ratios as hip_low_ratios
 
         return hip_low_ratios, stage.partition(".")[2]
-    from metadata_builders import hip
+    from metadata_builders.builders.hip import pipeline as hip
 
     return hip, stage
 
 
 def _original_stage(stage: str) -> Callable[..., Any]:
     """The pristine function of ``stage`` (never a mutant left in place)."""
-    from metadata_builders import hip
+    from metadata_builders.builders.hip import pipeline as hip
 
     if stage.startswith("HipBuilder."):
         return getattr(hip.HipBuilder, stage.partition(".")[2])
@@ -117,10 +117,10 @@ def _compile(spec: MutantSpec) -> Callable[..., Any]:
 @functools.cache
 def mutant_builder_class() -> type:
     """``MutantBuilder``, defined on first use (once) so importing this module does not import torch."""
-    from metadata_builders.hip import HipBuilder
+    from metadata_builders.builders.hip import HipBuilder
 
     class _MutantBuilder(HipBuilder):
-        """A :class:`~metadata_builders.hip.HipBuilder` with one stage replaced by a mutant.
+        """A :class:`~metadata_builders.builders.hip.pipeline.HipBuilder` with one stage replaced by a mutant.
 
         During each ``build`` and graph phase the mutated function stands in
         for the original in the ``hip`` module namespace (restored afterwards, even

@@ -15,9 +15,9 @@ class MutantSpec:
     name: str
     """Identifier, also the ``metadata_builders.tools.mutants:<name>`` factory."""
     stage: str
-    """A function of :mod:`metadata_builders.hip`, ``HipBuilder.<method>``, ``compression.<fn>``
-    (a function of :mod:`metadata_builders.hip_compression`) or ``low_ratios.<fn>``
-    (:mod:`metadata_builders.hip_low_ratios`)."""
+    """A function of :mod:`metadata_builders.builders.hip.pipeline`, ``HipBuilder.<method>``, ``compression.<fn>``
+    (a function of :mod:`metadata_builders.builders.hip.compression`) or ``low_ratios.<fn>``
+    (:mod:`metadata_builders.builders.hip.low_ratios`)."""
     bug_class: str
     """The kind of bug, in a few words."""
     summary: str

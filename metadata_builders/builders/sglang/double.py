@@ -6,7 +6,7 @@ methods read (the survey's attribute table in docs/SGLANG.md), and
 indexer and the FlashMLA schedule off, the unified-KV gate on, module constants
 from the batch's geometry -- each with its reason in docs/SGLANG.md.  Thin spies
 on three backend methods record the arguments upstream passes between stages
-(:mod:`~metadata_builders.sglang_adapter.reading` reads them).
+(:mod:`~metadata_builders.builders.sglang.reading` reads them).
 """
 
 from __future__ import annotations
@@ -17,18 +17,18 @@ import inspect
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from metadata_builders.sglang_adapter.compression import (
+from metadata_builders.builders.sglang.compression import (
     compression_attributes,
     compression_patched,
     empty_sparse_buffers,
 )
-from metadata_builders.sglang_adapter.routing import patched
+from metadata_builders.builders.sglang.routing import patched
 
 if TYPE_CHECKING:
     import torch
 
-    from metadata_builders.inputs import VerifyInputs
-    from metadata_builders.sglang_adapter.releases import Upstream
+    from metadata_builders.harness.inputs import VerifyInputs
+    from metadata_builders.builders.sglang.releases import Upstream
 
 __all__ = ["make_backend", "upstream_patched"]
 

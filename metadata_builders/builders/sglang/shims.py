@@ -50,7 +50,7 @@ def _stub_module(name: str, why: str) -> types.ModuleType:
     module.__path__ = []
 
     def missing(attr: str) -> Any:
-        raise AttributeError(f"{name}.{attr}: {why} (metadata_builders.sglang_adapter; docs/SGLANG.md)")
+        raise AttributeError(f"{name}.{attr}: {why} (metadata_builders.builders.sglang; docs/SGLANG.md)")
 
     module.__getattr__ = missing  # type: ignore[method-assign]
     return module
@@ -58,7 +58,7 @@ def _stub_module(name: str, why: str) -> types.ModuleType:
 
 def _stubbed_call(name: str) -> Callable[..., Any]:
     def call(*_: Any, **__: Any) -> Any:
-        raise RuntimeError(f"{name} is a stub of metadata_builders.sglang_adapter (docs/SGLANG.md); nothing on the "
+        raise RuntimeError(f"{name} is a stub of metadata_builders.builders.sglang (docs/SGLANG.md); nothing on the "
                            "target-verify path calls it")
 
     call.__name__ = name.rpartition(".")[2]

@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Any
 from metadata_builders.errors import InvalidVariant
 
 if TYPE_CHECKING:
-    from metadata_builders.inputs import VerifyInputs
-    from metadata_builders.sglang_adapter.releases import Upstream
+    from metadata_builders.harness.inputs import VerifyInputs
+    from metadata_builders.builders.sglang.releases import Upstream
 
 __all__ = ["PATCH_LOCK", "entry_and_is_dspark", "ragged_layout"]
 

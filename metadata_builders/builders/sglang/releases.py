@@ -17,13 +17,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from metadata_builders.errors import UpstreamNotFound
-from metadata_builders.sglang_adapter.finding import (
+from metadata_builders.builders.sglang.finding import (
     class_in,
     dispatch_is_device_check,
     find_module,
     imports_in,
 )
-from metadata_builders.sglang_adapter.shims import (
+from metadata_builders.builders.sglang.shims import (
     config_registration_tolerated,
     shim_torchvision,
 )
@@ -251,7 +251,7 @@ def _find_layout(release: str, backend_module: types.ModuleType) -> tuple[type, 
     """``RaggedVerifyLayout`` and the module of its kernels (``PaddedToBucket``, ``BuildQoIndptr``).
 
     Both kernels' ``execute`` must still be the two-line device check the routes
-    rely on (:mod:`~metadata_builders.sglang_adapter.routing`).
+    rely on (:mod:`~metadata_builders.builders.sglang.routing`).
     """
     resolve = getattr(backend_module, "resolve_ragged_verify_layout", None)
     layout_module = find_module(

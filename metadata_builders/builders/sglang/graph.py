@@ -52,18 +52,18 @@ from typing import TYPE_CHECKING, Any
 
 from metadata_builders.errors import CaptureMismatch
 from metadata_builders.metadata import Decision
-from metadata_builders.sglang_adapter.compression import unobservable
-from metadata_builders.sglang_adapter.double import make_backend, upstream_patched
-from metadata_builders.sglang_adapter.entry import PATCH_LOCK, entry_and_is_dspark, ragged_layout
-from metadata_builders.sglang_adapter.reading import decision, read
-from metadata_builders.sglang_adapter.routing import kernel_routes
+from metadata_builders.builders.sglang.compression import unobservable
+from metadata_builders.builders.sglang.double import make_backend, upstream_patched
+from metadata_builders.builders.sglang.entry import PATCH_LOCK, entry_and_is_dspark, ragged_layout
+from metadata_builders.builders.sglang.reading import decision, read
+from metadata_builders.builders.sglang.routing import kernel_routes
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
     import torch
 
-    from metadata_builders.inputs import VerifyInputs
+    from metadata_builders.harness.inputs import VerifyInputs
     from metadata_builders.metadata import VerifyMetadata
 
 __all__ = ["UpstreamGraph", "graph_state", "in_graph", "out_graph"]

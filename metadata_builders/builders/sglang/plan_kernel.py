@@ -31,7 +31,7 @@ Both write: ``first_w_pos = min(8 - 4, 9 - 10) = -1``; write locations
 The model's reads of device memory are kernel reads: they run inside the
 audit's ``kernel_launch`` (audit suspended, then every tensor argument inherits
 what any of them read), as an interpreted Triton launch does
-(:mod:`metadata_builders.audit_triton`); the host loop runs under the audit and
+(:mod:`metadata_builders.audit.triton`); the host loop runs under the audit and
 reads only host memory.  The SWA state slots ``kernel_1`` reads through
 ``req_to_token`` and ``full_to_state`` (c4 without the request ring: 0.5.18,
 0.5.19) are gathered on the device just before its launch, under the audit, so
@@ -49,7 +49,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from metadata_builders.audit import is_device_resident, kernel_fault, kernel_launch
-from metadata_builders.audit_triton import watched
+from metadata_builders.audit.triton import watched
 from metadata_builders.metadata import PLANNER_OP
 
 if TYPE_CHECKING:
@@ -473,4 +473,4 @@ class PlanModule:
         if name.startswith("__"):
             raise AttributeError(name)
         raise NotImplementedError(f"compress-plan kernel model: {name} is not modelled (only plan_prefill, the "
-                                  "planner of target verify; metadata_builders/sglang_adapter/plan_kernel.py)")
+                                  "planner of target verify; metadata_builders/builders/sglang/plan_kernel.py)")

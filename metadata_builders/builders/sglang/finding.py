@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from metadata_builders.errors import UpstreamNotFound
-from metadata_builders.sglang_adapter.shims import import_module
+from metadata_builders.builders.sglang.shims import import_module
 
 __all__ = ["class_in", "dispatch_is_device_check", "find_module", "imports_in"]
 

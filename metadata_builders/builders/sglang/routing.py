@@ -20,7 +20,7 @@ The ``torch`` route cannot express mirror-less uniform verify: the fallback of
 properties report it ``partial``.
 
 An interpreted launch is the audit's business, not the adapter's: the audit
-(``metadata_builders.audit_triton``) recognises it from any builder.
+(``metadata_builders.audit.triton``) recognises it from any builder.
 """
 
 from __future__ import annotations
@@ -31,8 +31,8 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
 if TYPE_CHECKING:
-    from metadata_builders.inputs import VerifyInputs
-    from metadata_builders.sglang_adapter.releases import Upstream
+    from metadata_builders.harness.inputs import VerifyInputs
+    from metadata_builders.builders.sglang.releases import Upstream
 
 __all__ = ["KERNEL_ROUTES", "KernelRoute", "kernel_routes", "patched"]
 

@@ -14,7 +14,7 @@ The gate knob is the ``is_dspark`` flip because upstream's gate
 ``exact_num_tokens = exact_num_tokens and self.is_dspark`` reads nothing else,
 and nothing else of ``..._old`` reads ``is_dspark`` on this path (fp8 grouped
 streams are off).  Releases without the gate express only their own rule
-(:meth:`~metadata_builders.sglang_adapter.releases.Capabilities.gates`).
+(:meth:`~metadata_builders.builders.sglang.releases.Capabilities.gates`).
 
 Ragged layouts are built from the harness's **device** tensor
 ``inputs.verify_lens``, so the divergence it carries and its provenance reach
@@ -29,26 +29,26 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from metadata_builders import launch_memo
+from metadata_builders.audit import launch_memo
 from metadata_builders.errors import InvalidVariant
-from metadata_builders.sglang_adapter import graph
-from metadata_builders.sglang_adapter.compression import unobservable
-from metadata_builders.sglang_adapter.coverage import record
-from metadata_builders.sglang_adapter.double import make_backend, upstream_patched
-from metadata_builders.sglang_adapter.entry import PATCH_LOCK, entry_and_is_dspark, ragged_layout
-from metadata_builders.sglang_adapter.reading import read, streams_unobservable
-from metadata_builders.sglang_adapter.releases import load_upstream
-from metadata_builders.sglang_adapter.routing import KERNEL_ROUTES, KernelRoute, kernel_routes
+from metadata_builders.builders.sglang import graph
+from metadata_builders.builders.sglang.compression import unobservable
+from metadata_builders.builders.sglang.coverage import record
+from metadata_builders.builders.sglang.double import make_backend, upstream_patched
+from metadata_builders.builders.sglang.entry import PATCH_LOCK, entry_and_is_dspark, ragged_layout
+from metadata_builders.builders.sglang.reading import read, streams_unobservable
+from metadata_builders.builders.sglang.releases import load_upstream
+from metadata_builders.builders.sglang.routing import KERNEL_ROUTES, KernelRoute, kernel_routes
 from metadata_builders.variants import variants_for
 
 if TYPE_CHECKING:
     import torch
 
     from metadata_builders.batch import VerifyBatch
-    from metadata_builders.inputs import VerifyInputs
+    from metadata_builders.harness.inputs import VerifyInputs
     from metadata_builders.metadata import Decision, VerifyMetadata
-    from metadata_builders.sglang_adapter.graph import UpstreamGraph
-    from metadata_builders.sglang_adapter.releases import Upstream
+    from metadata_builders.builders.sglang.graph import UpstreamGraph
+    from metadata_builders.builders.sglang.releases import Upstream
     from metadata_builders.variants import Variant
 
 __all__ = ["SGLangBuilder", "target_verify", "torch_route"]
@@ -62,7 +62,7 @@ def _is_cpu(device: Any) -> bool:
 class SGLangBuilder:
     """Builder ``"sglang"``: upstream's target-verify code on a backend double; keeps no state.
 
-    ``kernels`` is the route (:mod:`~metadata_builders.sglang_adapter.routing`):
+    ``kernels`` is the route (:mod:`~metadata_builders.builders.sglang.routing`):
     ``"triton"`` (default) runs the Triton kernels a GPU runs (on CPU under the
     interpreter); ``"torch"`` keeps upstream's own dispatch, which on CPU tensors
     runs its torch fallbacks.  ``device`` is the harness's device handle, handed
@@ -84,7 +84,7 @@ class SGLangBuilder:
         if _is_cpu(device) and not self.upstream.interpreter:
             raise RuntimeError(
                 "SGLang's metadata kernels are triton-only on CPU and need TRITON_INTERPRET=1 before triton is "
-                "first imported; import metadata_builders.sglang_adapter (or set the variable) first"
+                "first imported; import metadata_builders.builders.sglang (or set the variable) first"
             )
         if self.upstream.interpreter:
             launch_memo.want()  # inside harness sessions, interpreted launches seen before are not run again
@@ -121,7 +121,7 @@ class SGLangBuilder:
 
 
 def torch_route(device: str | torch.device = "cpu") -> SGLangBuilder:
-    """The ``torch`` route of the ``sglang`` builder (``--builder metadata_builders.sglang_adapter:torch_route``)."""
+    """The ``torch`` route of the ``sglang`` builder (``--builder metadata_builders.builders.sglang:torch_route``)."""
     return SGLangBuilder(device, kernels="torch")
 
 

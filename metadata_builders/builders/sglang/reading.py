@@ -15,7 +15,7 @@ plan groups are read too: ``core_attn_metadata.c4_out_loc`` ... as themselves,
 and for each low ratio ``R`` of the geometry ``core_attn_metadata.c{R}_*`` as themselves and
 ``c{R}_indexer_metadata.compressed_seq_lens``/``.page_table`` as ``c{R}_indexer_*``
 (int32 rows decoded where the plan lives,
-:func:`~metadata_builders.sglang_adapter.plan_kernel.compress_rows`; the harness
+:func:`~metadata_builders.builders.sglang.plan_kernel.compress_rows`; the harness
 lists and canonicalizes them after the audit).  A field upstream left ``None`` is
 not observable.
 """

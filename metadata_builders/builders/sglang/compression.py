@@ -42,13 +42,13 @@ from typing import TYPE_CHECKING, Any
 
 from torch.overrides import TorchFunctionMode
 
-from metadata_builders.sglang_adapter.plan_kernel import PlanModule
-from metadata_builders.sglang_adapter.routing import patched
+from metadata_builders.builders.sglang.plan_kernel import PlanModule
+from metadata_builders.builders.sglang.routing import patched
 
 if TYPE_CHECKING:
     from metadata_builders.batch import Compression, Geometry
-    from metadata_builders.inputs import VerifyInputs
-    from metadata_builders.sglang_adapter.releases import Upstream
+    from metadata_builders.harness.inputs import VerifyInputs
+    from metadata_builders.builders.sglang.releases import Upstream
 
 __all__ = ["INDEXER_PAGE_SIZE", "LOW_RATIO_INDEX_PAGE_SIZE", "ROCM_ENV", "SPARSE_TOPKS", "compression_attributes", "compression_patched",
            "empty_sparse_buffers", "swa_page_size", "unobservable"]

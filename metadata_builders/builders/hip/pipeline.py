@@ -1,0 +1,473 @@
+"""Builder ``"hip"``: target-verify metadata with torch, shaped like upstream.
+
+It receives what upstream's caller hands the backend
+(:class:`~metadata_builders.harness.inputs.VerifyInputs`, made by the harness) and
+knows nothing of the harness: no batch, no divergence, no audit.  Each function
+is one stage of ``DeepseekV4HipRadixBackend`` so a backend engineer recognises it:
+
+=========================  ==================================================
+``target_verify``          ``init_forward_metadata_target_verify``: host mirror or
+                           the ``seq_lens.tolist()`` fallback
+``verify_extension``       ``init_forward_metadata_target_verify_old``: ``+ draft``,
+                           ragged layout and tier padding (``pad_verify_lens_to_bucket``)
+``causal_expansion``       ``ExpandPrefillCausally`` (the triton kernel's rule)
+``core_metadata``          ``make_core_attn_metadata`` / ``get_swa_page_indices``
+``unified_prefill_meta``   ``_attach_unified_kv_prefill_meta`` (the token map)
+``decode_streams``         ``_attach_unified_kv_decode_streams`` (SWA ring)
+:mod:`.hip_compression`    with compression: ``init_compression_metadata``,
+                           ``init_flashmla_related``, the indexer, the compress plans
+``index_streams``          ``build_decode_streams`` (:mod:`.hip_streams`)
+``HipBuilder.out_graph``   ``init_forward_metadata_out_graph``: before every graph
+                           replay, in Python: the mirror, stage 1, the token map,
+                           into :class:`GraphState`
+``HipBuilder.in_graph``    ``init_forward_metadata_in_graph``: recorded at capture,
+                           re-executed at replay (``prefill_state``: stage 4 in-graph)
+=========================  ==================================================
+
+Runs on any device: ``cpu``, ``cuda`` (ROCm is ``cuda`` under HIP), and ``meta``
+for shapes (graph path only: eager shapes depend on values).  No stage syncs
+except where the sync contract says: the ``tolist`` mirror, a ragged total
+read back from the device, and a token map built without ``output_size``.
+Fields are returned as tensors; the harness converts them outside the audit.
+
+Graph replay is split as upstream splits it (README, "Graph replay: the two
+phases"): ``out_graph`` does every host-side step and every read the sync
+contract allows, writing the raw verify metadata into :class:`GraphState`;
+``in_graph`` reads only graph state, the static inputs and the tier's constants,
+so re-executing what it recorded equals a fresh build.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import torch
+import torch.nn.functional as F
+
+from metadata_builders.builders.hip import compression
+from metadata_builders.errors import StaleMirror
+from metadata_builders.builders.hip.streams import decode_index_streams_torch
+from metadata_builders.metadata import Decision, VerifyMetadata
+from metadata_builders.variants import apply_gate
+
+if TYPE_CHECKING:
+    from metadata_builders.harness.inputs import VerifyInputs
+
+__all__ = ["GraphState", "HipBuilder", "Layout"]
+
+_I32 = torch.int32
+_I64 = torch.int64
+_log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class Layout:
+    """Stage 1's result: the extended batch and the token-count decision."""
+
+    seq_lens: torch.Tensor
+    """(rows,) int32: prefixes plus verify tokens."""
+    extend_seq_lens: torch.Tensor
+    """(rows,) int32: verify tokens per row, as device memory holds them."""
+    extend_start_loc: torch.Tensor
+    """(rows,) int32: exclusive cumsum of ``extend_seq_lens``."""
+    num_tokens: int | None
+    """Tokens the host believes the rows cover; None in-graph (a host value, out-graph work's)."""
+    exact_num_tokens: bool | None
+    """After the gate: the token map may pass ``output_size=num_tokens``; None in-graph."""
+    max_seq_len: int
+    """After verify extension."""
+
+
+def target_verify(inputs: VerifyInputs, *, check_mirror: bool = False) -> VerifyMetadata:
+    """Entry point (``init_forward_metadata_target_verify``): the mirror fallback, then the five stages."""
+    seq_lens_cpu = host_mirror(inputs, check_mirror=check_mirror)
+    layout = verify_extension(inputs, seq_lens_cpu)
+    _log.debug("target verify %s: %d rows, %d tokens", inputs.variant.label, inputs.rows, layout.num_tokens)
+    seq_lens_casual, slots = causal_expansion(layout, inputs)
+    fields = _core_fields(layout, inputs, seq_lens_casual, slots)
+    fields.update(unified_prefill_meta(layout, inputs, slots))
+    _downstream_fields(layout, inputs, fields, seq_lens_cpu)
+    return VerifyMetadata(fields, _decision(layout))
+
+
+def host_mirror(inputs: VerifyInputs, *, check_mirror: bool = False) -> list[int] | None:
+    """The host mirror the stages read: the caller's (checked on request), else the pre-fix fallback's read."""
+    seq_lens_cpu = inputs.seq_lens_cpu
+    if check_mirror:
+        validate_mirror(inputs.seq_lens, seq_lens_cpu)
+    if inputs.verify_lens is None and inputs.variant.mirror == "tolist":
+        # The pre-fix fallback: no host mirror was passed, so read it back (one D2H sync).
+        seq_lens_cpu = inputs.seq_lens.tolist()
+    return seq_lens_cpu
+
+
+def _decision(layout: Layout) -> Decision:
+    assert layout.num_tokens is not None and layout.exact_num_tokens is not None
+    return Decision(layout.num_tokens, layout.exact_num_tokens, layout.exact_num_tokens, layout.max_seq_len)
+
+
+def _core_fields(layout: Layout, inputs: VerifyInputs, seq_lens_casual: torch.Tensor,
+                 slots: torch.Tensor) -> dict[str, torch.Tensor]:
+    """Stage 1's values and stage 3's fields, in the order every build reports them."""
+    return {
+        "seq_lens": layout.seq_lens,
+        "extend_seq_lens": layout.extend_seq_lens,
+        "extend_start_loc": layout.extend_start_loc,
+        **core_metadata(layout, inputs, seq_lens_casual, slots),
+    }
+
+
+def _downstream_fields(layout: Layout, inputs: VerifyInputs, fields: dict[str, torch.Tensor],
+                       seq_lens_cpu: list[int] | None) -> None:
+    """After stage 4: the decode streams, the compression groups and the index streams, into ``fields``."""
+    fields.update(decode_streams(inputs, fields["req_pool_indices_repeated"], fields["positions_casual"]))
+    if inputs.geometry.compression is not None:
+        fields.update(compression.compression_groups(layout, inputs, fields, seq_lens_cpu))
+    if inputs.geometry.swa_window == inputs.geometry.unified_swa_window:
+        fields.update(index_streams(inputs, fields))
+
+
+def validate_mirror(seq_lens: torch.Tensor, seq_lens_cpu: list[int] | None) -> None:
+    """Opt-in: raise :class:`StaleMirror` if the host mirror disagrees with device ``seq_lens``.
+
+    Reads ``seq_lens`` back, so it costs one D2H sync: a debugging aid, off by default.
+    """
+    if seq_lens_cpu is None:
+        return
+    for i, (want, got) in enumerate(zip(seq_lens.tolist(), seq_lens_cpu)):
+        if want != got:
+            raise StaleMirror(i, want, got)
+
+
+def _raw_verify_route(inputs: VerifyInputs) -> bool:
+    """DSpark's uniform graph build under the dspark gate: upstream reports the table width (F3)."""
+    v = inputs.variant
+    return v.path == "graph" and inputs.verify_lens is None and inputs.is_dspark and v.gate == "dspark"
+
+
+def verify_extension(inputs: VerifyInputs, seq_lens_cpu: list[int] | None) -> Layout:
+    """Stage 1: ``max_seq_len += num_draft``, ``seq_lens += extend``, decide ``num_tokens``/exact.
+
+    Uniform with a host mirror: the extend lengths are staged on the host and
+    copied over asynchronously (upstream ``_move_to_device``).  Without a mirror
+    they are built on the device with ``full_like``.  Ragged: the device layout's
+    lengths, tier-padded on the graph path; the total is the host's when the
+    layout carries one (eager ``layout_total=host``; an uncapped tier: the tier),
+    else read back with ``.item()`` (then exact).
+    """
+    draft = inputs.num_draft_tokens
+    rows = inputs.rows
+    device = inputs.seq_lens.device
+    max_seq_len = inputs.max_seq_len if _raw_verify_route(inputs) else inputs.max_seq_len + draft
+
+    if inputs.verify_lens is None:
+        if seq_lens_cpu is not None:
+            staged = torch.tensor([draft] * rows, dtype=_I32)
+            extend = staged.to(device, non_blocking=True)
+        else:
+            extend = torch.full_like(inputs.seq_lens, draft)
+        num_tokens, exact = draft * rows, True
+    else:
+        extend = inputs.verify_lens
+        graph = inputs.graph
+        if graph is not None:
+            extend = pad_verify_lens_to_bucket(extend, rows, graph.graph_num_tokens, graph.cap)
+        if inputs.num_tokens_cpu is not None:
+            num_tokens, exact = inputs.num_tokens_cpu, False
+        else:
+            num_tokens, exact = int(extend.sum().item()), True
+
+    seq_lens = inputs.seq_lens + extend
+    start = torch.cumsum(extend, 0, dtype=_I32) - extend
+    return Layout(
+        seq_lens=seq_lens,
+        extend_seq_lens=extend,
+        extend_start_loc=start,
+        num_tokens=num_tokens,
+        exact_num_tokens=apply_gate(inputs.variant.gate, exact, inputs.is_dspark),
+        max_seq_len=max_seq_len,
+    )
+
+
+def pad_verify_lens_to_bucket(
+    verify_lens: torch.Tensor, padded_bs: int, graph_num_tokens: int, cap: int | None
+) -> torch.Tensor:
+    """Tier padding on the device, no sync (upstream ``pad_verify_lens_to_bucket``, then the cap).
+
+    Example: ``[3, 1, 2]`` to 5 rows / 10 tokens: leftover 4 over 2 pad rows ->
+    ``[3, 1, 2, 2, 2]``; with 3 rows the last real row absorbs it -> ``[3, 1, 6]``,
+    and a cap of 3 then clamps it -> ``[3, 1, 3]``.
+    """
+    bs = verify_lens.shape[0]
+    npad = padded_bs - bs
+    leftover = graph_num_tokens - verify_lens.to(_I64).sum()
+    if npad > 0:
+        base = torch.div(leftover, npad, rounding_mode="floor")
+        rem = leftover - base * npad
+        pad = base + (torch.arange(npad, device=verify_lens.device) < rem).to(_I64)
+        out = torch.cat([verify_lens, pad.to(_I32)])
+    else:
+        out = verify_lens.clone()
+        out[-1] += leftover.to(_I32)
+    if cap is not None:
+        out = out.clamp(max=cap)
+    return out
+
+
+def causal_expansion(layout: Layout, inputs: VerifyInputs) -> tuple[torch.Tensor, torch.Tensor]:
+    """Stage 2: per-token ``seq_lens_casual`` and slot, as upstream's triton kernel.
+
+    Token t belongs to row ``r = #(start_loc <= t) - 1`` (zero-length rows are
+    skipped because the next row shares their start); tokens past the device
+    total are pads: ``seq_lens_casual = 1`` and the last row's slot.  Example:
+    extend ``[2, 0, 1]``, 4 tokens -> rows ``[0, 0, 2, pad]``.
+    """
+    padded_num_tokens = inputs.padded_num_tokens
+    rows = layout.extend_seq_lens.shape[0]
+    device = layout.seq_lens.device
+    t = torch.arange(padded_num_tokens, dtype=_I64, device=device)
+    start = layout.extend_start_loc.to(_I64)
+    extend = layout.extend_seq_lens.to(_I64)
+    r = torch.searchsorted(start, t, right=True) - 1
+    r = r.clamp(min=0)
+    is_real = t < (start[-1] + extend[-1])
+    r = torch.where(is_real, r, torch.full_like(r, rows - 1))
+    casual = layout.seq_lens.to(_I64)[r] - extend[r] + 1 + (t - start[r])
+    casual = torch.where(is_real, casual, torch.ones_like(casual))
+    return casual.to(_I32), inputs.req_pool_indices[r]
+
+
+def core_metadata(
+    layout: Layout, inputs: VerifyInputs, seq_lens_casual: torch.Tensor, slots: torch.Tensor
+) -> dict[str, torch.Tensor]:
+    """Stage 3 (``make_core_attn_metadata``): positions, SWA lengths, page table, SWA window.
+
+    ``swa_page_indices`` is newest first: column w holds position ``pos - w``.
+    Positions outside ``[0, max_context)`` gather index 0, are overwritten with -1,
+    and -1 then reads the ``full_to_swa`` sentinel -- the same double step as
+    upstream for negative positions.  Positions at or past the table width exist
+    only in tier slack a real row absorbed; reading them would be out of bounds (F2c).
+    """
+    geo = inputs.geometry
+    width = inputs.req_to_token.shape[1]
+    positions = seq_lens_casual - 1
+    page_table = inputs.req_to_token[slots, : layout.max_seq_len : geo.page_size]
+    page_table = torch.div(page_table, geo.page_size, rounding_mode="floor").to(_I32)
+    offsets = positions.to(_I64).unsqueeze(1) - torch.arange(geo.swa_window, dtype=_I64, device=positions.device)
+    invalid = (offsets < 0) | (offsets >= width)
+    offsets = offsets.masked_fill(invalid, 0)
+    raw = inputs.req_to_token[slots.unsqueeze(1), offsets].to(_I64).masked_fill(invalid, -1)
+    swa = inputs.full_to_swa[raw].to(_I32)
+    target = -(-geo.swa_window // geo.page_index_align) * geo.page_index_align
+    swa = F.pad(swa, (0, target - geo.swa_window), value=-1)
+    return {
+        "seq_lens_casual": seq_lens_casual,
+        "positions_casual": positions,
+        "req_pool_indices_repeated": slots,
+        "swa_topk_lengths": torch.clamp(seq_lens_casual, max=geo.swa_window),
+        "page_table": page_table,
+        "swa_page_indices": swa,
+        "raw_out_loc": inputs.out_cache_loc,
+    }
+
+
+def unified_prefill_meta(layout: Layout, inputs: VerifyInputs, slots: torch.Tensor) -> dict[str, torch.Tensor]:
+    """Stage 4 (``_attach_unified_kv_prefill_meta``): the token map and per-token prefill state.
+
+    ``bid = repeat_interleave(arange(rows), extend, output_size=num_tokens if exact else None)``.
+    Without ``output_size`` torch reads ``extend.sum()`` back (a sync); with it the
+    HIP kernel trusts the host count.  Tokens past ``num_tokens`` are pads.
+    """
+    rows = layout.extend_seq_lens.shape[0]
+    device = layout.seq_lens.device
+    ext = layout.extend_seq_lens.to(_I64)
+    bid = torch.repeat_interleave(
+        torch.arange(rows, dtype=_I64, device=device),
+        ext,
+        # On ``meta`` there are no values to sync on; pass the size to get shapes.
+        output_size=layout.num_tokens if layout.exact_num_tokens or device.type == "meta" else None,
+    )
+    seq_lens = layout.seq_lens.to(_I64)
+    state_slot = inputs.req_pool_indices[bid]
+    chunk_start = (seq_lens - ext)[bid]
+    cu_q = layout.extend_start_loc.to(_I64)[bid]
+    final_pos = (seq_lens - 1)[bid]
+    padded = inputs.padded_num_tokens
+    pad = padded - layout.num_tokens
+    if pad > 0:
+        state_slot = torch.cat([state_slot, slots[layout.num_tokens : padded]])
+        chunk_start = F.pad(chunk_start, (0, pad), value=0)
+        cu_q = F.pad(cu_q, (0, pad), value=0)
+        final_pos = F.pad(final_pos, (0, pad), value=inputs.geometry.unified_swa_window)
+    return {"pf_state_slot": state_slot, "pf_chunk_start": chunk_start, "pf_cu_q": cu_q, "pf_final_pos": final_pos}
+
+
+def decode_streams(inputs: VerifyInputs, slots: torch.Tensor, positions: torch.Tensor) -> dict[str, torch.Tensor]:
+    """Stage 5 (``_attach_unified_kv_decode_streams``): ``slot * ring + pos % ring``, computed in int64.
+
+    Stored int32, as the SWA store takes it: every ``swa_loc`` fits (a geometry
+    precondition, DESIGN.md section 2).
+    """
+    ring = inputs.geometry.ring_size
+    swa_loc = (slots.to(_I64) * ring + torch.remainder(positions.to(_I64), ring)).to(_I32)
+    return {"verify_store_state_slot": slots.clone(), "swa_loc": swa_loc}
+
+
+def index_streams(inputs: VerifyInputs, fields: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """``build_decode_streams``: the window of each token, then its c128 pages (c4 tail: at attention time)."""
+    geo = inputs.geometry
+    casual = fields["seq_lens_casual"]
+    if geo.compression is None:
+        hca = csa = torch.zeros_like(casual)
+        pages = torch.empty((casual.shape[0], 0), dtype=_I32, device=casual.device)
+        csa_width, swa_pages = 0, 0
+    else:
+        pages = fields["c128_page_indices"]
+        hca = torch.clamp(fields["c128_topk_lengths_raw"], max=pages.shape[1])
+        csa = fields["c4_sparse_topk_lengths_raw"]
+        csa_width, swa_pages = fields["c4_sparse_page_indices"].shape[1], geo.compression.unified_swa_pages
+    return decode_index_streams_torch(fields["req_pool_indices_repeated"], fields["positions_casual"],
+                                      fields["swa_topk_lengths"], hca, csa, pages, csa_width=csa_width,
+                                      win=geo.unified_swa_window, ring_size=geo.ring_size, swa_pages=swa_pages)
+
+
+@dataclass(slots=True)
+class GraphState:
+    """One captured tier's graph state: the raw verify metadata out-graph work refreshes in place.
+
+    Allocated once per capture (:meth:`HipBuilder.graph_state`, outside the graph);
+    :meth:`HipBuilder.out_graph` writes it before the capture and before every replay,
+    and the recorded in-graph work reads it (upstream: the decode graph runner's
+    static buffers and ``init_forward_metadata_out_graph``).  Worked example: an
+    uncapped ragged tier of 4 rows / 8 tokens, ``seq_lens=[5, 2, 4]``, ``verify_lens=[3, 1, 2]``
+    (the pad row takes the 2 tokens left over)::
+
+        seq_lens           [8, 3, 6, 3]                 prefixes + extend; the pad row 1 + 2
+        extend_seq_lens    [3, 1, 2, 2]
+        extend_start_loc   [0, 3, 4, 6]
+        token_rows         [0, 0, 0, 1, 2, 2, 3, 3]     the token map, 0 past its end
+        num_tokens_host    8                            on the host, like a runner's pinned buffer
+        num_tokens         8                            its device copy, made in-graph
+    """
+
+    seq_lens: torch.Tensor
+    """(rows,) int32: prefixes plus verify tokens."""
+    extend_seq_lens: torch.Tensor
+    """(rows,) int32: verify tokens per row, tier-padded."""
+    extend_start_loc: torch.Tensor
+    """(rows,) int32: exclusive cumsum of ``extend_seq_lens``."""
+    token_rows: torch.Tensor
+    """(padded_num_tokens,) int64: the token map (``bid``) up to its length, 0 past it."""
+    num_tokens_host: torch.Tensor
+    """() int64, host memory: the tokens the host believes the rows cover (the pad boundary)."""
+    num_tokens: torch.Tensor
+    """() int64, device memory: ``num_tokens_host`` copied over asynchronously in-graph."""
+    bs: int
+    """The captured batch's real requests (a replay's may differ: in-graph work never reads it)."""
+    max_seq_len: int = 0
+    """After verify extension; a tier constant (``max_context`` on the graph path), set out-graph."""
+
+
+def token_map(layout: Layout) -> torch.Tensor:
+    """Stage 4's ``repeat_interleave``, out-graph: with ``output_size`` when exact, else synced (the contract's read)."""
+    rows = layout.extend_seq_lens.shape[0]
+    device = layout.seq_lens.device
+    return torch.repeat_interleave(
+        torch.arange(rows, dtype=_I64, device=device),
+        layout.extend_seq_lens.to(_I64),
+        output_size=layout.num_tokens if layout.exact_num_tokens or device.type == "meta" else None,
+    )
+
+
+def prefill_state(state: GraphState, inputs: VerifyInputs, slots: torch.Tensor) -> dict[str, torch.Tensor]:
+    """Stage 4 in-graph: the per-token prefill state from the token map out-graph work wrote.
+
+    Shape-static, so the graph never depends on the token count: tokens at or past
+    ``state.num_tokens`` are pads, chosen with ``where`` instead of cut and padded.
+    Example: token map ``[0, 0, 1, 0]``, count 3, slots ``[5, 5, 7, 0]``:
+    ``pf_state_slot = [5, 5, 7, 0]`` (the last token a pad: its slot), ``pf_final_pos[3] = win``.
+    """
+    real = torch.arange(inputs.padded_num_tokens, dtype=_I64, device=slots.device) < state.num_tokens
+    bid = state.token_rows
+    seq_lens = state.seq_lens.to(_I64)
+    ext = state.extend_seq_lens.to(_I64)
+    return {
+        "pf_state_slot": torch.where(real, inputs.req_pool_indices[bid], slots),
+        "pf_chunk_start": torch.where(real, (seq_lens - ext)[bid], 0),
+        "pf_cu_q": torch.where(real, state.extend_start_loc.to(_I64)[bid], 0),
+        "pf_final_pos": torch.where(real, (seq_lens - 1)[bid], inputs.geometry.unified_swa_window),
+    }
+
+
+class HipBuilder:
+    """Builder ``"hip"`` on one torch device; keeps no state between builds.
+
+    Graph replay in two phases (the harness records ``in_graph`` at capture and
+    re-executes it at replay, :mod:`metadata_builders.harness.graph_recorder`):
+    ``graph_state`` allocates, ``out_graph`` refreshes it, ``in_graph`` materialises.
+    """
+
+    name = "hip"
+
+    def __init__(self, device: str | torch.device = "cpu", *, validate_mirror: bool = False) -> None:
+        self.device = torch.device(device)
+        self.validate_mirror = validate_mirror
+        """Opt-in: check the host mirror against device ``seq_lens`` (one extra sync)."""
+
+    def with_mirror_validation(self) -> HipBuilder:
+        """The same builder with opt-in mirror validation on."""
+        return HipBuilder(self.device, validate_mirror=True)
+
+    def build(self, inputs: VerifyInputs) -> VerifyMetadata:
+        return target_verify(inputs, check_mirror=self.validate_mirror)
+
+    def graph_state(self, inputs: VerifyInputs) -> GraphState:
+        """Allocate the tier's graph state (outside the graph): device buffers and the host count."""
+        rows, tokens, device = inputs.rows, inputs.padded_num_tokens, inputs.seq_lens.device
+        return GraphState(
+            seq_lens=torch.zeros(rows, dtype=_I32, device=device),
+            extend_seq_lens=torch.zeros(rows, dtype=_I32, device=device),
+            extend_start_loc=torch.zeros(rows, dtype=_I32, device=device),
+            token_rows=torch.zeros(tokens, dtype=_I64, device=device),
+            num_tokens_host=torch.zeros((), dtype=_I64),
+            num_tokens=torch.zeros((), dtype=_I64, device=device),
+            bs=inputs.bs,
+        )
+
+    def out_graph(self, state: GraphState, inputs: VerifyInputs) -> Decision:
+        """Out-graph work (``init_forward_metadata_out_graph``): before the capture and every replay, in Python.
+
+        As :func:`target_verify` up to the token map: the host mirror (or the
+        ``tolist`` fallback), verify extension with its tier padding and token count
+        (a capped tier reads it back), and the token map; every read the sync
+        contract allows happens here, outside the graph.  All of it lands in
+        ``state`` in place, so the addresses the graph recorded stay valid.
+        """
+        layout = verify_extension(inputs, host_mirror(inputs, check_mirror=self.validate_mirror))
+        state.seq_lens.copy_(layout.seq_lens)
+        state.extend_seq_lens.copy_(layout.extend_seq_lens)
+        state.extend_start_loc.copy_(layout.extend_start_loc)
+        rows_of = token_map(layout)
+        n = min(rows_of.shape[0], state.token_rows.shape[0])
+        state.token_rows.zero_()
+        state.token_rows[:n] = rows_of[:n]
+        state.num_tokens_host.fill_(layout.num_tokens)
+        state.max_seq_len = layout.max_seq_len
+        return _decision(layout)
+
+    def in_graph(self, state: GraphState, inputs: VerifyInputs) -> dict[str, torch.Tensor]:
+        """In-graph work (``init_forward_metadata_in_graph``): every field, materialised from graph state.
+
+        Recorded once and re-executed at every replay: it reads graph state, the
+        static inputs and the tier's constants only -- never ``inputs.bs``, the host
+        mirror or ``inputs.verify_lens``, which change from call to call.
+        """
+        state.num_tokens.copy_(state.num_tokens_host, non_blocking=True)
+        layout = Layout(state.seq_lens, state.extend_seq_lens, state.extend_start_loc, None, None, state.max_seq_len)
+        seq_lens_casual, slots = causal_expansion(layout, inputs)
+        fields = _core_fields(layout, inputs, seq_lens_casual, slots)
+        fields.update(prefill_state(state, inputs, slots))
+        _downstream_fields(layout, inputs, fields, None)
+        return fields

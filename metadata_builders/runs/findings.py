@@ -1,0 +1,205 @@
+"""Known upstream findings, recognised in a failure so the gate and ``check`` can name them.
+
+Each finding of docs/FINDINGS.md that a property still reports on SGLang's own
+code is listed with what its failures *are*: the property, the check that failed
+(:mod:`metadata_builders.properties.checks`), the failing field and stage, the
+exception's origin for a raised one, and a predicate on the batch's shape --
+never the wording of a message.  The gate marks a failure already present at
+base with the id (a failure at head that base did not have is new whatever it
+looks like); ``check --builder sglang`` labels a failure with it, from the same
+data.  Findings describe upstream code: only a subject whose capabilities say
+``upstream`` is matched, never the bundled builders or the mutant catalogue.
+
+Worked example: P7 fails on 0.5.23 with ``check="p7.replay_contract"`` on a ragged
+batch whose tier has a cap: that is F13 (upstream's out-graph phase pads without
+the cap, so the replay reads no total back where the capped build did).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from metadata_builders.batch import VerifyBatch
+
+__all__ = ["FINDINGS", "JUDGES_DIVERGENCE", "Finding", "Seen", "known_finding"]
+
+
+@dataclass(frozen=True, slots=True)
+class Seen:
+    """What a failure is, as data: a ``PropertyFailure`` or a gate outcome reduced to its identity."""
+
+    prop: str
+    check: str = ""
+    field: str = ""
+    where: str = ""
+    """The pipeline stage (a fault's, a sync's), or ``""``."""
+    origin: tuple[Any, ...] = ()
+    """(exception type, file, line, function) of a raised failure."""
+
+    @classmethod
+    def of(cls, failure: Any) -> Seen:
+        """From a :class:`~metadata_builders.errors.PropertyFailure`."""
+        origin = failure.origin.to_list() if getattr(failure, "origin", None) else ()
+        return cls(failure.prop, failure.check or "", str(failure.field or ""), failure.where or "", tuple(origin))
+
+    @property
+    def function(self) -> str:
+        return self.origin[3] if len(self.origin) > 3 else ""
+
+    @property
+    def exc_type(self) -> str:
+        return self.origin[0] if self.origin else ""
+
+
+@dataclass(frozen=True)
+class Finding:
+    """A finding of docs/FINDINGS.md as a property reports it."""
+
+    id: str
+    props: tuple[str, ...]
+    """Properties that report it."""
+    matches: Callable[[Seen, VerifyBatch], bool]
+    """(the failure's identity, the batch judged) -> whether this failure is the finding."""
+    summary: str
+    """One line, as docs/FINDINGS.md states it."""
+
+
+def _absorbs_past_width(batch: VerifyBatch) -> bool:
+    from metadata_builders.reference import oob_read_count, verify_extension
+    from metadata_builders.variants import variants_for
+
+    return any(oob_read_count(batch, v, verify_extension(batch, v)) for v in variants_for(batch) if v.path == "graph")
+
+
+def _f2c(seen: Seen, batch: VerifyBatch) -> bool:
+    return seen.check in ("p1.oob_read", "p6.oob_read") and batch.divergence is None and _absorbs_past_width(batch)
+
+
+def _f5(seen: Seen, batch: VerifyBatch) -> bool:
+    return seen.field in ("decision.max_seq_len", "page_table")
+
+
+def _f6(seen: Seen, batch: VerifyBatch) -> bool:
+    return seen.field.startswith("pf_") and batch.graph is not None and batch.is_ragged and batch.graph.cap is not None
+
+
+def _f7(seen: Seen, batch: VerifyBatch) -> bool:
+    # The Triton route reads out of bounds; the torch route's ExpandPrefillCausally fallback trusts the
+    # host's token count in its own repeat_interleave (docs/FINDINGS.md, F7 on the torch route).
+    return seen.field == "audit.faults" and batch.divergence is not None and (
+        seen.check == "p6.oob_read" or seen.where == "expand_prefill_causally")
+
+
+def _f9(seen: Seen, batch: VerifyBatch) -> bool:
+    return seen.check == "p6.planner_overflow" and batch.divergence is not None
+
+
+def _f12(seen: Seen, batch: VerifyBatch) -> bool:
+    return seen.check == "raised" and seen.exc_type == "AssertionError" \
+        and seen.function == "init_compression_metadata" and batch.divergence is not None and batch.is_ragged \
+        and batch.geometry.compression is not None
+
+
+def _f11(seen: Seen, batch: VerifyBatch) -> bool:
+    # Upstream's semantics before 0.5.20 (no per-request c4 ring), so only where the installed release lacks it.
+    return seen.field in ("c4_compress_plan", "c4_write_plan") and batch.geometry.compression is not None \
+        and _installed_release_lacks_req_ring()
+
+
+def _f13(seen: Seen, batch: VerifyBatch) -> bool:
+    # The recorded replay runs upstream's out-graph phase, which pads the live layout without the tier's cap;
+    # the direct graph build (and the model) honour it.  P5 compares replays with fresh builds (values): only
+    # where the cap changes the padded lengths; P7 holds a replay to the build's sync contract: any cap.
+    if batch.graph is None or batch.graph.cap is None:
+        return False
+    if seen.check == "p5.replay_vs_fresh":
+        from metadata_builders.properties.graph import replay_sequence
+
+        return any(_cap_changes_padding(b) for b in replay_sequence(batch))
+    # Any cap, even one that clamps nothing: a capped layout has no host total (upstream reads it back), the
+    # uncapped one out-graph pads has one, so the replay's syncs differ from the capped build's.
+    return seen.check == "p7.replay_contract" and batch.is_ragged
+
+
+def _cap_changes_padding(batch: VerifyBatch) -> bool:
+    from metadata_builders.tier import tier_verify_lens
+
+    tier = batch.graph
+    return batch.is_ragged and tier is not None and tier.cap is not None and \
+        tier_verify_lens(batch.verify_lens, tier.padded_bs, tier.graph_num_tokens, tier.cap) != \
+        tier_verify_lens(batch.verify_lens, tier.padded_bs, tier.graph_num_tokens, None)
+
+
+def _f14(seen: Seen, batch: VerifyBatch) -> bool:
+    # 0.5.18/0.5.19 rebind swa_loc at replay while the graph reads the captured one (eager out-graph path).
+    return seen.field == "swa_loc" and seen.check == "p5.replay_vs_fresh" and \
+        _installed_release_lacks("replay_copies_swa_loc")
+
+
+def _installed_release_lacks_req_ring() -> bool:
+    return _installed_release_lacks("plan_req_ring")
+
+
+def _installed_release_lacks(capability: str) -> bool:
+    try:
+        from metadata_builders.builders.sglang.releases import Capabilities, upstream_version
+
+        return not getattr(Capabilities.of(upstream_version()), capability)
+    except Exception:  # no SGLang installed (PackageNotFoundError), or one the adapter cannot read
+        return False
+
+
+FINDINGS: tuple[Finding, ...] = (
+    Finding("F2c", ("P1", "P5", "P6"), _f2c,
+            "tier slack absorbed past req_to_token's width is gathered out of bounds (get_swa_page_indices)"),
+    Finding("F5", ("P1", "P5"), _f5,
+            "0.5.18/0.5.19: max_seq_len lacks + num_draft_tokens; the page table misses the verify tokens' page"),
+    Finding("F6", ("P1", "P5"), _f6,
+            "0.5.18-0.5.20: pf_* stop at num_tokens on a tier with an uncovered tail"),
+    Finding("F7", ("P6",), _f7,
+            "a stale extend-length copy reaches ExpandPrefillCausally too; get_swa_page_indices then reads "
+            "req_to_token out of bounds at the table edge, synced token map or not"),
+    Finding("F9", ("P6",), _f9,
+            "0.5.21+: the graph path plans compression from device extend lengths; a stale copy summing past the "
+            "tier makes kernel0 write plan entries past its num_q_tokens buffers (the dspark gate covers the token "
+            "map only)"),
+    Finding("F12", ("P6", "P8"), _f12,
+            "with compression, a stale device ragged layout whose total is read from the device makes "
+            "init_compression_metadata assert raw_out_loc's rows against num_tokens (the process stops)"),
+    Finding("F13", ("P5", "P7"), _f13,
+            "upstream's graph replay (init_forward_metadata_out_graph) pads the live ragged layout without the "
+            "tier's cap: the last row absorbs all the slack where the model and the direct build clamp it"),
+    Finding("F14", ("P5",), _f14,
+            "0.5.18/0.5.19: a graph replay rebinds swa_loc (UnifiedKvMetadata.copy_ assigns it) while the captured "
+            "SWA store reads the captured tensor: every replay writes the KV ring slots of the captured batch"),
+    Finding("F11", ("P1",), _f11,
+            "0.5.18/0.5.19: the c4 compress state lives in the SWA pool (no per-request ring), so their c4 plans "
+            "differ from the reference (0.5.20+ semantics) on every compressed batch"),
+)
+"""The findings the gate and ``check --builder sglang`` recognise."""
+
+
+JUDGES_DIVERGENCE = ("P6", "P8")
+"""Properties that build a batch with its divergence (P6 judges the faults, P8 that the diverged inputs stay
+untouched); every other property judges it without (``_clean``)."""
+
+
+def known_finding(failure: Seen | Any, batch: VerifyBatch) -> str | None:
+    """The id of the known finding ``failure`` (a :class:`Seen`, or a ``PropertyFailure``) is, if any.
+
+    A finding is matched on the batch the property judged: P1 and P5 judge a
+    diverging batch without its divergence, so an F2c batch drawn with one is F2c
+    for them as for any other F2c batch (P6 judges it diverged: F7 there; P8
+    builds it diverged too: F12).  A property's name with a route suffix
+    (``P1-torch``) is that property's failure on another route.
+    """
+    seen = failure if isinstance(failure, Seen) else Seen.of(failure)
+    prop = seen.prop.partition("-")[0]
+    judged = batch if prop in JUDGES_DIVERGENCE or batch.divergence is None else batch.without_divergence()
+    for finding in FINDINGS:
+        if prop in finding.props and finding.matches(seen, judged):
+            return finding.id
+    return None

@@ -1,0 +1,104 @@
+"""Hypothesis profiles: ``dev`` (quick, local database), ``ci`` (derandomized, no
+database writes, sized so ``check`` takes about a minute on 2 cores), ``nightly``
+(many more examples).  Deadlines are off everywhere: torch builds have
+first-call overheads that make timing noise, and speed is measured by
+``metadata-builders bench``, never asserted.
+
+They are registered with Hypothesis under prefixed names
+(``metadata-builders-ci``, :func:`hypothesis_name`), so they never replace a
+profile of the same short name in the project that loads the plugin.  The local
+example database lives under ``.hypothesis/`` of the current directory only
+when a profile that uses it is loaded (``dev``, ``nightly``); ``ci`` writes none.
+"""
+
+from __future__ import annotations
+
+import os
+
+from hypothesis import HealthCheck, settings
+from hypothesis.database import (
+    DirectoryBasedExampleDatabase,
+    ExampleDatabase,
+    GitHubArtifactDatabase,
+    MultiplexedDatabase,
+    ReadOnlyDatabase,
+)
+
+__all__ = ["PROFILES", "PROFILE_EXAMPLES", "WORK_DIR", "example_database", "hypothesis_name", "load_profile",
+           "register_profiles", "work_dir"]
+
+PROFILE_EXAMPLES = {"dev": 30, "ci": 100, "nightly": 1500}
+"""Examples per focused run of a property (P1 and P5 have three focuses, P7 two) in each profile."""
+
+PROFILES = tuple(PROFILE_EXAMPLES)
+"""The profile names every ``--profile``/``--mb-profile`` option accepts."""
+
+
+def hypothesis_name(profile: str) -> str:
+    """The name Hypothesis knows ``profile`` by: ``metadata-builders-ci``."""
+    return f"metadata-builders-{profile}"
+
+WORK_DIR = ".metadata-builders"
+"""Everything the harness leaves in the current directory: the example database, ``check``'s replay
+files (``failures/``).  One hidden folder that ignores itself (:func:`work_dir`)."""
+
+
+def work_dir(*parts: str) -> str:
+    """``.metadata-builders/<parts>``, made with a ``.gitignore`` of ``*`` so git never shows it."""
+    os.makedirs(WORK_DIR, exist_ok=True)
+    ignore = os.path.join(WORK_DIR, ".gitignore")
+    if not os.path.exists(ignore):
+        with open(ignore, "w") as fh:
+            fh.write("# made by metadata-builders: example database and replay files\n*\n")
+    return os.path.join(WORK_DIR, *parts)
+
+
+_SUPPRESS = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much]
+_LOCAL_DB = os.path.join(WORK_DIR, "examples")
+
+
+class _LocalDatabase(DirectoryBasedExampleDatabase):
+    """The local example database: its folder made, ignoring itself, on the first example saved."""
+
+    def save(self, key: bytes, value: bytes) -> None:
+        work_dir()
+        super().save(key, value)
+
+
+def example_database(github_artifacts: str | None = None, *, local: bool = True) -> ExampleDatabase | None:
+    """The local database, plus CI's database read-only when ``owner/repo`` is given.
+
+    ``GitHubArtifactDatabase`` downloads the ``hypothesis-example-db`` artifact the
+    ROCm workflow uploads, so a developer replays exactly what CI found.
+    """
+    parts: list[ExampleDatabase] = []
+    if local:
+        parts.append(_LocalDatabase(_LOCAL_DB))
+    if github_artifacts:
+        owner, _, repo = github_artifacts.partition("/")
+        parts.append(ReadOnlyDatabase(GitHubArtifactDatabase(owner, repo)))
+    if not parts:
+        return None
+    return parts[0] if len(parts) == 1 else MultiplexedDatabase(*parts)
+
+
+def register_profiles() -> None:
+    """Register ``dev``, ``ci`` and ``nightly`` with Hypothesis (idempotent)."""
+    common = dict(deadline=None, suppress_health_check=_SUPPRESS, print_blob=True)
+    for name, examples in PROFILE_EXAMPLES.items():
+        if name == "ci":
+            settings.register_profile(hypothesis_name(name), max_examples=examples, derandomize=True, database=None,
+                                      **common)
+        else:
+            settings.register_profile(hypothesis_name(name), max_examples=examples, database=example_database(),
+                                      **common)
+
+
+def load_profile(name: str) -> settings:
+    """Register the profiles and return the named one's settings (``dev``, ``ci`` or ``nightly``)."""
+    register_profiles()
+    if name not in PROFILE_EXAMPLES:
+        from metadata_builders.errors import UsageError
+
+        raise UsageError("--profile", f"one of {sorted(PROFILE_EXAMPLES)}", name)
+    return settings.get_profile(hypothesis_name(name))

@@ -1,0 +1,97 @@
+"""Human- and machine-readable output: tables, JUnit XML, replay files."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import xml.etree.ElementTree as ET
+from typing import Any, Iterable, Sequence
+
+from metadata_builders.batch import VerifyBatch
+from metadata_builders.errors import PropertyFailure
+
+__all__ = ["format_table", "replay_command", "write_junit", "write_replay_file"]
+
+
+def format_table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
+    """A plain aligned text table that reads at a glance in a terminal or CI log."""
+    rows = [[str(c) for c in r] for r in rows]
+    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
+    line = "  ".join(h.ljust(w) for h, w in zip(headers, widths))
+    out = [line, "  ".join("-" * w for w in widths)]
+    out += ["  ".join(c.ljust(w) for c, w in zip(r, widths)) for r in rows]
+    return "\n".join(out)
+
+
+def replay_command(path: str, builder: str, env: str | None = None) -> str:
+    """``[PYTHONPATH=...] metadata-builders replay PATH --builder B``: runs as printed in a fresh shell."""
+    import shlex
+
+    from metadata_builders.builders import replay_env
+
+    env = replay_env(builder) if env is None else env
+    command = f"metadata-builders replay {shlex.quote(path)} --builder {shlex.quote(builder)}"
+    return f"{env} {command}" if env else command
+
+
+def write_replay_file(
+    directory: str, prop: str, batch: VerifyBatch, failure: PropertyFailure | None, builder: str,
+    extra: dict[str, Any] | None = None,
+) -> str:
+    """Write ``batch`` as ``DIR/<prop>-<hash>.json`` with a one-line why; return the path.
+
+    ``extra`` goes into ``meta`` as is (``history``: the batches to build first).
+    """
+    os.makedirs(directory, exist_ok=True)
+    text = batch.to_json()
+    digest = hashlib.sha1(text.encode()).hexdigest()[:10]
+    path = os.path.join(directory, f"{prop}-{digest}.json")
+    why = f"{prop} failed on builder {builder}: {failure}" if failure is not None else f"{prop} failed"
+    meta = {"property": prop, "builder": builder}
+    if failure is not None:
+        meta.update(
+            {
+                "variant": failure.variant,
+                "field": failure.field,
+                "index": _jsonable(failure.index),
+                "expected": _jsonable(failure.expected),
+                "actual": _jsonable(failure.actual),
+            }
+        )
+    meta.update(extra or {})
+    with open(path, "w") as fh:
+        fh.write(batch.to_json(why=why.splitlines()[0][:300], meta=meta))
+        fh.write("\n")
+    return path
+
+
+def _jsonable(x: Any) -> Any:
+    try:
+        json.dumps(x)
+        return x
+    except TypeError:
+        return repr(x)
+
+
+def write_junit(path: str, suite: str, cases: Iterable[tuple[str, float, str | None, str]]) -> None:
+    """JUnit XML: one testcase per (name, seconds, failure message or None, system-out)."""
+    cases = list(cases)
+    root = ET.Element(
+        "testsuite",
+        name=suite,
+        tests=str(len(cases)),
+        failures=str(sum(1 for c in cases if c[2] is not None)),
+        time=f"{sum(c[1] for c in cases):.3f}",
+    )
+    for name, seconds, failure, out in cases:
+        case = ET.SubElement(root, "testcase", classname=suite, name=name, time=f"{seconds:.3f}")
+        if failure is not None:
+            node = ET.SubElement(case, "failure", message=failure.splitlines()[0][:500])
+            node.text = failure
+        if out:
+            ET.SubElement(case, "system-out").text = out
+    directory = os.path.dirname(path)
+    if directory:
+        os.makedirs(directory, exist_ok=True)
+    ET.ElementTree(root).write(path, encoding="utf-8", xml_declaration=True)

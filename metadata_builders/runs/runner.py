@@ -1,0 +1,147 @@
+"""Drive the properties with Hypothesis: one run per property, counted and timed.
+
+Used by the CLI (``check``, ``mutants``, ``bench``) and by the pytest plugin.  A
+run records how many examples it took, the first failure (after shrinking:
+Hypothesis replays the minimal example last, so the last failing batch seen is
+the shrunk one), and how often each coverage boundary was hit.
+"""
+
+from __future__ import annotations
+
+import time
+import zlib
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from hypothesis import given, seed, settings
+
+from metadata_builders.batch import VerifyBatch
+from metadata_builders.errors import PropertyFailure
+from metadata_builders.properties import PropertySpec, verdict
+from metadata_builders.reference import ReferenceBuilder
+
+__all__ = ["PropertyRun", "run_property"]
+
+
+@dataclass
+class PropertyRun:
+    """The outcome of one property's Hypothesis run."""
+
+    spec: PropertySpec
+    examples: int = 0
+    """Examples executed, shrinking included."""
+    examples_to_failure: int | None = None
+    """Examples executed when the first failure was seen (before shrinking)."""
+    seconds: float = 0.0
+    failure: PropertyFailure | None = None
+    """The failure on the shrunk batch; None when the property held."""
+    batch: VerifyBatch | None = None
+    """The shrunk failing batch."""
+    history: tuple[VerifyBatch, ...] = ()
+    """What the builder had built before it failed on :attr:`batch` (its latest distinct batches)."""
+    notes: list[str] = field(default_factory=list)
+    """Notes the check returned (first few)."""
+    partial: str | None = None
+    """Why the property could not fully run for this builder (first reason seen); None: it could."""
+    not_applicable: int = 0
+    """Examples the property had nothing to check on (e.g. P5 without a graph tier)."""
+    events: Counter = field(default_factory=Counter)
+    """Coverage boundary -> examples that hit it (generation phase only)."""
+    generated: int = 0
+    """Examples of the generation phase (the denominator of ``events``)."""
+
+    @property
+    def passed(self) -> bool:
+        return self.failure is None
+
+    @property
+    def status(self) -> str:
+        """``held``, ``partial`` (held where it could run; :attr:`partial` says why not everywhere) or ``FAILED``."""
+        if self.failure is not None:
+            return "FAILED"
+        return "partial" if self.partial is not None else "held"
+
+
+def _as_failure(spec: PropertySpec, exc: BaseException) -> PropertyFailure:
+    if isinstance(exc, PropertyFailure):
+        return exc
+    from metadata_builders.properties.spec import raised_failure
+
+    return raised_failure(spec.name, exc)
+
+
+def run_property(
+    spec: PropertySpec,
+    builder: Any,
+    settings_: settings,
+    *,
+    progress: Callable[[PropertyRun], None] | None = None,
+) -> PropertyRun:
+    """Run ``spec`` against ``builder`` under ``settings_``; never raises for a property failure.
+
+    Each of the spec's focuses is one Hypothesis run of ``max_examples``; the first
+    failing focus ends the property.  Under a derandomized profile each focus gets
+    its own fixed seed (``hypothesis.seed``), so focuses explore different batches
+    and a run is reproducible.
+    """
+    from metadata_builders.harness import harness_session
+
+    run = PropertyRun(spec)
+    start = time.perf_counter()
+    with harness_session():  # the audit's direct entries (and any launch memo) installed once for the run
+        for index, focus in enumerate(spec.focuses):
+            _run_focus(run, focus, builder, settings_, index, progress)
+            if run.failure is not None:
+                break
+    run.seconds = time.perf_counter() - start
+    if progress is not None:
+        progress(run)
+    return run
+
+
+def _run_focus(
+    run: PropertyRun,
+    focus: dict,
+    builder: Any,
+    settings_: settings,
+    index: int,
+    progress: Callable[[PropertyRun], None] | None,
+) -> None:
+    from strategies import boundary_hits, verify_batches
+
+    spec = run.spec
+
+    def body(batch: VerifyBatch) -> None:
+        run.examples += 1
+        if run.failure is None and run.examples_to_failure is None:
+            run.generated += 1
+            run.events.update(boundary_hits(batch))
+        if progress is not None and run.examples % 5 == 0:
+            progress(run)
+        before = () if isinstance(builder, ReferenceBuilder) else tuple(builder.history)
+        result = verdict(spec, builder, batch)
+        if result.failure is not None:
+            if run.examples_to_failure is None:
+                run.examples_to_failure = run.examples
+            run.batch, run.failure, run.history = batch, result.failure, before
+            raise result.failure
+        if result.status == "partial" and run.partial is None:
+            run.partial = result.why
+        elif result.status == "not applicable":
+            run.not_applicable += 1
+        notes = [n for n in result.notes if n != result.why]
+        if notes and len(run.notes) < 5:
+            run.notes += notes[: 5 - len(run.notes)]
+
+    test = given(batch=verify_batches(**focus))(body)
+    if settings_.derandomize:
+        test = seed(zlib.crc32(f"{spec.name}/{index}".encode()))(test)
+        test = settings(settings_, derandomize=False)(test)
+    else:
+        test = settings_(test)
+    try:
+        test()
+    except Exception as exc:  # noqa: BLE001 - Hypothesis re-raises the shrunk failure; we keep it as data
+        if run.failure is None:
+            run.failure = _as_failure(spec, exc)
