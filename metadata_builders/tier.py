@@ -1,59 +1,109 @@
-"""Graph-tier arithmetic: how ragged verify lengths are padded to a captured tier.
+"""Graph-tier arithmetic: how ragged verify lengths are padded to a captured tier, by convention.
 
 Pure Python and import-free so the batch model, the reference and the
 strategies share one definition (the data model never imports a builder).
 
+Upstream pads one tier three ways (docs/DESIGN.md section 2, owner decision of
+2026-12-01, settling F13); real tokens map the same under all three, the
+difference is who takes the slack ``leftover = graph_num_tokens - sum(real)``:
+
+``absorb_then_clamp``
+    spread over the pad rows, or absorbed by the last real row when there is none;
+    then every row clamped to the cap (``RaggedVerifyLayout.padded_to_bucket(cap=N)``,
+    the decode graph runner's staged copy).  With a cap the total is not known on
+    the host: the build reads it back.
+``full_coverage``
+    the same with the cap ignored (``padded_to_bucket(cap=None)``, what the DSV4
+    attention backend's out-graph phase does): every token of the tier is covered,
+    the host total is the tier.
+``pad_rows_only``
+    the cap bounds pad rows only and a real row never widens; slack the pad rows
+    cannot take is an uncovered tail (``pad_verify_lens_to_bucket(max_row_len=cap)``,
+    upstream's newer line).  The host knows the total: ``min(tier, total + npad x cap)``.
+    Upstream's function without a cap is its legacy absorb; the model's convention
+    never widens a real row, cap or not (docs/FINDINGS.md F13).
+
 Worked example -- three real rows ``[3, 1, 2]`` (6 tokens):
 
-=====================  ==============================  =========================
-tier                   ``tier_verify_lens``            what happens
-=====================  ==============================  =========================
-5 rows, 10 tokens      ``[3, 1, 2, 2, 2]``             leftover 4 spread over 2 pad rows
-5 rows, 10, cap 1      ``[3, 1, 2, 1, 1]``             pad rows clamped: 2 tokens uncovered
-3 rows, 10 tokens      ``[3, 1, 6]``                   no pad rows: the last real row absorbs 4
-3 rows, 10, cap 3      ``[3, 1, 3]``                   absorbs, then clamped (3 tokens uncovered)
-=====================  ==============================  =========================
+=====================  =====================  =====================  =====================
+tier                   ``absorb_then_clamp``  ``full_coverage``      ``pad_rows_only``
+=====================  =====================  =====================  =====================
+5 rows, 10 tokens      ``[3, 1, 2, 2, 2]``    ``[3, 1, 2, 2, 2]``    ``[3, 1, 2, 2, 2]``
+5 rows, 10, cap 1      ``[3, 1, 2, 1, 1]``    ``[3, 1, 2, 2, 2]``    ``[3, 1, 2, 1, 1]``
+3 rows, 10 tokens      ``[3, 1, 6]``          ``[3, 1, 6]``          ``[3, 1, 2]`` (4 uncovered)
+3 rows, 10, cap 3      ``[3, 1, 3]``          ``[3, 1, 6]``          ``[3, 1, 2]`` (4 uncovered)
+=====================  =====================  =====================  =====================
 
-The last two rows are upstream's absorb-then-clamp (``padded_to_bucket`` in
-``sglang/srt/speculative/ragged_verify.py``; DESIGN.md section 2, owner decision
-F2).  A cap below ``max(verify_lens)`` would clamp real verify tokens away and
-is rejected by the batch model (F2b), so the clamp only ever shortens pad rows
-and the slack the last real row absorbed.
+A cap below ``max(verify_lens)`` would clamp real verify tokens away and is
+rejected by the batch model (F2b), so a clamp only ever shortens pad rows and
+the slack the last real row absorbed.
 """
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Literal, Sequence, get_args
 
-__all__ = ["absorbed_slack", "tier_verify_lens"]
+__all__ = ["DEFAULT_PADDING", "PADDINGS", "Padding", "absorbed_slack", "host_total", "tier_verify_lens"]
+
+Padding = Literal["absorb_then_clamp", "full_coverage", "pad_rows_only"]
+"""How a graph path pads a ragged batch to its tier (the module docstring)."""
+
+PADDINGS: tuple[Padding, ...] = get_args(Padding)
+
+DEFAULT_PADDING: Padding = "absorb_then_clamp"
+"""The convention of a builder that declares none: the model's rule before conventions were named, so a
+third-party builder keeps its verdicts."""
 
 
-def tier_verify_lens(verify_lens: Sequence[int], padded_bs: int, graph_num_tokens: int, cap: int | None) -> list[int]:
-    """Ragged verify lengths padded to a graph tier (upstream ``pad_verify_lens_to_bucket`` + cap).
+def tier_verify_lens(verify_lens: Sequence[int], padded_bs: int, graph_num_tokens: int, cap: int | None,
+                     padding: Padding = DEFAULT_PADDING) -> list[int]:
+    """Ragged verify lengths padded to a graph tier along ``padding`` (the module docstring's table).
 
     ``leftover = graph_num_tokens - sum(real)``.  With pad rows it is spread over
     them: ``base = leftover // npad``, the first ``leftover % npad`` pad rows get
-    one more.  With no pad rows the last real row absorbs it.  Then, when a cap is
-    set, every row is clamped to ``cap``.
+    one more.  With no pad rows the last real row absorbs it, except under
+    ``pad_rows_only``.  Then the cap: every row under ``absorb_then_clamp``, pad
+    rows only under ``pad_rows_only``, none under ``full_coverage``.
     """
+    if padding not in PADDINGS:
+        raise ValueError(f"padding={padding!r} must be one of {list(PADDINGS)}")
     lens = list(verify_lens)
     npad = padded_bs - len(lens)
     leftover = graph_num_tokens - sum(lens)
     if npad > 0:
         base, rem = divmod(leftover, npad)
         lens += [base + (1 if i < rem else 0) for i in range(npad)]
-    else:
+    elif padding != "pad_rows_only":
         lens[-1] += leftover
-    if cap is not None:
+    if cap is not None and padding == "absorb_then_clamp":
         lens = [min(v, cap) for v in lens]
+    elif cap is not None and padding == "pad_rows_only":
+        lens = lens[: len(verify_lens)] + [min(v, cap) for v in lens[len(verify_lens):]]
     return lens
 
 
-def absorbed_slack(verify_lens: Sequence[int], padded_bs: int, graph_num_tokens: int, cap: int | None) -> int:
-    """Tokens of tier slack the last real row absorbed (0 when there are pad rows).
+def host_total(verify_lens: Sequence[int], padded_bs: int, graph_num_tokens: int, cap: int | None,
+               padding: Padding = DEFAULT_PADDING) -> int | None:
+    """The tier's token total as the host knows it, or None when the build must read it back from the device.
 
-    ``[3, 1, 2]`` on 3 rows / 10 tokens absorbs 4; with cap 3 it absorbs 1.
+    ``absorb_then_clamp``: the tier when uncapped, else unknown (the clamp makes it a
+    device sum).  ``full_coverage``: always the tier.  ``pad_rows_only``: the padded
+    lengths' sum, ``min(tier, total + npad x cap)`` -- no device read.
+    """
+    if padding == "absorb_then_clamp":
+        return graph_num_tokens if cap is None else None
+    if padding == "full_coverage":
+        return graph_num_tokens
+    return sum(tier_verify_lens(verify_lens, padded_bs, graph_num_tokens, cap, padding))
+
+
+def absorbed_slack(verify_lens: Sequence[int], padded_bs: int, graph_num_tokens: int, cap: int | None,
+                   padding: Padding = DEFAULT_PADDING) -> int:
+    """Tokens of tier slack the last real row absorbed (0 when there are pad rows, and under ``pad_rows_only``).
+
+    ``[3, 1, 2]`` on 3 rows / 10 tokens absorbs 4; with cap 3 it absorbs 1 (``absorb_then_clamp``),
+    4 (``full_coverage``), 0 (``pad_rows_only``).
     """
     if padded_bs > len(verify_lens):
         return 0
-    return tier_verify_lens(verify_lens, padded_bs, graph_num_tokens, cap)[-1] - verify_lens[-1]
+    return tier_verify_lens(verify_lens, padded_bs, graph_num_tokens, cap, padding)[-1] - verify_lens[-1]

@@ -33,12 +33,16 @@ CAPPED_WITH_A_SPARE_SLOT = make_batch([5, 3], [2, 1], 3, verify_lens=[2, 1], num
 
 
 def test_p9_catches_a_scratch_buffer_reused_across_calls() -> None:
-    """After the batch's largest form, a scratch refreshed only up to the covered tokens keeps slot 3 in the tail."""
+    """After the batch's largest form, a scratch refreshed only up to the covered tokens keeps its slots in the tail.
+
+    The largest form fills the tier with real rows ``[3, 3, 2]`` (slots 2, 1, 3): token 5 is slot 1's; the
+    batch itself leaves tokens 5..7 uncovered, in slot 0 (its last row is the pad row).
+    """
     with pytest.raises(PropertyFailure) as info:
         check_p9_no_hidden_state(mutant_builder("stateful_scratch_tail"), CAPPED_WITH_A_SPARE_SLOT)
     failure = info.value
     assert (failure.prop, failure.field, failure.index, failure.expected, failure.actual) == (
-        "P9", "verify_store_state_slot", (5,), 0, 3)
+        "P9", "verify_store_state_slot", (5,), 0, 1)
 
 
 @pytest.mark.parametrize("name", ["single_request", "uniform_eagle_batch_of_three", "capped_tier_uncovered_tail"])
@@ -49,10 +53,12 @@ def test_p9_holds_for_the_bundled_builder(name: str) -> None:
 
 
 def test_p9_history_grows_the_batch_and_changes_its_values() -> None:
-    """The history is the batch with other values, then its largest form: long prefixes, the pad row filled, no cap."""
+    """The history is the batch with other values, then its largest form: the pad row filled, no cap, the widest
+    rows covering the tier, long prefixes."""
     other, largest = history_for(CAPPED_WITH_A_SPARE_SLOT)
     assert other.graph == CAPPED_WITH_A_SPARE_SLOT.graph and other != CAPPED_WITH_A_SPARE_SLOT
     assert largest.bs == 3 and largest.req_pool_indices[-1] == 3 and largest.graph.cap is None
+    assert largest.num_real_tokens == largest.graph.graph_num_tokens
     assert all(s + e == largest.max_context for s, e in zip(largest.seq_lens[:2], largest.extend_lens))
 
 

@@ -61,6 +61,8 @@ EXTRA_BATCHES: dict[str, VerifyBatch] = {
         divergence=Divergence(None, (3, 5, 7))),
     "capped_tier_with_a_spare_slot": make_batch([5, 3], [2, 1], 3, verify_lens=[2, 1], num_slots=4,
                                                 graph=GraphTier(3, 8, cap=2)),
+    "uniform_dspark_tier_wider_than_its_rows": make_batch([5, 3, 7], [2, 1, 3], 3, graph=GraphTier(4, 14),
+                                                          is_dspark=True),
     "compressed_tier_crossing_c128": make_batch([127, 5], [1, 2], 3, width=136, graph=GraphTier(3, 9)).replace(
         geometry=Geometry(page_size=128, swa_window=4, ring_size=6, unified_swa_window=4, page_index_align=64,
                           compression=Compression(index_topk=8, c4_ring_size=16, c128_ring_size=256,
@@ -72,7 +74,8 @@ EXTRA_BATCHES: dict[str, VerifyBatch] = {
                                                   unified_swa_pages=5, low_ratios=(1, 2)))),
 }
 """Witnesses the shared examples do not cover: a diverging device length, a stale mirror with the same sum,
-a capped tier a later, larger batch can fill (slot 3 is spare), a compressed geometry whose first row crosses
+a capped tier a later, larger batch can fill (slot 3 is spare), a uniform DSpark tier two tokens wider than
+its rows (an exact total below the buffer: the only tier pad_rows_only ever passes output_size on), a compressed geometry whose first row crosses
 the first c4 and c128 group (positions 127..129) while pad rows have no compressed entry yet, and a ragged
 capped tier with both low ratios whose tail pads have ``seq_lens_casual = 1`` (a ratio-2 token with no group
 yet) while the second request holds more than index_topk ratio-1 entries."""
@@ -101,11 +104,10 @@ WITNESSES: dict[str, str] = {
     "page_table_floor_page_count": "page_boundary_one_past",
     "sentinel_clamp_negative_positions": "position_exactly_at_swa_window",
     "sentinel_minus1_reads_swa0": "req_to_token_minus_one_reads_sentinel",
-    "swa_window_reads_past_table": "absorbed_slack_past_table_width",
     "zero_length_row_check": "single_request",
     "inclusive_cumsum_pf_cu_q": "uniform_eagle_batch_of_three",
     "pad_tokens_final_pos_zero": "capped_tier_uncovered_tail",
-    "output_size_is_padded_tokens": "capped_tier_uncovered_tail",
+    "output_size_is_padded_tokens": "uniform_dspark_tier_wider_than_its_rows",
     "ring_modulo_by_window": "ring_wrap",
     "replay_refreshes_captured_rows_only": "uniform_eagle_batch_of_three",
     "replay_skips_pf_fields": "ragged_tier_slack_spread_over_pad_rows",

@@ -14,7 +14,7 @@ from __future__ import annotations
 import pytest
 from _examples import EXAMPLES, GEOMETRY, make_batch
 
-from metadata_builders import GraphTier, Variant, get_builder, variants_for
+from metadata_builders import GraphTier, ReferenceBuilder, Variant, get_builder, variants_for
 from metadata_builders.metadata import first_difference
 from metadata_builders.metadata import fields_for
 
@@ -439,11 +439,11 @@ CASES = [(name, path) for name, paths in EXPECTED.items() for path in paths]
 
 @pytest.mark.parametrize(("name", "path"), CASES, ids=[f"{n}-{p}" for n, p in CASES])
 def test_reference_fields_match_hand_derivation(name: str, path: str) -> None:
-    """Every variant of the path gives, field by field, the hand-derived metadata."""
+    """Every variant of the path gives, field by field, the hand-derived metadata (absorb_then_clamp's tiers)."""
     batch = EXAMPLES[name]
     expected = EXPECTED[name][path]
     assert set(expected) == set(fields_for(batch.geometry))
-    reference = get_builder("reference")
+    reference = ReferenceBuilder("absorb_then_clamp")
     for variant in [v for v in variants_for(batch) if v.path == path]:
         fields = reference.build(batch, variant).fields
         for field in fields_for(batch.geometry):
@@ -452,9 +452,9 @@ def test_reference_fields_match_hand_derivation(name: str, path: str) -> None:
 
 @pytest.mark.parametrize("name", list(EXAMPLES), ids=list(EXAMPLES))
 def test_reference_decision_and_sync_contract(name: str) -> None:
-    """The decision and the audit's host-sync count follow the gate rule and the sync contract."""
+    """The decision and the audit's host-sync count follow the gate rule and the sync contract (absorb_then_clamp)."""
     batch = EXAMPLES[name]
-    reference = get_builder("reference")
+    reference = ReferenceBuilder("absorb_then_clamp")
     for variant in variants_for(batch):
         result = reference.build(batch, variant)
         d = result.decision
@@ -470,11 +470,15 @@ def test_slack_absorbed_past_the_table_width_is_reported_as_an_out_of_bounds_rea
     a 12-wide row.  Position 12's window (4 columns: 12, 11, 10, 9) has one column past the width.
     """
     batch = EXAMPLES["absorbed_slack_past_table_width"]
-    md = get_builder("reference").build(batch, Variant("graph"))
-    assert md.fields["positions_casual"][2:] == [9, 10, 11, 12]
-    assert md.fields["swa_page_indices"][5][:4] == [-1, 100 + 23, 100 + 22, 100 + 21]
-    assert [(f.kind, f.count) for f in md.audit.faults] == [("oob_read", 1)]
+    for padding in ("absorb_then_clamp", "full_coverage"):
+        md = ReferenceBuilder(padding).build(batch, Variant("graph"))
+        assert md.fields["positions_casual"][2:] == [9, 10, 11, 12]
+        assert md.fields["swa_page_indices"][5][:4] == [-1, 100 + 23, 100 + 22, 100 + 21]
+        assert [(f.kind, f.count) for f in md.audit.faults] == [("oob_read", 1)]
     assert get_builder("reference").build(batch, Variant("eager")).audit.faults == []
+    # The specification's own convention never widens a real row: no read past the table, a 2-token tail.
+    md = get_builder("reference").build(batch, Variant("graph"))
+    assert md.audit.faults == [] and md.fields["positions_casual"] == [5, 6, 9, 10, 0, 0]
 
 
 # (example, variant, (num_tokens, exact_num_tokens, used_output_size, max_seq_len, host syncs)), all by hand.
@@ -509,8 +513,8 @@ DECISION_TABLE = [
     ("name", "variant", "expected"), DECISION_TABLE, ids=[f"{n}-{v.label}" for n, v, _ in DECISION_TABLE]
 )
 def test_reference_decision_table(name: str, variant: Variant, expected: tuple) -> None:
-    """Selected variants report the hand-derived decision and number of host syncs."""
-    result = get_builder("reference").build(EXAMPLES[name], variant)
+    """Selected variants report the hand-derived decision and number of host syncs (absorb_then_clamp)."""
+    result = ReferenceBuilder("absorb_then_clamp").build(EXAMPLES[name], variant)
     d = result.decision
     assert (d.num_tokens, d.exact_num_tokens, d.used_output_size, d.max_seq_len) == expected[:4]
     assert len(result.audit.host_syncs) == expected[4]
@@ -545,3 +549,41 @@ def test_uniform_tier_wider_than_its_rows_leaves_an_inert_uncovered_tail():
     assert md.fields["req_pool_indices_repeated"][12:] == [0, 0]
     hip = get_builder("hip")
     assert all(r.failure is None for r in run_all(hip, batch).values())
+
+
+# -- the three tier padding conventions, by hand (metadata_builders/tier.py's table) -------------------------
+
+# (example, convention) -> (extend_seq_lens, num_tokens, exact before the gate, ragged total read from the device)
+CONVENTIONS = {
+    # 2 real rows [2, 1], no pad rows, tier of 6 tokens: who takes the 3 left over?
+    ("tier_slack_absorbed_by_last_real_row", "absorb_then_clamp"): ([2, 4], 6, False, False),
+    ("tier_slack_absorbed_by_last_real_row", "full_coverage"): ([2, 4], 6, False, False),
+    ("tier_slack_absorbed_by_last_real_row", "pad_rows_only"): ([2, 1], 3, False, False),
+    # the same, capped at 2: clamped (and read back), ignored, or never reached a real row
+    ("capped_tier_uncovered_tail", "absorb_then_clamp"): ([2, 2], 4, True, True),
+    ("capped_tier_uncovered_tail", "full_coverage"): ([2, 4], 6, False, False),
+    ("capped_tier_uncovered_tail", "pad_rows_only"): ([2, 1], 3, False, False),
+    # 3 rows, 8 tokens, cap 2: the pad row takes 5, clamped to 2 -- except where the cap is ignored
+    ("capped_tier_clamps_pad_row", "absorb_then_clamp"): ([2, 1, 2], 5, True, True),
+    ("capped_tier_clamps_pad_row", "full_coverage"): ([2, 1, 5], 8, False, False),
+    ("capped_tier_clamps_pad_row", "pad_rows_only"): ([2, 1, 2], 5, False, False),
+}
+
+
+@pytest.mark.parametrize(("name", "padding"), list(CONVENTIONS), ids=[f"{n}-{p}" for n, p in CONVENTIONS])
+def test_each_padding_convention_pads_a_tier_as_derived_by_hand(name: str, padding: str) -> None:
+    """absorb_then_clamp, full_coverage and pad_rows_only pad one tier three ways; real tokens map the same."""
+    batch = EXAMPLES[name]
+    extend, num_tokens, exact, from_device = CONVENTIONS[(name, padding)]
+    variant = Variant("graph", "host", "host", "ungated")
+    md = ReferenceBuilder(padding).build(batch, variant)
+    assert md.fields["extend_seq_lens"] == extend and md.decision.num_tokens == num_tokens
+    assert md.decision.exact_num_tokens == exact
+    assert any(s.stage == "verify_extension" for s in md.audit.host_syncs) == from_device
+    absorb = ReferenceBuilder("absorb_then_clamp").build(batch, variant).fields
+    real = batch.num_real_tokens
+    assert md.fields["req_pool_indices_repeated"][:real] == absorb["req_pool_indices_repeated"][:real]
+    assert md.fields["positions_casual"][:real] == absorb["positions_casual"][:real]
+    if num_tokens < len(md.fields["seq_lens_casual"]):  # an uncovered tail: inert
+        assert set(md.fields["seq_lens_casual"][num_tokens:]) == {1}
+        assert set(md.fields["pf_final_pos"][num_tokens:]) == {batch.geometry.unified_swa_window}

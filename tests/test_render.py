@@ -117,18 +117,24 @@ def test_cell_kinds_show_tier_slack_spread_over_pad_rows() -> None:
 
 
 def test_cell_kinds_show_slack_absorbed_by_the_last_real_row() -> None:
-    """With no pad rows and no cap the last real row's cells past its own verify tokens are slack."""
-    a = analyse(EXAMPLES["tier_slack_absorbed_by_last_real_row"], "reference")
+    """With no pad rows and no cap, an absorbing convention's last real row has cells past its verify tokens:
+    slack; under pad_rows_only (the reference builder's) they are an uncovered tail instead."""
+    batch = EXAMPLES["tier_slack_absorbed_by_last_real_row"]
+    a = analyse(batch, builder=ReferenceBuilder("absorb_then_clamp"))
     assert [(c.row, c.kind) for c in a.cells] == [(0, "verify"), (0, "verify"), (1, "verify"), (1, "slack"),
                                                    (1, "slack"), (1, "slack")]
+    a = analyse(batch, "reference")
+    assert [(c.row, c.kind) for c in a.cells] == [(0, "verify"), (0, "verify"), (1, "verify"), (2, "uncovered"),
+                                                   (2, "uncovered"), (2, "uncovered")]
 
 
-def test_cell_kinds_show_the_uncovered_tail_of_a_capped_tier() -> None:
+@pytest.mark.parametrize(("padding", "covered"), [("absorb_then_clamp", 4), ("pad_rows_only", 3)])
+def test_cell_kinds_show_the_uncovered_tail_of_a_capped_tier(padding: str, covered: int) -> None:
     """Tokens past num_tokens of a capped tier form an uncovered row with seq_lens_casual 1 (position 0)."""
-    a = analyse(EXAMPLES["capped_tier_uncovered_tail"], "reference")
+    a = analyse(EXAMPLES["capped_tier_uncovered_tail"], builder=ReferenceBuilder(padding))
     tail = [c for c in a.cells if c.kind == "uncovered"]
-    assert a.num_tokens == 4 and len(tail) == 6 - 4
-    assert [c.token for c in tail] == [4, 5]
+    assert a.num_tokens == covered and len(tail) == 6 - covered
+    assert [c.token for c in tail] == list(range(covered, 6))
     assert all(c.position == 0 for c in tail)
     assert a.rows[-1].kind == "uncovered" and a.rows[-1].prefix is None
 
@@ -241,7 +247,7 @@ def test_the_fault_models_out_of_bounds_read_is_not_expected_of_the_builder() ->
     f2c = os.path.join(os.path.dirname(__file__), "regressions", "sglang", "f2c_capped_absorb_past_table_width.json")
     batch = _load(f2c)
     batch = batch.replace(divergence=Divergence(list(batch.extend_lens)))
-    reference = get_builder("reference")
+    reference = ReferenceBuilder("absorb_then_clamp")  # an absorbing convention: the last real row reads past the table
     assert any(f.kind == "oob_read" for v in variants_for(batch) for f in reference.build(batch, v).audit.faults)
     a = analyse(batch, "hip", "cpu")
     assert a.faults == () and a.notes == ()

@@ -16,10 +16,10 @@ from metadata_builders import (
     Geometry,
     GraphTier,
     VerifyBatch,
-    first_difference,
     get_builder,
     variants_for,
 )
+from metadata_builders.metadata import first_difference
 from metadata_builders.reference import tier_verify_lens
 from strategies import (
     STALE_MIRROR_KINDS,

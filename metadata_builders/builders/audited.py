@@ -180,7 +180,7 @@ class AuditedBuilder:
             check_variant(batch, variant)
             clean = batch.without_divergence()
             return self._audited(batch, variant, None, lambda: self.inner.build(clean, variant))
-        inputs = make_inputs(batch, variant, self.device)
+        inputs = make_inputs(batch, variant, self.device, self.capabilities.padding)
         return self._audited(batch, variant, inputs, lambda: self.inner.build(inputs))
 
     def capture(self, batch: VerifyBatch, variant: Variant) -> Captured:
@@ -199,7 +199,7 @@ class AuditedBuilder:
         if variant.path != "graph":
             raise InvalidVariant("path", "'graph' to capture", variant.path)
         self._remember(batch)
-        inputs = make_inputs(batch, variant, self.device)
+        inputs = make_inputs(batch, variant, self.device, self.capabilities.padding)
         _mark_inputs(inputs)
         if self.capabilities.records_graph:
             from metadata_builders.harness.graph_recorder import capture_graph
@@ -243,7 +243,8 @@ class AuditedBuilder:
         if inputs is not None:
             _mark_inputs(inputs)
             snapshot = inputs.snapshot()
-        strict = self.device.startswith("cuda") and not expected_host_syncs(batch, variant)
+        strict = self.device.startswith("cuda") and not expected_host_syncs(batch, variant,
+                                                                             padding=self.capabilities.padding)
         with sync_debug_mode("error") if strict else contextlib.nullcontext(), audit:
             result = call()
         if not isinstance(result, VerifyMetadata):

@@ -21,9 +21,10 @@ from __future__ import annotations
 
 import inspect
 from dataclasses import dataclass
-from typing import Any, Literal, get_args
+from typing import Any, Literal
 
 from metadata_builders.errors import BuilderContractError
+from metadata_builders.tier import DEFAULT_PADDING, PADDINGS, Padding
 
 __all__ = ["BuildContract", "Capabilities", "GraphContract", "Padding", "capabilities_of"]
 
@@ -34,10 +35,6 @@ GraphContract = Literal["phases", "python_replay", "none"]
 """``phases``: ``out_graph``/``in_graph`` (recorded and re-executed as a GPU does); ``python_replay``: 0.2's
 ``capture()``/``replay()`` (its Python runs at replay: P5 ``partial``); ``none``: no graph replay."""
 
-Padding = Literal["absorb_then_clamp", "full_coverage", "pad_rows_only"]
-"""How the builder's graph path pads a ragged batch to its tier (docs/DESIGN.md section 2)."""
-
-PADDINGS: tuple[Padding, ...] = get_args(Padding)
 
 _PHASES = ("graph_state", "out_graph", "in_graph")
 _PYTHON_REPLAY = ("capture", "replay")
@@ -49,7 +46,7 @@ class Capabilities:
 
     build: BuildContract = "inputs"
     graph: GraphContract = "none"
-    padding: Padding = "absorb_then_clamp"
+    padding: Padding = DEFAULT_PADDING
     """The tier padding convention its graph path follows (``padding_convention`` on the class; a builder that
     declares none is judged as ``absorb_then_clamp``, the model's rule before conventions were named)."""
     mirror_validation: bool = False

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from metadata_builders.metadata import InputChange
+from metadata_builders.tier import DEFAULT_PADDING, Padding, host_total
 from metadata_builders.variants import check_variant
 
 if TYPE_CHECKING:
@@ -86,6 +87,9 @@ class VerifyInputs:
     """The captured tier on the graph path; None eager."""
     variant: Variant
     """The recipe: path, mirror fallback, layout total, gate."""
+    padding: Padding = DEFAULT_PADDING
+    """The tier padding convention the builder declared (``padding_convention``): ``num_tokens_cpu`` on the graph
+    path is what it leaves on the host (docs/DESIGN.md section 2)."""
 
     @property
     def rows(self) -> int:
@@ -203,8 +207,14 @@ def _rows_and_tokens(batch: VerifyBatch, variant: Variant) -> tuple[int, int]:
     return batch.bs, batch.num_real_tokens
 
 
-def _host_values(batch: VerifyBatch, variant: Variant) -> dict[str, Any]:
-    """The host side of the call: mirror, ragged host copy and total, ``max_seq_len``."""
+def _host_values(batch: VerifyBatch, variant: Variant, padding: Padding) -> dict[str, Any]:
+    """The host side of the call: mirror, ragged host copy and total, ``max_seq_len``.
+
+    On the graph path the ragged total is what the tier padding convention the builder
+    follows leaves on the host (:func:`~metadata_builders.tier.host_total`): the tier
+    uncapped, ``min(tier, total + npad x cap)`` under ``pad_rows_only``; None where the
+    build must read it back.
+    """
     rows, _ = _rows_and_tokens(batch, variant)
     pads = [1] * (rows - batch.bs)
     div = batch.divergence
@@ -216,7 +226,8 @@ def _host_values(batch: VerifyBatch, variant: Variant) -> dict[str, Any]:
         if variant.path == "graph":
             assert batch.graph is not None
             verify_lens_cpu = real
-            num_tokens_cpu = batch.graph.graph_num_tokens if batch.graph.cap is None else None
+            g = batch.graph
+            num_tokens_cpu = host_total(real, g.padded_bs, g.graph_num_tokens, g.cap, padding)
         elif variant.layout_total == "host":
             verify_lens_cpu, num_tokens_cpu = real, sum(real)
     # The caller computes it from its own host copy of seq_lens, stale or not, mirror passed or not.
@@ -256,8 +267,11 @@ def _host_tables(batch: VerifyBatch) -> tuple[torch.Tensor, torch.Tensor]:
     return table, mapping
 
 
-def make_inputs(batch: VerifyBatch, variant: Variant, device: str | torch.device) -> VerifyInputs:
+def make_inputs(batch: VerifyBatch, variant: Variant, device: str | torch.device,
+                padding: Padding = DEFAULT_PADDING) -> VerifyInputs:
     """The call's arguments for ``batch`` along ``variant`` on ``device``, as upstream's caller makes them.
+
+    ``padding``: the tier padding convention the builder declares (its graph path's host total follows it).
 
     On the graph path the rows and tokens past the real ones are filled like graph
     replay fills its static buffers: ``seq_lens`` 1, slot 0, ``out_cache_loc`` 0.
@@ -285,7 +299,8 @@ def make_inputs(batch: VerifyBatch, variant: Variant, device: str | torch.device
         geometry=batch.geometry,
         graph=batch.graph if variant.path == "graph" else None,
         variant=variant,
-        **_host_values(batch, variant),
+        padding=padding,
+        **_host_values(batch, variant, padding),
     )
 
 
@@ -328,6 +343,6 @@ def refill_inputs(inputs: VerifyInputs, batch: VerifyBatch) -> None:
     inputs.verify_lens = None if device_verify is None else torch.tensor(
         device_verify, dtype=torch.int32, device=inputs.seq_lens.device
     )
-    for name, value in _host_values(batch, variant).items():
+    for name, value in _host_values(batch, variant, inputs.padding).items():
         setattr(inputs, name, value)
     inputs.bs = batch.bs

@@ -10,9 +10,19 @@ from metadata_builders.errors import CaptureSync, PropertyFailure
 from metadata_builders.properties.checks import CHECKS, CheckId
 from metadata_builders.metadata import SyncRecord, VerifyMetadata, first_difference
 from metadata_builders.reference import ReferenceBuilder
+from metadata_builders.tier import PADDINGS, Padding
 from metadata_builders.variants import Variant, variants_for
 
-_REFERENCE = ReferenceBuilder()
+_REFERENCES = {padding: ReferenceBuilder(padding) for padding in PADDINGS}
+
+
+def _reference(builder: Any) -> ReferenceBuilder:
+    """The specification for ``builder``: the reference of the tier padding convention the builder declares."""
+    return _REFERENCES[builder.capabilities.padding]
+
+
+def _padding(builder: Any) -> Padding:
+    return builder.capabilities.padding
 _DECISION_NAMES = ("num_tokens", "max_seq_len", "used_output_size", "exact_num_tokens")
 """The ``Decision`` fields P1 compares, in the order its first failure names them."""
 

@@ -6,14 +6,14 @@ from metadata_builders.batch import VerifyBatch
 from metadata_builders.metadata import FIELD_NAMES, FIELDS, VerifyMetadata, first_difference
 from metadata_builders.properties._common import (
     _DECISION_NAMES,
-    _REFERENCE,
-    Partial,
+    _reference, Partial,
     _clean,
     _compare,
     _decided,
     _describe,
     _fail,
     _name,
+    _padding,
     _variants,
 )
 from metadata_builders.properties.syncs import contract_role
@@ -30,7 +30,7 @@ def check_p1_reference(builder, batch: VerifyBatch) -> list[str]:
     batch = _clean(batch)
     notes: list[str] = []
     for variant in _variants(builder, batch, notes):
-        expected = _REFERENCE.build(batch, variant)
+        expected = _reference(builder).build(batch, variant)
         actual = builder.build(batch, variant)
         if actual.not_observable and not any(isinstance(n, Partial) and "not observable" in n for n in notes):
             notes.append(Partial(f"fields not observable in builder {_name(builder)!r}: "
@@ -58,7 +58,7 @@ def p1_differences(builder, batch: VerifyBatch) -> set[str]:
     batch = _clean(batch)
     found: set[str] = set()
     for variant in _variants(builder, batch, []):
-        expected = _REFERENCE.build(batch, variant)
+        expected = _reference(builder).build(batch, variant)
         actual = builder.build(batch, variant)
         for name in FIELD_NAMES:
             if name in actual.fields and first_difference(expected.fields, actual.fields, (name,)) is not None:
@@ -132,7 +132,7 @@ def check_p4_gate(builder, batch: VerifyBatch) -> list[str]:
     notes: list[str] = []
     by_recipe: dict[tuple, tuple[Variant, VerifyMetadata]] = {}
     for variant in _variants(builder, batch, notes):
-        rows = verify_extension(batch, variant)
+        rows = verify_extension(batch, variant, _padding(builder))
         want = apply_gate(variant.gate, rows.exact, batch.is_dspark)
         actual = builder.build(batch, variant)
         maps = actual.audit.token_maps

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from metadata_builders.batch import VerifyBatch
 from metadata_builders.metadata import PLANNER_OP, first_difference
-from metadata_builders.properties._common import _REFERENCE, _clean, _fail, _variants
+from metadata_builders.properties._common import _clean, _fail, _padding, _reference, _variants
 from metadata_builders.reference import expected_faults
+from metadata_builders.tier import host_total
 from metadata_builders.variants import divergence_applies
 
 
@@ -26,7 +27,8 @@ def check_p6_fault_model(builder, batch: VerifyBatch) -> list[str]:
     clean = _clean(batch)
     for variant in _variants(builder, batch, notes):
         actual = builder.build(batch, variant)
-        want = [(f.kind, f.count) for f in expected_faults(batch, variant) if f.kind != "oob_read"]
+        modelled = expected_faults(batch, variant, padding=_padding(builder))
+        want = [(f.kind, f.count) for f in modelled if f.kind != "oob_read"]
         planner = [f for f in actual.audit.faults if f.op == PLANNER_OP]
         if planner:
             raise _fail("P6", variant, f"the compress planner wrote {sum(f.count for f in planner)} plan entries past "
@@ -36,7 +38,7 @@ def check_p6_fault_model(builder, batch: VerifyBatch) -> list[str]:
         got = [(f.kind, f.count) for f in actual.audit.faults]
         oob = [f for f in actual.audit.faults if f.kind == "oob_read"]
         if oob:
-            model = [f.count for f in expected_faults(batch, variant) if f.kind == "oob_read"]
+            model = [f.count for f in modelled if f.kind == "oob_read"]
             raise _fail("P6", variant, f"out-of-bounds read in {oob[0].stage} ({oob[0].op}); no variant may perform one"
                         + (f" (a literal gather reads {model[0]} elements past req_to_token here: F2c)" if model else ""),
                         field="audit.faults", expected=[], actual=got, check="p6.oob_read", where=oob[0].stage)
@@ -49,8 +51,10 @@ def check_p6_fault_model(builder, batch: VerifyBatch) -> list[str]:
             raise _fail("P6", variant, "EAGLE faulted under the dspark gate", field="audit.faults", expected=[], actual=got,
                         check="p6.eagle_faulted_under_dspark", where=actual.audit.faults[0].stage)
         g = batch.graph
-        if variant.path == "graph" and batch.is_ragged and g is not None and g.cap is None and used:
-            raise _fail("P6", variant, "an uncapped padded tier passed output_size", field="decision.used_output_size",
+        if variant.path == "graph" and batch.is_ragged and g is not None and used and host_total(
+                batch.verify_lens, g.padded_bs, g.graph_num_tokens, g.cap, _padding(builder)) is not None:
+            raise _fail("P6", variant, "a tier whose total the host knows passed output_size (it trusts a host "
+                        "count against device lengths)", field="decision.used_output_size",
                         expected=False, actual=True, check="p6.uncapped_output_size")
         if got != want:
             if got or not want:
@@ -60,7 +64,7 @@ def check_p6_fault_model(builder, batch: VerifyBatch) -> list[str]:
             notes.append(f"{variant.label}: the model predicts {want} but this build's device lengths never took the "
                          f"diverging copy (delivered {actual.audit.divergence_delivered}x): no exposure")
         if used and not got and batch.divergence is not None and divergence_applies(batch, variant):
-            mismatch = first_difference(_REFERENCE.build(clean, variant).fields, actual.fields)
+            mismatch = first_difference(_reference(builder).build(clean, variant).fields, actual.fields)
             if mismatch is not None and len(notes) < 5:
                 notes.append(f"{variant.label}: no fault, but wrong metadata (silent on HIP): {mismatch}")
     return notes

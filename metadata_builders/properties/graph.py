@@ -8,17 +8,17 @@ from typing import Any
 from metadata_builders.batch import VerifyBatch
 from metadata_builders.errors import InvalidBatch
 from metadata_builders.metadata import FIELD_NAMES, FIELDS, PER_ENTRY, PER_ROW, SHAPE_VARIES, VerifyMetadata
-from metadata_builders.properties._common import Partial, _capture, _clean, _compare, _fail, _name, _variants
-from metadata_builders.tier import absorbed_slack
+from metadata_builders.properties._common import Partial, _capture, _clean, _compare, _fail, _name, _padding, _variants
+from metadata_builders.tier import Padding, absorbed_slack
 from metadata_builders.variants import Variant
 
 
-def _absorbing_row(batch: VerifyBatch) -> int | None:
-    """The real row that takes tier slack (no pad rows; capped or not), if it absorbed any."""
+def _absorbing_row(batch: VerifyBatch, padding: Padding) -> int | None:
+    """The real row that takes tier slack (no pad rows; an absorbing convention), if it absorbed any."""
     g = batch.graph
     if g is None or not batch.is_ragged:
         return None
-    return batch.bs - 1 if absorbed_slack(batch.verify_lens, g.padded_bs, g.graph_num_tokens, g.cap) else None
+    return batch.bs - 1 if absorbed_slack(batch.verify_lens, g.padded_bs, g.graph_num_tokens, g.cap, padding) else None
 
 
 def check_p5_graph_vs_eager(builder, batch: VerifyBatch, second: VerifyBatch | None = None) -> list[str]:
@@ -40,7 +40,7 @@ def check_p5_graph_vs_eager(builder, batch: VerifyBatch, second: VerifyBatch | N
         return ["P5 needs a graph tier; nothing to check"]
     notes: list[str] = []
     bs, real = batch.bs, batch.num_real_tokens
-    absorbing = _absorbing_row(batch)
+    absorbing = _absorbing_row(batch, _padding(builder))
     variants = _variants(builder, batch, notes)
     for variant in variants:
         if variant.path != "graph":

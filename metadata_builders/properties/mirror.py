@@ -5,7 +5,7 @@ from __future__ import annotations
 from metadata_builders.batch import VerifyBatch
 from metadata_builders.errors import StaleMirror
 from metadata_builders.metadata import VerifyMetadata, first_difference
-from metadata_builders.properties._common import _REFERENCE, Partial, _clean, _compare, _describe, _fail, _name, _variants
+from metadata_builders.properties._common import _reference, Partial, _clean, _compare, _describe, _fail, _name, _variants
 from metadata_builders.properties.syncs import contract_role
 from metadata_builders.variants import Variant, variants_for
 
@@ -75,7 +75,7 @@ def _check_stale_mirror(builder, batch: VerifyBatch) -> list[str]:
                         field="seq_lens_cpu", index=(first,), expected=batch.seq_lens[first],
                         actual=div.seq_lens_cpu[first], check="p2.stale_mirror_silent")
         silent = builder.build(batch, variant)
-        mismatch = first_difference(_REFERENCE.build(_clean(batch), variant).fields, silent.fields)
+        mismatch = first_difference(_reference(builder).build(_clean(batch), variant).fields, silent.fields)
         if mismatch is not None and len(notes) < 3:
             notes.append(f"{variant.label}: without validation the stale mirror corrupts metadata: {mismatch}")
     return notes

@@ -23,8 +23,7 @@ from metadata_builders.errors import InvalidBatch
 from metadata_builders.metadata import first_difference
 from metadata_builders.properties._common import (
     _DECISION_NAMES,
-    _REFERENCE,
-    Partial,
+    _reference, Partial,
     _clean,
     _compare,
     _decided,
@@ -106,10 +105,38 @@ def uncapped_batch(batch: VerifyBatch) -> VerifyBatch | None:
         return None
 
 
+def widest_rows_batch(batch: VerifyBatch) -> VerifyBatch | None:
+    """Every ragged row verifying as many tokens as it may (the draft, the cap, the table, the tier's budget).
+
+    Under ``pad_rows_only`` a real row never takes tier slack, so only wider rows cover
+    a tier's tail with real slots; first rows first.  None for a uniform batch, or when
+    nothing widens or the result would be invalid.
+    """
+    if batch.verify_lens is None:
+        return None
+    g = batch.graph
+    budget = (g.graph_num_tokens if g is not None else None)
+    lens = list(batch.verify_lens)
+    for b, (s, e) in enumerate(zip(batch.seq_lens, lens)):
+        top = min(batch.num_draft_tokens, batch.max_context - s, g.cap if g is not None and g.cap else 1 << 30)
+        if budget is not None:
+            top = min(top, e + budget - sum(lens))
+        lens[b] = max(e, top)
+    if lens == list(batch.verify_lens):
+        return None
+    out = [batch.req_to_token[slot][s + j] for s, slot, e in zip(batch.seq_lens, batch.req_pool_indices, lens)
+           for j in range(e)]
+    try:
+        return batch.replace(verify_lens=lens, out_cache_loc=out)
+    except InvalidBatch:
+        return None
+
+
 def largest_batch(batch: VerifyBatch) -> VerifyBatch | None:
-    """The most the batch's shape can hold: longer prefixes, then more requests, then no cap (each if valid)."""
+    """The most the batch's shape can hold (each step if valid): more requests, no cap, the widest rows, then the
+    longest prefixes those rows leave room for."""
     largest = batch
-    for grow in (longer_prefixes_batch, grown_batch, uncapped_batch):
+    for grow in (grown_batch, uncapped_batch, widest_rows_batch, longer_prefixes_batch):
         largest = grow(largest) or largest
     return None if largest == batch else largest
 
@@ -171,7 +198,7 @@ def check_p9_no_hidden_state(builder, batch: VerifyBatch) -> list[str]:
     what = f"after {len(history)} other batch(es) on the same builder vs a freshly constructed one"
     for variant in _variants(builder, batch, notes):
         got = seasoned.build(batch, variant)
-        if _same(_REFERENCE.build(batch, variant), got):
+        if _same(_reference(builder).build(batch, variant), got):
             continue
         clean = clean or builder.fresh()
         want = clean.build(batch, variant)

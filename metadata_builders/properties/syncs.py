@@ -7,8 +7,9 @@ from typing import Any
 
 from metadata_builders.batch import VerifyBatch
 from metadata_builders.metadata import SyncRecord, VerifyMetadata
-from metadata_builders.properties._common import _capture, _clean, _describe, _fail, _variants
+from metadata_builders.properties._common import _capture, _clean, _describe, _fail, _padding, _variants
 from metadata_builders.reference import CONTRACT_STAGES, expected_host_syncs
+from metadata_builders.tier import Padding
 from metadata_builders.variants import Variant
 
 
@@ -48,13 +49,14 @@ def check_sync_contract(builder, batch: VerifyBatch) -> list[str]:
     batch = _clean(batch)
     notes: list[str] = []
     variants = _variants(builder, batch, notes)
+    padding = _padding(builder)
     for variant in variants:
-        _check_contract(batch, variant, builder.build(batch, variant), "")
+        _check_contract(batch, variant, builder.build(batch, variant), "", padding)
     if builder.capabilities.replays:
         for variant in (v for v in variants if v.path == "graph"):
             captured = _capture("P7", builder, batch, variant)
             check_recorded_reads(variant, captured)
-            _check_contract(batch, variant, builder.replay(captured, batch), "graph replay: ")
+            _check_contract(batch, variant, builder.replay(captured, batch), "graph replay: ", padding)
     return notes
 
 
@@ -75,9 +77,9 @@ def check_recorded_reads(variant: Variant, captured: Any) -> None:
                     check="p7.capture_host_read", where=read.stage)
 
 
-def _check_contract(batch: VerifyBatch, variant: Variant, md: VerifyMetadata, what: str) -> None:
+def _check_contract(batch: VerifyBatch, variant: Variant, md: VerifyMetadata, what: str, padding: Padding) -> None:
     """Missing reads and reads outside the contract, each said as such (fewer syncs is not "extra syncs")."""
-    want = expected_host_syncs(batch, variant)
+    want = expected_host_syncs(batch, variant, padding=padding)
     got = md.audit.host_syncs
     wanted, seen = Counter((s.stage, s.kind) for s in want), Counter(contract_key(s) for s in got)
     if wanted == seen:
@@ -101,7 +103,7 @@ def check_p7_capture_safety(builder, batch: VerifyBatch) -> list[str]:
     batch = _clean(batch)
     notes: list[str] = []
     for variant in _variants(builder, batch, notes):
-        if expected_host_syncs(batch, variant):
+        if expected_host_syncs(batch, variant, padding=_padding(builder)):
             continue
         actual = builder.build(batch, variant)
         if actual.audit.host_syncs:

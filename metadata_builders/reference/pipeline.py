@@ -27,7 +27,7 @@ from metadata_builders.reference.compressed import compressed_attention, indexer
 from metadata_builders.reference.low_ratios import low_ratio_groups
 from metadata_builders.reference.plans import compress_plans
 from metadata_builders.reference.streams import decode_index_streams, tail_lengths
-from metadata_builders.tier import tier_verify_lens
+from metadata_builders.tier import DEFAULT_PADDING, Padding, host_total, tier_verify_lens
 from metadata_builders.variants import apply_gate, check_variant, divergence_applies
 
 if TYPE_CHECKING:
@@ -103,7 +103,7 @@ def raw_verify_route(batch: VerifyBatch, variant: Variant) -> bool:
     return variant.path == "graph" and not batch.is_ragged and batch.is_dspark and variant.gate == "dspark"
 
 
-def verify_extension(batch: VerifyBatch, variant: Variant) -> Rows:
+def verify_extension(batch: VerifyBatch, variant: Variant, padding: Padding = DEFAULT_PADDING) -> Rows:
     """Stage 1: add the verify tokens; decide ``num_tokens`` and exactness.
 
     Running example, graph path: rows ``seq_lens = [8, 4, 9, 3, 3]`` (pads have
@@ -111,7 +111,9 @@ def verify_extension(batch: VerifyBatch, variant: Variant) -> Rows:
     ``num_tokens = 10`` (an uncapped tier carries its total: ``exact=False``),
     ``max_seq_len = max_context + 3``.  Eager: three rows, ``num_tokens = 6``,
     ``max_seq_len = 7 + 3 = 10``.  DSpark's raw-verify route reports
-    ``max_context`` (:func:`raw_verify_route`).
+    ``max_context`` (:func:`raw_verify_route`).  A ragged graph build pads along
+    ``padding`` (:mod:`metadata_builders.tier`); the total is the host's wherever the
+    convention knows it there (``exact=False``), else read back (``exact=True``).
     """
     bs, draft = batch.bs, batch.num_draft_tokens
     seq_lens = list(batch.seq_lens)
@@ -137,9 +139,10 @@ def verify_extension(batch: VerifyBatch, variant: Variant) -> Rows:
     elif variant.path == "graph":
         assert batch.graph is not None
         g = batch.graph
-        extend = tier_verify_lens(batch.verify_lens, g.padded_bs, g.graph_num_tokens, g.cap)
-        if g.cap is None:
-            num_tokens, exact = g.graph_num_tokens, False
+        extend = tier_verify_lens(batch.verify_lens, g.padded_bs, g.graph_num_tokens, g.cap, padding)
+        known = host_total(batch.verify_lens, g.padded_bs, g.graph_num_tokens, g.cap, padding)
+        if known is not None:
+            num_tokens, exact = known, False
         else:
             num_tokens, exact, total_from_device = sum(extend), True, True
     else:
@@ -258,7 +261,8 @@ CONTRACT_STAGES = {
 """The pipeline stage each contracted host sync belongs to (DESIGN.md section 4)."""
 
 
-def expected_host_syncs(batch: VerifyBatch, variant: Variant, rows: Rows | None = None) -> list[SyncRecord]:
+def expected_host_syncs(batch: VerifyBatch, variant: Variant, rows: Rows | None = None,
+                        padding: Padding = DEFAULT_PADDING) -> list[SyncRecord]:
     """The sync contract: one D2H read each for a ``tolist`` mirror, a device total, a synced token map.
 
     Each is a (stage, kind) pair: the mirror is a ``copy`` of ``seq_lens`` in
@@ -267,7 +271,7 @@ def expected_host_syncs(batch: VerifyBatch, variant: Variant, rows: Rows | None 
     (the host learns ``sum(extend)``) in ``unified_prefill_meta``.  ``int(t.sum())``
     and ``t.sum().item()`` are the same read.
     """
-    rows = rows or verify_extension(batch, variant)
+    rows = rows or verify_extension(batch, variant, padding)
     out: list[SyncRecord] = []
     if not batch.is_ragged and variant.mirror == "tolist":
         out.append(SyncRecord("Tensor.tolist", CONTRACT_STAGES["mirror"], "no host mirror: seq_lens.tolist() (pre-fix fallback)",
@@ -307,16 +311,18 @@ def diverged_extend_lens(batch: VerifyBatch, rows: Rows) -> list[int]:
     return div + list(rows.extend_seq_lens[len(div) :])
 
 
-def oob_read_count(batch: VerifyBatch, variant: Variant, rows: Rows | None = None) -> int:
+def oob_read_count(batch: VerifyBatch, variant: Variant, rows: Rows | None = None,
+                   padding: Padding = DEFAULT_PADDING) -> int:
     """Elements a literal SWA-window gather reads past ``req_to_token``'s width (F2c).
 
     Only a real row that absorbed tier slack at the end of its context reaches
     such positions.  Example: width 2, ``seq_lens=[1]``, ``verify_lens=[1]``, one
     row, a tier of 3 tokens: the row absorbs 2, its positions are 1, 2, 3, and the
     window of position 2 reads column 2, that of 3 reads columns 2 and 3: 3 elements
-    (with a window of at least 2).
+    (with a window of at least 2).  Only the absorbing conventions reach there: under
+    ``pad_rows_only`` a real row never widens.
     """
-    rows = rows or verify_extension(batch, variant)
+    rows = rows or verify_extension(batch, variant, padding)
     width, window = batch.max_context, batch.geometry.swa_window
     count = 0
     for s, e in zip(rows.seq_lens, rows.extend_seq_lens):
@@ -326,7 +332,8 @@ def oob_read_count(batch: VerifyBatch, variant: Variant, rows: Rows | None = Non
     return count
 
 
-def expected_faults(batch: VerifyBatch, variant: Variant, rows: Rows | None = None) -> list[FaultRecord]:
+def expected_faults(batch: VerifyBatch, variant: Variant, rows: Rows | None = None,
+                    padding: Padding = DEFAULT_PADDING) -> list[FaultRecord]:
     """The HIP fault model for one build of ``batch`` along ``variant``.
 
     * A token map that trusted ``output_size`` against other device lengths: device
@@ -338,7 +345,7 @@ def expected_faults(batch: VerifyBatch, variant: Variant, rows: Rows | None = No
       itself never performs it (:func:`core_metadata`), and no builder may: the
       record says how many elements a literal implementation would read.
     """
-    rows = rows or verify_extension(batch, variant)
+    rows = rows or verify_extension(batch, variant, padding)
     out: list[FaultRecord] = []
     if rows.used_output_size and not batch.is_ragged:
         total = sum(device_extend_lens(batch, variant, rows))
@@ -347,7 +354,7 @@ def expected_faults(batch: VerifyBatch, variant: Variant, rows: Rows | None = No
             out.append(FaultRecord("oob_write", total - n, output_size=n, device_sum=total))
         elif total < n:
             out.append(FaultRecord("uninitialized_tail", n - total, output_size=n, device_sum=total))
-    oob = oob_read_count(batch, variant, rows)
+    oob = oob_read_count(batch, variant, rows, padding)
     if oob:
         out.append(FaultRecord("oob_read", oob, op="index", stage="core_metadata"))
     return out
@@ -388,20 +395,29 @@ def index_streams(batch: VerifyBatch, fields: dict[str, list]) -> dict[str, list
 
 
 class ReferenceBuilder:
-    """Builder ``"reference"``: the five stages above, chained; keeps no state."""
+    """Builder ``"reference"``: the five stages above, chained; keeps no state.
+
+    ``padding``: the tier padding convention its graph path follows.  The properties
+    judge a builder against the reference of the builder's own convention;
+    ``get_builder("reference")`` is the ``pad_rows_only`` one (a real row never widens,
+    so the specification never reads past its own table: DESIGN.md section 2).
+    """
 
     name = "reference"
+
+    def __init__(self, padding: Padding = DEFAULT_PADDING) -> None:
+        self.padding: Padding = padding
 
     @property
     def capabilities(self) -> Any:
         """The specification's: every variant, no graph replay of its own (it *is* the graph path's answer)."""
         from metadata_builders.builders.capabilities import Capabilities
 
-        return Capabilities(build="batch")
+        return Capabilities(build="batch", padding=self.padding)
 
     def build(self, batch: VerifyBatch, variant: Variant) -> VerifyMetadata:
         check_variant(batch, variant)
-        rows = verify_extension(batch, variant)
+        rows = verify_extension(batch, variant, self.padding)
         casual, slots = causal_expansion(rows)
         fields: dict[str, list] = {
             "seq_lens": rows.seq_lens,
@@ -416,5 +432,6 @@ class ReferenceBuilder:
         if batch.geometry.swa_window == batch.geometry.unified_swa_window:
             fields.update(index_streams(batch, fields))
         decision = Decision(rows.num_tokens, rows.used_output_size, rows.used_output_size, rows.max_seq_len)
-        audit = Audit(expected_host_syncs(batch, variant, rows), expected_faults(batch, variant, rows))
+        audit = Audit(expected_host_syncs(batch, variant, rows, self.padding),
+                      expected_faults(batch, variant, rows, self.padding))
         return VerifyMetadata(fields, decision, audit)

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 from metadata_builders.builders import AuditedBuilder, get_builder
 from metadata_builders.metadata import first_difference
 from metadata_builders.reference import ReferenceBuilder
+from metadata_builders.tier import DEFAULT_PADDING, Padding
 from metadata_builders.render.differences import (
     FIELD_ORDER,
     Collector,
@@ -147,7 +148,8 @@ def analyse(
     if builder is None:
         builder = get_builder(builder_name, device)
     name, on = builder.name, str(builder.device if isinstance(builder, AuditedBuilder) else device)
-    reference = ReferenceBuilder()
+    padding = _padding_of(builder)
+    reference = ReferenceBuilder(padding)
     clean = batch.without_divergence()
     variants = variants_for(clean)
     labels = {v: short_label(batch, v) for v in variants}
@@ -162,7 +164,7 @@ def analyse(
     built = {v: _build(builder, clean, v, labels[v], notes) for v in variants}
     if not on.startswith("meta"):
         compare_builds(collector, labels, expected, built)
-    syncs = _sync_breaks(clean, labels, built)
+    syncs = _sync_breaks(clean, labels, built, padding)
     notes += syncs
     faults = _faults(builder, reference, batch, labels, notes) if _diverges(batch) else []
     if batch.divergence is not None and getattr(batch.divergence, "seq_lens_cpu", None) is not None:
@@ -258,7 +260,16 @@ def _stale_mirror_notes(
     return out
 
 
-def _sync_breaks(batch: VerifyBatch, labels: dict[Variant, str], built: dict[Variant, Any]) -> list[str]:
+def _padding_of(builder: Any) -> Padding:
+    """The tier padding convention ``builder`` declares (an audited builder, the reference); a picture may also
+    be drawn of any object with ``build(batch, variant)``, judged by the default convention."""
+    if isinstance(builder, (AuditedBuilder, ReferenceBuilder)):
+        return builder.capabilities.padding
+    return DEFAULT_PADDING
+
+
+def _sync_breaks(batch: VerifyBatch, labels: dict[Variant, str], built: dict[Variant, Any],
+                 padding: Padding = DEFAULT_PADDING) -> list[str]:
     """One note per variant whose host syncs break the contract (P7): what it read, where, and what it lacks."""
     from collections import Counter
 
@@ -269,7 +280,7 @@ def _sync_breaks(batch: VerifyBatch, labels: dict[Variant, str], built: dict[Var
     for v, md in built.items():
         if md is None:
             continue
-        want = Counter((s.stage, s.kind) for s in expected_host_syncs(batch, v))
+        want = Counter((s.stage, s.kind) for s in expected_host_syncs(batch, v, padding=padding))
         got = md.audit.host_syncs
         seen = Counter(contract_key(s) for s in got)
         if want == seen:

@@ -77,11 +77,12 @@ CASES = {
         ],
     ),
     "capped_tier_uncovered_tail": (
-        "A capped tier leaves 2 tokens uncovered: num_tokens is the device sum (12), not the tier (14); a builder "
-        "that passed output_size=tier would leave 2 map elements uninitialised",
+        "A capped tier leaves 2 tokens uncovered: num_tokens is 12 (pad_rows_only: the real 6 plus two capped pad "
+        "rows of 3, known on the host, so never output_size), not the tier (14); a builder that passed "
+        "output_size=tier would leave 2 map elements uninitialised",
         _batch([5, 3, 7], [2, 1, 3], 3, verify_lens=[3, 1, 2], graph=GraphTier(5, 14, cap=3), is_dspark=True),
         [
-            _expect([], True, path="graph", gate="dspark"),
+            _expect([], False, path="graph", gate="dspark"),
             _expect([], False, path="graph", gate="always_sync"),
         ],
     ),

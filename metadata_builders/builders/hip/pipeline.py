@@ -153,9 +153,9 @@ def verify_extension(inputs: VerifyInputs, seq_lens_cpu: list[int] | None) -> La
     Uniform with a host mirror: the extend lengths are staged on the host and
     copied over asynchronously (upstream ``_move_to_device``).  Without a mirror
     they are built on the device with ``full_like``.  Ragged: the device layout's
-    lengths, tier-padded on the graph path; the total is the host's when the
-    layout carries one (eager ``layout_total=host``; an uncapped tier: the tier),
-    else read back with ``.item()`` (then exact).
+    lengths, tier-padded on the graph path (``pad_rows_only``); the total is the host's
+    when the layout carries one (eager ``layout_total=host``; every tier: ``pad_rows_only``
+    leaves it on the host), else read back with ``.item()`` (then exact).
     """
     draft = inputs.num_draft_tokens
     rows = inputs.rows
@@ -194,26 +194,25 @@ def verify_extension(inputs: VerifyInputs, seq_lens_cpu: list[int] | None) -> La
 def pad_verify_lens_to_bucket(
     verify_lens: torch.Tensor, padded_bs: int, graph_num_tokens: int, cap: int | None
 ) -> torch.Tensor:
-    """Tier padding on the device, no sync (upstream ``pad_verify_lens_to_bucket``, then the cap).
+    """Tier padding on the device, no sync, ``pad_rows_only`` (upstream ``pad_verify_lens_to_bucket(max_row_len=cap)``).
 
-    Example: ``[3, 1, 2]`` to 5 rows / 10 tokens: leftover 4 over 2 pad rows ->
-    ``[3, 1, 2, 2, 2]``; with 3 rows the last real row absorbs it -> ``[3, 1, 6]``,
-    and a cap of 3 then clamps it -> ``[3, 1, 3]``.
+    The leftover is spread over the pad rows, each bounded by the cap; a real row
+    never widens, so slack the pad rows cannot take is an uncovered tail.  Example:
+    ``[3, 1, 2]`` to 5 rows / 10 tokens: leftover 4 over 2 pad rows -> ``[3, 1, 2, 2, 2]``;
+    a cap of 1 -> ``[3, 1, 2, 1, 1]`` (2 tokens uncovered); with 3 rows -> ``[3, 1, 2]``
+    (4 uncovered), cap or not.
     """
     bs = verify_lens.shape[0]
     npad = padded_bs - bs
+    if npad <= 0:
+        return verify_lens.clone()
     leftover = graph_num_tokens - verify_lens.to(_I64).sum()
-    if npad > 0:
-        base = torch.div(leftover, npad, rounding_mode="floor")
-        rem = leftover - base * npad
-        pad = base + (torch.arange(npad, device=verify_lens.device) < rem).to(_I64)
-        out = torch.cat([verify_lens, pad.to(_I32)])
-    else:
-        out = verify_lens.clone()
-        out[-1] += leftover.to(_I32)
+    base = torch.div(leftover, npad, rounding_mode="floor")
+    rem = leftover - base * npad
+    pad = base + (torch.arange(npad, device=verify_lens.device) < rem).to(_I64)
     if cap is not None:
-        out = out.clamp(max=cap)
-    return out
+        pad = pad.clamp(max=cap)
+    return torch.cat([verify_lens, pad.to(_I32)])
 
 
 def causal_expansion(layout: Layout, inputs: VerifyInputs) -> tuple[torch.Tensor, torch.Tensor]:
@@ -407,9 +406,12 @@ class HipBuilder:
     Graph replay in two phases (the harness records ``in_graph`` at capture and
     re-executes it at replay, :mod:`metadata_builders.harness.graph_recorder`):
     ``graph_state`` allocates, ``out_graph`` refreshes it, ``in_graph`` materialises.
+    Its graph path pads ``pad_rows_only`` (:func:`pad_verify_lens_to_bucket`).
     """
 
     name = "hip"
+    padding_convention = "pad_rows_only"
+    """A real row never widens (docs/DESIGN.md section 2): the capability the harness judges it by."""
 
     def __init__(self, device: str | torch.device = "cpu", *, validate_mirror: bool = False) -> None:
         self.device = torch.device(device)

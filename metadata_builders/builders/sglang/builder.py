@@ -72,6 +72,10 @@ class SGLangBuilder:
     name = "sglang"
     upstream_code = True
     """Upstream's own code (a capability: known findings may name its failures)."""
+    padding_convention = "full_coverage"
+    """How upstream's runner hands the DSV4 attention backend a ragged tier (``padded_to_bucket(cap=None)``), and how
+    the backend's out-graph phase pads it at replay: the cap ignored, the last real row absorbing what pad rows
+    do not take."""
 
     def __init__(self, device: str | torch.device = "cpu", kernels: KernelRoute = "triton") -> None:
         if kernels not in KERNEL_ROUTES:

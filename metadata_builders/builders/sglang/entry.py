@@ -60,5 +60,8 @@ def ragged_layout(up: Upstream, inputs: VerifyInputs, padded: bool = True) -> An
         total_verify_tokens=total,
     )
     if inputs.graph is not None and padded:
-        layout = layout.padded_to_bucket(padded_bs=inputs.rows, cap=inputs.graph.cap)
+        # As upstream's graph runner hands the attention backend its layout, and as the backend's own
+        # out-graph phase pads it at every replay: the cap ignored, every token of the tier covered
+        # (full_coverage, docs/DESIGN.md section 2; the build and its recorded replay follow one convention).
+        layout = layout.padded_to_bucket(padded_bs=inputs.rows, cap=None)
     return layout

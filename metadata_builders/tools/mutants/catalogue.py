@@ -92,11 +92,13 @@ _SPECS: tuple[MutantSpec, ...] = (
     ),
     MutantSpec(
         "capped_tier_output_size_tier", "verify_extension", "capped tier passes output_size=tier",
-        "A capped tier skips the device-sum read and claims the tier as its exact total; the clamped rows "
-        "sum to less, so the map leaves an uninitialised tail on HIP.",
-        "            num_tokens, exact = int(extend.sum().item()), True",
-        "            num_tokens = inputs.graph.graph_num_tokens if inputs.graph else int(extend.sum().item())\n"
-        "            exact = True",
+        "A graph tier's total is taken as the tier and marked exact instead of the host's count: where pad rows "
+        "are clamped to the cap (or there are none) the rows sum to less, so the map leaves an uninitialised "
+        "tail on HIP.",
+        "        if inputs.num_tokens_cpu is not None:\n",
+        "        if graph is not None:\n"
+        "            num_tokens, exact = graph.graph_num_tokens, True\n"
+        "        elif inputs.num_tokens_cpu is not None:\n",
         _AMD_FAULT,
     ),
     MutantSpec(
@@ -157,10 +159,13 @@ _SPECS: tuple[MutantSpec, ...] = (
     ),
     # -- stage 1: tier padding (pad_verify_lens_to_bucket) ----------------------------------------
     MutantSpec(
-        "tier_slack_first_real_row", "pad_verify_lens_to_bucket", "tier slack given to the wrong row",
-        "With no pad rows the *first* real row absorbs the leftover instead of the last.",
-        "out[-1] += leftover.to(_I32)",
-        "out[0] += leftover.to(_I32)",
+        "tier_slack_first_real_row", "pad_verify_lens_to_bucket", "tier slack given to a real row",
+        "With no pad rows a real row (the first) absorbs the leftover: a real row widens, which pad_rows_only "
+        "forbids; its extra tokens get positions past the request's end.",
+        "        return verify_lens.clone()\n",
+        "        widened = verify_lens.clone()\n"
+        "        widened[0] += (graph_num_tokens - verify_lens.to(_I64).sum()).to(_I32)\n"
+        "        return widened\n",
         "F2 in docs/FINDINGS.md: which row absorbs tier slack (ragged_verify.py)",
     ),
     MutantSpec(
@@ -172,10 +177,10 @@ _SPECS: tuple[MutantSpec, ...] = (
     ),
     MutantSpec(
         "tier_cap_ignored", "pad_verify_lens_to_bucket", "cap not applied",
-        "Rows are not clamped to the tier's cap, so a capped tier covers slack it must leave uncovered (and "
+        "Pad rows are not clamped to the tier's cap, so a capped tier covers slack it must leave uncovered (and "
         "its total changes).",
-        "        out = out.clamp(max=cap)\n",
-        "        out = out\n",
+        "        pad = pad.clamp(max=cap)\n",
+        "        pad = pad\n",
         "F2/F2b in docs/FINDINGS.md: where padded_to_bucket applies the cap (ragged_verify.py)",
     ),
     # -- stage 2: causal expansion -----------------------------------------------------------------
@@ -233,14 +238,6 @@ _SPECS: tuple[MutantSpec, ...] = (
         "indexing would): a -1 hole in req_to_token maps to full_to_swa[0] instead of -1.",
         "swa = inputs.full_to_swa[raw].to(_I32)",
         "swa = inputs.full_to_swa[raw.clamp(min=0)].masked_fill(invalid, -1).to(_I32)",
-    ),
-    MutantSpec(
-        "swa_window_reads_past_table", "core_metadata", "out-of-bounds gather",
-        "The SWA-window gather masks only positions before 0, as upstream's get_swa_page_indices does: "
-        "tier slack a real row absorbed at the end of its context reads past req_to_token's width.",
-        "invalid = (offsets < 0) | (offsets >= width)",
-        "invalid = offsets < 0",
-        "F2c in docs/FINDINGS.md: upstream's latent out-of-bounds read (get_swa_page_indices)",
     ),
     # -- stage 4: unified prefill meta (the token map) ---------------------------------------------
     MutantSpec(
