@@ -43,7 +43,8 @@ from __future__ import annotations
 
 from typing import Literal, Sequence, get_args
 
-__all__ = ["DEFAULT_PADDING", "PADDINGS", "Padding", "absorbed_slack", "host_total", "tier_verify_lens"]
+__all__ = ["DEFAULT_PADDING", "PADDINGS", "Padding", "absorbed_slack", "capture_verify_lens", "host_total",
+           "ragged_capture_slots", "runner_tiers", "tier_verify_lens"]
 
 Padding = Literal["absorb_then_clamp", "full_coverage", "pad_rows_only"]
 """How a graph path pads a ragged batch to its tier (the module docstring)."""
@@ -107,3 +108,40 @@ def absorbed_slack(verify_lens: Sequence[int], padded_bs: int, graph_num_tokens:
     if padded_bs > len(verify_lens):
         return 0
     return tier_verify_lens(verify_lens, padded_bs, graph_num_tokens, cap, padding)[-1] - verify_lens[-1]
+
+
+# -- the graph runner's tiers (upstream's DecodeCudaGraphRunner, compact ragged verify) ---------------------
+
+
+def ragged_capture_slots(graph_num_tokens: int, max_bs: int) -> int:
+    """The request slots a ragged token tier is captured with: ``min(T, max_bs)`` (upstream 0.5.18-0.5.23,
+    ``_ragged_capture_slots``).  Every tier of at least ``max_bs`` tokens shares ``bs = max_bs``."""
+    return min(graph_num_tokens, max_bs)
+
+
+def capture_verify_lens(graph_num_tokens: int, slots: int, width: int) -> list[int]:
+    """The verify lengths a runner captures a ragged tier with (upstream ``build_capture_verify_lens``).
+
+    ``T`` tokens over ``S`` slots, the longer rows first: ``base = T // S``, the first
+    ``T % S`` rows get one more; it needs ``1 <= S <= T <= S * width``.  Worked example,
+    ``max_bs = 4``, width 3: tier 12 -> ``[3, 3, 3, 3]``, 9 -> ``[3, 2, 2, 2]``, 6 -> ``[2, 2, 1, 1]``,
+    3 (3 slots) -> ``[1, 1, 1]``.
+    """
+    if not 1 <= slots <= graph_num_tokens <= slots * width:
+        raise ValueError(f"capture_verify_lens: need 1 <= slots={slots} <= tokens={graph_num_tokens} <= "
+                         f"slots*width={slots * width}")
+    base, rem = divmod(graph_num_tokens, slots)
+    return [base + 1] * rem + [base] * (slots - rem)
+
+
+def runner_tiers(capture_bs: Sequence[int], width: int, *, ragged: bool) -> list[tuple[int, int]]:
+    """``(padded_bs, graph_num_tokens)`` of every tier a runner captures, **largest first** (its capture order).
+
+    Uniform verify: one tier per captured batch size, ``(b, b * width)``, keyed by ``bs``.  Compact ragged
+    verify: one token tier per batch size, ``T = b * width``, with ``ragged_capture_slots(T, max_bs)`` slots,
+    keyed by ``T``.  Worked example, ``capture_bs = (1, 2, 3, 4)``, width 3, ragged:
+    ``[(4, 12), (4, 9), (4, 6), (3, 3)]`` -- three tiers share ``bs = 4``.
+    """
+    max_bs = max(capture_bs)
+    tiers = [(ragged_capture_slots(b * width, max_bs) if ragged else b, b * width) for b in capture_bs]
+    return sorted(set(tiers), key=lambda t: (-t[1], -t[0]))

@@ -135,9 +135,20 @@ GRAPH_PLANTS = {
             "metadata raises."
         ),
     ),
+    "pr-runner-key": Plant(
+        "out-graph keys a compact ragged tier by bs instead of graph_num_tokens (two tiers share one metadata)",
+        BACKEND, "graph_key = num_tokens_v", "graph_key = bs", "P5",
+        catalogue=(
+            "ragged_tiers_keyed_by_bs, planted in upstream: init_forward_metadata_out_graph keys a compact ragged "
+            "tier's captured metadata by bs, as a uniform tier, instead of by its token count. Every ragged tier of "
+            "at least max_bs tokens has bs = max_bs, so the runner's second such capture finds the first one's "
+            "DSV4Metadata and copies into it. Green with one tier per backend; red on P5's runner half, which "
+            "captures several tiers on one backend (issue 28)."
+        ),
+    ),
 }
-"""Graph-replay regressions of issue 18 (two in DSpark's raw-verify path, one in out-graph), each on its own
-branch; the corpus's "DSpark uniform graph" kind (P5's and P7's third and second focus) is what reaches the
+"""Graph-replay regressions of issue 18 (two in DSpark's raw-verify path, one in out-graph) and of issue 28 (the
+runner's per-tier keys), each on its own branch; the corpus's "DSpark uniform graph" kind (P5's and P7's third and second focus) is what reaches the
 raw-path ones through the gate."""
 
 def _plant_branch(git, repo: str, branch: str, plant: Plant) -> None:
@@ -243,7 +254,7 @@ def test_a_graph_replay_regression_gates_red_through_the_recorder(planted_repo, 
     plant = GRAPH_PLANTS[branch]
     if branch not in plants:
         pytest.skip(f"the installed release has no {plant.find!r} to plant a bug in")
-    if branch != "pr-geometry" and not Capabilities.of(upstream_version()).gate:
+    if branch not in ("pr-geometry", "pr-runner-key") and not Capabilities.of(upstream_version()).gate:
         pytest.skip(f"the installed release's target verify never takes the raw-verify route: {plant.what}")
     assert _gate(repo, tmp_path, cache_dir, branch, "--properties", "P5,P7") == 1, plant.what
     out = capsys.readouterr().out

@@ -127,7 +127,7 @@ def test_check_writes_a_replay_file_that_reproduces_on_a_fresh_builder(tmp_path,
 def test_largest_form_skips_spare_slots_the_table_cannot_hold() -> None:
     """A table two columns wide cannot take a new request verifying two tokens: no largest form, no IndexError
     (found by `check --profile ci` on a fresh clone: P9 raised in requests_in_spare_slots)."""
-    from metadata_builders.properties.graph import requests_in_spare_slots
+    from metadata_builders.properties.sequences import requests_in_spare_slots
 
     batch = VerifyBatch(seq_lens=[1], req_pool_indices=[1], verify_lens=[1], num_draft_tokens=2, out_cache_loc=[1],
                         req_to_token=[[0, 1], [0, 1], [2, 3]], full_to_swa=[0, 1, 2, 3, -1],

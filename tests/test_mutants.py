@@ -132,6 +132,8 @@ WITNESSES: dict[str, str] = {
     "low_ratio_indexer_prefill_lengths": "low_ratios_capped_tier_with_tail_pads",
     "low_ratio_indexer_table_not_expanded": "low_ratios_capped_tier_with_tail_pads",
     "low_ratio_sparse_lengths_unclamped": "low_ratios_capped_tier_with_tail_pads",
+    "ragged_tiers_keyed_by_bs": "ragged_tier_slack_spread_over_pad_rows",
+    "replay_keyed_by_live_requests": "uniform_eagle_batch_of_three",
 }
 """Each mutant's witness: a named batch on which it must differ from ``hip`` and fail a property."""
 
@@ -174,7 +176,25 @@ def _first_look(builder, batch: VerifyBatch) -> list:
             state = builder.capture(smaller, variant)
             for second in (batch, same_tier_batch(batch)):
                 seen.append((variant.label, "replay", _outcome(builder.replay, state, second)))
+            seen += _runner_look(builder, batch, variant)
     return seen
+
+
+def _runner_look(builder, batch: VerifyBatch, variant) -> list:
+    """Every tier of P5's runner captured on the builder, then its interleaved replays (what a backend shows
+    only across tiers: the per-tier store and its keys)."""
+    from metadata_builders.harness.graph_runner import GraphRunner
+    from metadata_builders.properties.runner import runner_sequence
+
+    spec, sequence = runner_sequence(batch)
+    if not sequence:
+        return []
+    try:
+        runner = GraphRunner(builder, variant, spec, sequence[0]).capture(
+            sorted({b.graph for b in sequence} | {spec.tiers()[0]}, key=lambda t: -t.graph_num_tokens))
+    except Exception as exc:  # noqa: BLE001 - a capture that raises where hip does not is a difference
+        return [(variant.label, "runner", ("raised", type(exc).__name__))]
+    return [(variant.label, "runner", _outcome(runner.replay, other)) for other in sequence]
 
 
 # -- the catalogue ---------------------------------------------------------------------------------

@@ -191,15 +191,29 @@ class AuditedBuilder:
             return self._capture(batch, variant)
 
     def _capture(self, batch: VerifyBatch, variant: Variant) -> Captured:
-        from metadata_builders.audit import DeviceAudit
-        from metadata_builders.harness.inputs import make_inputs
+        from metadata_builders.harness.inputs import Runner, make_inputs
 
-        if not self.capabilities.replays:
-            raise AttributeError(f"builder {self.name!r} has no capture()/replay()")
         if variant.path != "graph":
             raise InvalidVariant("path", "'graph' to capture", variant.path)
         self._remember(batch)
         inputs = make_inputs(batch, variant, self.device, self.capabilities.padding)
+        assert batch.graph is not None
+        inputs.runner = Runner((batch.graph,), batch.is_ragged)  # a runner of one tier
+        return self._capture_on(inputs)
+
+    def capture_on(self, inputs: VerifyInputs) -> Captured:
+        """Capture on inputs a graph runner made (its views and capture geometry, ``inputs.runner``), audited."""
+        from metadata_builders.harness import harness_session
+
+        with harness_session():
+            return self._capture_on(inputs)
+
+    def _capture_on(self, inputs: VerifyInputs) -> Captured:
+        from metadata_builders.audit import DeviceAudit
+
+        if not self.capabilities.replays:
+            raise AttributeError(f"builder {self.name!r} has no capture()/replay()")
+        variant = inputs.variant
         _mark_inputs(inputs)
         if self.capabilities.records_graph:
             from metadata_builders.harness.graph_recorder import capture_graph

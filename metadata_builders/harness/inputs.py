@@ -24,7 +24,7 @@ The same batch eager has 3 rows, 9 tokens and ``max_seq_len = 7``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from metadata_builders.metadata import InputChange
@@ -37,12 +37,29 @@ if TYPE_CHECKING:
     from metadata_builders.batch import Geometry, GraphTier, VerifyBatch
     from metadata_builders.variants import Variant
 
-__all__ = ["DEVICE_INPUTS", "VerifyInputs", "make_inputs", "refill_inputs"]
+__all__ = ["DEVICE_INPUTS", "Runner", "VerifyInputs", "make_inputs", "refill_inputs"]
 
 DEVICE_INPUTS = ("seq_lens", "req_pool_indices", "out_cache_loc", "req_to_token", "full_to_swa", "verify_lens")
 """The device tensors of :class:`VerifyInputs`; each read of one is audited by name."""
 
 _HOST_INPUTS = ("seq_lens_cpu", "verify_lens_cpu")
+
+
+@dataclass(eq=False)
+class Runner:
+    """The graph runner a capture belongs to: every tier it captures on this backend, and the backend's own room.
+
+    A builder that keeps state for its whole backend (upstream: the captured metadata per tier,
+    ``cuda_graph_metadata_of_bucket_and_bs``) keeps it in ``shared``, which lives exactly as long as
+    the runner (:mod:`~metadata_builders.harness.graph_runner`).  A single capture gets a runner of one tier.
+    """
+
+    tiers: tuple[GraphTier, ...]
+    """Every tier of the runner, largest first (the order it captures them in)."""
+    ragged: bool = False
+    """Compact ragged verify: tiers keyed by ``graph_num_tokens``; uniform: by ``bs``."""
+    shared: dict[str, Any] = field(default_factory=dict)
+    """The backend's state across tiers, the builder's to keep (by a name of its own)."""
 
 
 @dataclass(slots=True)
@@ -90,6 +107,8 @@ class VerifyInputs:
     padding: Padding = DEFAULT_PADDING
     """The tier padding convention the builder declared (``padding_convention``): ``num_tokens_cpu`` on the graph
     path is what it leaves on the host (docs/DESIGN.md section 2)."""
+    runner: Runner | None = None
+    """At a capture: the graph runner (its tiers, the backend's ``shared`` room); None for an eager build."""
 
     @property
     def rows(self) -> int:

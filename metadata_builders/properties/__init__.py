@@ -19,14 +19,9 @@ from __future__ import annotations
 from metadata_builders.properties._common import Partial
 from metadata_builders.properties.equality import check_p1_reference, check_p3_sync_free, check_p4_gate, p1_differences
 from metadata_builders.properties.faults import check_p6_fault_model
-from metadata_builders.properties.graph import (
-    check_p5_graph_vs_eager,
-    fewer_requests_batch,
-    filled_tier_batch,
-    replay_sequence,
-    same_tier_batch,
-)
+from metadata_builders.properties.graph import check_p5_graph_vs_eager
 from metadata_builders.properties.mirror import check_p2_mirror
+from metadata_builders.properties.sequences import fewer_requests_batch, filled_tier_batch, replay_sequence, same_tier_batch
 from metadata_builders.properties.spec import PROPERTIES, PropertyResult, PropertySpec, batches_for, run_all, verdict
 from metadata_builders.properties.state import check_p8_inputs_untouched, check_p9_no_hidden_state, history_for
 from metadata_builders.properties.syncs import check_p7_capture_safety, check_sync_contract, contract_role

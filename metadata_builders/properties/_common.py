@@ -87,10 +87,15 @@ def _capture(prop: str, builder: Any, batch: VerifyBatch, variant: Variant) -> A
     try:
         return builder.capture(batch, variant)
     except CaptureSync as error:
-        raise _fail(prop, variant, "graph capture: recorded (in-graph) work reads device memory back to the host "
-                    f"({error.kind} read{' of ' + '+'.join(error.reads) if error.reads else ''}); a GPU cannot "
-                    "capture a sync", field=f"in_graph ({error.stage})", expected="no read back while recording",
-                    actual=error.op, check=f"{prop.lower()}.capture_sync", where=error.stage) from error
+        raise _capture_error(prop, variant, error) from error
+
+
+def _capture_error(prop: str, variant: Variant, error: CaptureSync) -> PropertyFailure:
+    """The failure of ``prop`` for a read of device memory back to the host while a graph is recorded."""
+    return _fail(prop, variant, "graph capture: recorded (in-graph) work reads device memory back to the host "
+                 f"({error.kind} read{' of ' + '+'.join(error.reads) if error.reads else ''}); a GPU cannot "
+                 "capture a sync", field=f"in_graph ({error.stage})", expected="no read back while recording",
+                 actual=error.op, check=f"{prop.lower()}.capture_sync", where=error.stage)
 
 
 def _clean(batch: VerifyBatch) -> VerifyBatch:

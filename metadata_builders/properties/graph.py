@@ -6,9 +6,9 @@ import dataclasses
 from typing import Any
 
 from metadata_builders.batch import VerifyBatch
-from metadata_builders.errors import InvalidBatch
 from metadata_builders.metadata import FIELD_NAMES, FIELDS, PER_ENTRY, PER_ROW, SHAPE_VARIES, VerifyMetadata
 from metadata_builders.properties._common import Partial, _capture, _clean, _compare, _fail, _name, _padding, _variants
+from metadata_builders.properties.sequences import replay_sequence
 from metadata_builders.tier import Padding, absorbed_slack
 from metadata_builders.variants import Variant
 
@@ -85,6 +85,10 @@ def check_p5_graph_vs_eager(builder, batch: VerifyBatch, second: VerifyBatch | N
     # captures and replays every graph variant once, under the sync contract.
     replayed = [v for v in variants if v.path == "graph" and v.gate == "dspark"]
     notes += _check_replay(builder, batch, replayed or [v for v in variants if v.path == "graph"][:1], second)
+    if second is None:
+        from metadata_builders.properties.runner import check_runner_replays
+
+        notes += check_runner_replays(builder, batch)
     return notes
 
 
@@ -173,101 +177,6 @@ def _check_pads_inert(batch: VerifyBatch, variant: Variant, md: VerifyMetadata) 
             raise _fail("P5", variant, "a tail token's swa_loc left its slot's ring", field="swa_loc", index=(t,),
                         expected=f"in [{slot * ring}, {(slot + 1) * ring})", actual=f["swa_loc"][t],
                         check="p5.tail_ring")
-
-
-def same_tier_batch(batch: VerifyBatch) -> VerifyBatch:
-    """A second batch for the same captured tier: each prefix one shorter, rows' lengths rotated.
-
-    Falls back to the batch itself when the derived one would be invalid.
-    """
-    seq_lens = [max(1, s - 1) for s in batch.seq_lens]
-    verify = None if batch.verify_lens is None else list(batch.verify_lens[1:]) + list(batch.verify_lens[:1])
-    try:
-        return batch.replace(
-            seq_lens=seq_lens,
-            verify_lens=verify,
-            out_cache_loc=[x + 1 for x in batch.out_cache_loc],
-            req_pool_indices=list(batch.req_pool_indices[::-1]),
-        )
-    except InvalidBatch:
-        return batch
-
-
-def fewer_requests_batch(batch: VerifyBatch) -> VerifyBatch | None:
-    """The same tier with the last real request gone: its row becomes a pad row on replay.
-
-    A replay that does not refill the rows a smaller batch leaves to padding keeps
-    the first batch's values there; this second batch exposes it.  None when the
-    batch has one request or the smaller one would be invalid.
-    """
-    if batch.bs < 2:
-        return None
-    keep = batch.num_real_tokens - batch.extend_lens[-1]
-    try:
-        return batch.replace(
-            seq_lens=batch.seq_lens[:-1],
-            req_pool_indices=batch.req_pool_indices[:-1],
-            verify_lens=None if batch.verify_lens is None else batch.verify_lens[:-1],
-            out_cache_loc=batch.out_cache_loc[:keep],
-        )
-    except InvalidBatch:
-        return None
-
-
-def filled_tier_batch(batch: VerifyBatch) -> VerifyBatch | None:
-    """The same tier with every pad row turned into a real request (as far as spare slots allow).
-
-    Each new request has a prefix of 1 and verifies ``num_draft_tokens`` (uniform)
-    or 1 token (ragged), in a slot no real request uses.  A replay that refreshes
-    only the rows it captured leaves these rows stale.  None when the tier has no
-    pad rows, the table no spare slot, or the result would be invalid.
-    """
-    g = batch.graph
-    if g is None or g.padded_bs == batch.bs:
-        return None
-    return requests_in_spare_slots(batch, g.padded_bs - batch.bs, 1)
-
-
-def requests_in_spare_slots(batch: VerifyBatch, limit: int | None, ragged_extend: int) -> VerifyBatch | None:
-    """``batch`` with a new request (prefix 1) in each slot no request uses, at most ``limit`` of them.
-
-    A new request verifies ``num_draft_tokens`` (uniform) or ``ragged_extend`` tokens
-    (ragged).  None when the table has no spare slot or the result would be invalid.
-    """
-    used = set(batch.req_pool_indices)
-    spare = [s for s in range(1, batch.num_slots) if s not in used][:limit]
-    if not spare:
-        return None
-    extend = batch.num_draft_tokens if batch.verify_lens is None else ragged_extend
-    if 1 + extend > batch.max_context:
-        return None  # a new request's verify tokens would not fit the table
-    added = [batch.req_to_token[slot][1 + j] for slot in spare for j in range(extend)]
-    try:
-        return batch.replace(
-            seq_lens=list(batch.seq_lens) + [1] * len(spare),
-            req_pool_indices=list(batch.req_pool_indices) + spare,
-            verify_lens=None if batch.verify_lens is None else list(batch.verify_lens) + [extend] * len(spare),
-            out_cache_loc=list(batch.out_cache_loc) + added,
-        )
-    except InvalidBatch:
-        return None
-
-
-def replay_sequence(batch: VerifyBatch) -> list[VerifyBatch]:
-    """What P5 captures and replays on one tier: capture the first, replay all of them in order.
-
-    Smallest first, so the replays grow (``batch``), fill the tier
-    (:func:`filled_tier_batch`), shrink back and change every value
-    (:func:`same_tier_batch`).  Batches that would be invalid are left out.
-    """
-    batch = _clean(batch)
-    smaller = fewer_requests_batch(batch)
-    sequence = [smaller or batch, batch, filled_tier_batch(batch), smaller, same_tier_batch(batch)]
-    out: list[VerifyBatch] = []
-    for b in sequence:
-        if b is not None and (not out or b != out[-1]):
-            out.append(b)
-    return out
 
 
 def _shapes(fields: dict[str, Any]) -> dict[str, tuple[int, ...]]:

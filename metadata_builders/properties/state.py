@@ -5,7 +5,7 @@ batch alone.  Worked example: ``seq_lens=[5, 3]``, ``verify_lens=[2, 1]`` on a t
 of 3 rows / 8 tokens capped at 2 (pad row 2 takes 2 tokens, tokens 5..7 are an
 uncovered tail in slot 0), table width 12, slot 3 spare.  A fresh builder first
 builds (every variant, and a capture and replay of the graph path) the batch
-with other values (:func:`~metadata_builders.properties.graph.same_tier_batch`),
+with other values (:func:`~metadata_builders.properties.sequences.same_tier_batch`),
 then its largest form (:func:`largest_batch`): prefixes as long as the table
 allows, the pad row filled by a request in slot 3, the cap dropped, so the last
 real row covers tokens 3..7.  Then the batch itself: each variant must equal its
@@ -31,7 +31,7 @@ from metadata_builders.properties._common import (
     _name,
     _variants,
 )
-from metadata_builders.properties.graph import filled_tier_batch, requests_in_spare_slots, same_tier_batch
+from metadata_builders.properties.sequences import filled_tier_batch, requests_in_spare_slots, same_tier_batch
 from metadata_builders.builders.audited import MemoBuilder
 from metadata_builders.reference import ReferenceBuilder
 

@@ -118,7 +118,7 @@ def _f13(seen: Seen, batch: VerifyBatch) -> bool:
     if batch.graph is None or batch.graph.cap is None:
         return False
     if seen.check == "p5.replay_vs_fresh":
-        from metadata_builders.properties.graph import replay_sequence
+        from metadata_builders.properties.sequences import replay_sequence
 
         return any(_cap_changes_padding(b) for b in replay_sequence(batch))
     # Any cap, even one that clamps nothing: a capped layout has no host total (upstream reads it back), the

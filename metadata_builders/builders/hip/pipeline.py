@@ -17,24 +17,18 @@ is one stage of ``DeepseekV4HipRadixBackend`` so a backend engineer recognises i
 :mod:`.hip_compression`    with compression: ``init_compression_metadata``,
                            ``init_flashmla_related``, the indexer, the compress plans
 ``index_streams``          ``build_decode_streams`` (:mod:`.hip_streams`)
-``HipBuilder.out_graph``   ``init_forward_metadata_out_graph``: before every graph
-                           replay, in Python: the mirror, stage 1, the token map,
-                           into :class:`GraphState`
+``HipBuilder.out_graph``   ``init_forward_metadata_out_graph``: before every replay, in
+                           Python: the mirror, stage 1, the token map, into :class:`GraphState`
 ``HipBuilder.in_graph``    ``init_forward_metadata_in_graph``: recorded at capture,
                            re-executed at replay (``prefill_state``: stage 4 in-graph)
 =========================  ==================================================
 
-Runs on any device: ``cpu``, ``cuda`` (ROCm is ``cuda`` under HIP), and ``meta``
-for shapes (graph path only: eager shapes depend on values).  No stage syncs
-except where the sync contract says: the ``tolist`` mirror, a ragged total
-read back from the device, and a token map built without ``output_size``.
-Fields are returned as tensors; the harness converts them outside the audit.
-
-Graph replay is split as upstream splits it (README, "Graph replay: the two
-phases"): ``out_graph`` does every host-side step and every read the sync
-contract allows, writing the raw verify metadata into :class:`GraphState`;
-``in_graph`` reads only graph state, the static inputs and the tier's constants,
-so re-executing what it recorded equals a fresh build.
+Runs on ``cpu``, ``cuda`` (ROCm is ``cuda`` under HIP) and ``meta`` (graph path shapes).  No stage syncs
+except where the sync contract says (the ``tolist`` mirror, a ragged total read back, a token map built without
+``output_size``).  Graph replay is split as upstream splits it (docs/DESIGN.md section 3, P5): ``out_graph``
+does every host-side step, writing the raw verify metadata into the tier's :class:`GraphState` (kept per
+runner under upstream's key, :func:`graph_key`); ``in_graph`` reads only graph state, the static inputs and
+the tier's constants, so re-executing what it recorded equals a fresh build.
 """
 
 from __future__ import annotations
@@ -400,6 +394,20 @@ def prefill_state(state: GraphState, inputs: VerifyInputs, slots: torch.Tensor) 
     }
 
 
+def graph_key(inputs: VerifyInputs) -> int:
+    """A tier's key in the backend's store: ``graph_num_tokens`` ragged (compact tiers share ``bs = max_bs``),
+    else ``bs`` (upstream 0.5.23 ``deepseek_v4_backend_hip_radix.py`` ~1971, ~2019)."""
+    assert inputs.graph is not None
+    return inputs.graph.graph_num_tokens if inputs.verify_lens is not None else inputs.rows
+
+
+def _captured_tiers(inputs: VerifyInputs) -> dict[int, GraphState]:
+    """The runner's captured tiers by key (the backend's own room, ``inputs.runner.shared``)."""
+    if inputs.runner is None:
+        return {}
+    return inputs.runner.shared.setdefault("hip", {})
+
+
 class HipBuilder:
     """Builder ``"hip"`` on one torch device; keeps no state between builds.
 
@@ -426,7 +434,16 @@ class HipBuilder:
         return target_verify(inputs, check_mirror=self.validate_mirror)
 
     def graph_state(self, inputs: VerifyInputs) -> GraphState:
-        """Allocate the tier's graph state (outside the graph): device buffers and the host count."""
+        """The tier's graph state (outside the graph), stored under :func:`graph_key` for the whole runner, as
+        upstream's ``cuda_graph_metadata_of_bucket_and_bs``: a capture stores it, out-graph work finds it again."""
+        graphs = _captured_tiers(inputs)
+        key = graph_key(inputs)
+        if key not in graphs:
+            graphs[key] = self._new_state(inputs)
+        return graphs[key]
+
+    def _new_state(self, inputs: VerifyInputs) -> GraphState:
+        """Device buffers and the host count of one tier."""
         rows, tokens, device = inputs.rows, inputs.padded_num_tokens, inputs.seq_lens.device
         return GraphState(
             seq_lens=torch.zeros(rows, dtype=_I32, device=device),
@@ -447,6 +464,10 @@ class HipBuilder:
         contract allows happens here, outside the graph.  All of it lands in
         ``state`` in place, so the addresses the graph recorded stay valid.
         """
+        graphs, key = _captured_tiers(inputs), graph_key(inputs)
+        if key not in graphs:  # upstream on a miss: a new metadata object, stored under the key
+            graphs[key] = self._new_state(inputs)
+        state = graphs[key]
         layout = verify_extension(inputs, host_mirror(inputs, check_mirror=self.validate_mirror))
         state.seq_lens.copy_(layout.seq_lens)
         state.extend_seq_lens.copy_(layout.extend_seq_lens)

@@ -111,19 +111,34 @@ def graph_state(builder: Builder, inputs: VerifyInputs) -> UpstreamGraph:
     """The backend double with the graph runner's attributes, ``init_cuda_graph_state``, the runner's buffers."""
     import torch
 
-    up = builder.upstream
-    entry, is_dspark = entry_and_is_dspark(up, inputs)
-    seen: dict[str, dict[str, Any]] = {}
-    with _phase(builder, inputs):
-        backend = make_backend(up, inputs, builder.device, is_dspark, seen)
-        if entry != "init_forward_metadata_target_verify":
-            # The gate knob: out-graph calls the public entry point; the recipes call ``_old`` directly.
-            backend.init_forward_metadata_target_verify = getattr(backend, entry)
-        _graph_attributes(backend, inputs)
-        backend.init_cuda_graph_state(max_bs=inputs.rows, max_num_tokens=inputs.padded_num_tokens)
+    shared = _runner_backend(inputs)
+    if "backend" in shared:  # a later tier of the runner: upstream's one backend, keyed per tier by itself
+        backend, seen = shared["backend"], shared["seen"]
+    else:
+        up = builder.upstream
+        entry, is_dspark = entry_and_is_dspark(up, inputs)
+        seen = {}
+        with _phase(builder, inputs):
+            backend = make_backend(up, inputs, builder.device, is_dspark, seen)
+            if entry != "init_forward_metadata_target_verify":
+                # The gate knob: out-graph calls the public entry point; the recipes call ``_old`` directly.
+                backend.init_forward_metadata_target_verify = getattr(backend, entry)
+            _graph_attributes(backend, inputs)
+            # The runner's first tier is its largest: the backend's state is sized by it, once.
+            backend.init_cuda_graph_state(max_bs=inputs.rows, max_num_tokens=inputs.padded_num_tokens)
+        shared.update(backend=backend, seen=seen)
     positions = torch.zeros(inputs.padded_num_tokens, dtype=torch.int64, device=builder.device)
     mirror = torch.zeros(inputs.rows, dtype=torch.int64)
     return UpstreamGraph(backend, seen, positions, mirror)
+
+
+def _runner_backend(inputs: VerifyInputs) -> dict[str, Any]:
+    """The room of the runner's one backend (``inputs.runner.shared``): every tier the runner captures is
+    captured on it, as upstream's ``DecodeCudaGraphRunner`` does, so its per-tier store
+    (``cuda_graph_metadata_of_bucket_and_bs``) and its keys are what replays exercise."""
+    if inputs.runner is None:
+        return {}
+    return inputs.runner.shared.setdefault("sglang", {})
 
 
 def _graph_attributes(backend: Any, inputs: VerifyInputs) -> None:

@@ -363,6 +363,29 @@ _SPECS: tuple[MutantSpec, ...] = (
         "        layout = Layout(state.seq_lens, extend, state.extend_start_loc, None, None,",
         "replays whose request geometry differed from the captured one (DSV4 MTP verify, upstream issues)",
     ),
+    # -- the graph runner: every tier captured on one backend (issue 28) ------------------------------
+    MutantSpec(
+        "ragged_tiers_keyed_by_bs", "graph_key", "tiers that share bs collide in the per-tier store",
+        "The backend keys a compact ragged tier's captured state by its rows, as it keys a uniform tier, instead "
+        "of by its token count. Every ragged tier of at least max_bs tokens has bs = max_bs, so a runner's second "
+        "such capture finds the first one's state under its key and records into it: two graphs share one set of "
+        "buffers, sized for the first. Invisible with one tier per backend.",
+        "    return inputs.graph.graph_num_tokens if inputs.verify_lens is not None else inputs.rows",
+        "    return inputs.rows",
+        "upstream's DSV4 HIP backend keys TARGET_VERIFY graphs by num_tokens only for compact ragged verify "
+        "(graph_key = num_tokens_v); a key by bs makes tiers collide in cuda_graph_metadata_of_bucket_and_bs",
+    ),
+    MutantSpec(
+        "replay_keyed_by_live_requests", "HipBuilder.out_graph", "replay looks up its tier by the live batch size",
+        "Out-graph work keys a uniform tier's state by the live request count (the runner's raw_bs) instead of "
+        "the tier's padded rows: a replay with fewer requests than the tier misses, stores a fresh state under "
+        "its own key and refreshes that, while the recording reads the tier's captured buffers, untouched.",
+        "        graphs, key = _captured_tiers(inputs), graph_key(inputs)\n",
+        "        graphs, key = _captured_tiers(inputs), (graph_key(inputs) if inputs.verify_lens is not None\n"
+        "                                                else inputs.bs)\n",
+        "upstream's store-or-copy (cuda_graph_metadata_of_bucket_and_bs): a key missing at replay silently "
+        "stores a new metadata object instead of failing",
+    ),
 )
 
 _SPECS += GROUP_SPECS  # the whole metadata's groups (compression, the low ratios)

@@ -1,0 +1,114 @@
+"""P5 as a graph runner runs it: the runner's tiers, its one set of buffers, and the checks that judge its replays.
+
+The mutants ``ragged_tiers_keyed_by_bs`` and ``replay_keyed_by_live_requests`` (tests/test_mutants.py) and the
+upstream plant ``RUNNER_KEY_PLANT`` (tests/test_sglang_graph.py) show the runner half red on a planted bug; here
+the arithmetic, the capture geometry, and each check's own failure.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from types import SimpleNamespace
+
+import pytest
+from _examples import EXAMPLES, make_batch
+
+from metadata_builders import GraphTier, get_builder
+from metadata_builders.errors import PropertyFailure
+from metadata_builders.harness.graph_runner import GraphRunner, RunnerSpec
+from metadata_builders.properties import check_p5_graph_vs_eager
+from metadata_builders.properties.runner import _check_geometry, check_runner_replays, runner_sequence
+from metadata_builders.tier import capture_verify_lens, ragged_capture_slots, runner_tiers
+from metadata_builders.variants import variants_for
+
+HIP = get_builder("hip")
+
+
+def test_runner_tiers_are_upstreams_worked_example() -> None:
+    """capture_bs 1..4, 3 draft tokens: ragged tiers share bs = 4 from 4 tokens on; uniform tiers are b x 3."""
+    assert runner_tiers((1, 2, 3, 4), 3, ragged=True) == [(4, 12), (4, 9), (4, 6), (3, 3)]
+    assert runner_tiers((1, 2, 3, 4), 3, ragged=False) == [(4, 12), (3, 9), (2, 6), (1, 3)]
+    assert [capture_verify_lens(t, s, 3) for s, t in runner_tiers((1, 2, 3, 4), 3, ragged=True)] == [
+        [3, 3, 3, 3], [3, 2, 2, 2], [2, 2, 1, 1], [1, 1, 1]]
+    assert ragged_capture_slots(2, 4) == 2 and ragged_capture_slots(9, 4) == 4
+
+
+def test_capture_geometry_refuses_what_no_runner_captures() -> None:
+    with pytest.raises(ValueError, match="slots=4 <= tokens=3"):
+        capture_verify_lens(3, 4, 3)
+    with pytest.raises(ValueError, match="slots\\*width=6"):
+        capture_verify_lens(7, 2, 3)
+
+
+def test_the_spec_keys_ragged_tiers_by_tokens_and_picks_the_smallest_that_admits() -> None:
+    batch = EXAMPLES["ragged_tier_slack_spread_over_pad_rows"]  # 3 requests, 6 tokens, 3 drafts
+    spec = RunnerSpec.around(batch)
+    assert spec == RunnerSpec((1, 2, 3, 4), 3, True)
+    assert [spec.key(t) for t in spec.tiers()] == [12, 9, 6, 3]
+    assert spec.tier_for(batch) == GraphTier(4, 6, 3)
+    assert RunnerSpec.around(batch.replace(graph=None)) is None
+
+
+def test_every_tier_is_captured_on_views_of_one_set_of_buffers() -> None:
+    """The runner's tiers read the same memory (build_replay_fb_view's [:bs] and [:T]), largest captured first."""
+    batch = EXAMPLES["ragged_tier_slack_spread_over_pad_rows"]
+    spec, sequence = runner_sequence(batch)
+    variant = next(v for v in variants_for(sequence[0]) if v.path == "graph")
+    runner = GraphRunner(HIP, variant, spec, sequence[0]).capture()
+    assert runner.order == spec.tiers()
+    pointers = {runner.captured[t].inputs.seq_lens.data_ptr() for t in runner.order}
+    assert len(pointers) == 1, pointers
+    largest, smallest = runner.captured[runner.order[0]].inputs, runner.captured[runner.order[-1]].inputs
+    assert largest.out_cache_loc.untyped_storage().data_ptr() == smallest.out_cache_loc.untyped_storage().data_ptr()
+    assert smallest.verify_lens_cpu == [1, 1, 1]  # the runner's capture geometry, never the batch's
+    replayed = runner.replay(sequence[1])
+    assert replayed.fields == HIP.build(sequence[1], variant).fields
+
+
+def test_the_runner_half_holds_on_hip_and_reference_examples() -> None:
+    for name in ("ragged_tier_slack_spread_over_pad_rows", "uniform_eagle_batch_of_three", "capped_tier_uncovered_tail"):
+        assert check_runner_replays(HIP, EXAMPLES[name]) == []
+
+
+def test_an_eager_only_batch_has_no_runner() -> None:
+    assert runner_sequence(EXAMPLES["single_request"].replace(graph=None)) == (None, [])
+
+
+def _replayed(rows):
+    return SimpleNamespace(fields={"extend_seq_lens": rows})
+
+
+def test_the_geometry_check_fails_a_row_wider_than_the_captured_width() -> None:
+    """A replayed layout with a row past captured_req_width (or another row count) is red, except the
+    full_coverage convention, whose absorbing row is wider by definition (noted, F15)."""
+    spec, tier = RunnerSpec((1, 2, 3, 4), 3, True), GraphTier(4, 9, 3)
+    variant = variants_for(make_batch([5, 3], [1, 2], 3, verify_lens=[1, 2], graph=tier))[-1]
+    _check_geometry(variant, spec, tier, _replayed([1, 2, 3, 3]), "replay", "pad_rows_only", [])
+    with pytest.raises(PropertyFailure) as info:
+        _check_geometry(variant, spec, tier, _replayed([1, 2, 6, 0]), "replay", "pad_rows_only", [])
+    assert (info.value.check, info.value.index, info.value.actual) == ("p5.runner_geometry", (2,), 6)
+    with pytest.raises(PropertyFailure, match="another number of rows"):
+        _check_geometry(variant, spec, tier, _replayed([1, 2, 6]), "replay", "pad_rows_only", [])
+    notes: list[str] = []
+    _check_geometry(variant, spec, tier, _replayed([1, 2, 6, 0]), "replay", "full_coverage", notes)
+    assert len(notes) == 1 and "F15" in notes[0]
+
+
+def test_a_replay_that_returns_new_storage_is_red_on_the_runner(monkeypatch) -> None:
+    """The second replay on a tier must write the storage the first replay on it wrote."""
+    batch = EXAMPLES["ragged_tier_slack_spread_over_pad_rows"]
+    real = GraphRunner.replay
+    count = {"n": 0}
+
+    def moving(self, other):
+        md = real(self, other)
+        count["n"] += 1
+        if count["n"] == 3:  # the batch with other values, on the first tier again
+            moved = dataclasses.replace(md.audit, storage={n: ptr + 1 for n, ptr in md.audit.storage.items()})
+            md = dataclasses.replace(md, audit=moved)
+        return md
+
+    monkeypatch.setattr(GraphRunner, "replay", moving)
+    with pytest.raises(PropertyFailure) as info:
+        check_p5_graph_vs_eager(HIP, batch)
+    assert info.value.check == "p5.runner_replay_storage", str(info.value)
