@@ -68,7 +68,7 @@ __all__ = [
     "variants_for",
 ]
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"
 
 _MOVED = {
     "GraphBuilder": ("metadata_builders.builders.contract", "GraphBuilder"),
