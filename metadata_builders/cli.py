@@ -455,14 +455,10 @@ SUBCOMMANDS: tuple[Callable[[Any], None], ...] = (
 
 
 def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
+    """The package's own ``__version__``: an editable install's metadata keeps the version it was installed at."""
+    import metadata_builders
 
-    try:
-        return version("metadata-builders")
-    except PackageNotFoundError:
-        import metadata_builders
-
-        return getattr(metadata_builders, "__version__", "unknown")
+    return metadata_builders.__version__
 
 
 def build_parser() -> argparse.ArgumentParser:
