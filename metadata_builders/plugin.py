@@ -80,12 +80,36 @@ def pytest_configure(config: pytest.Config) -> None:
         check_spelling(config.getoption("--mb-device"), "--mb-device")
     except DeviceUnavailable as exc:
         raise pytest.UsageError(str(exc)) from None
-    from metadata_builders.builders.registry import registration
+    from metadata_builders.builders.registry import check_builder_name, registration
+    from metadata_builders.errors import BuilderNotFound
+
+    try:
+        check_builder_name(config.getoption("--mb-builder"), "--mb-builder")
+    except BuilderNotFound as exc:
+        raise pytest.UsageError(str(exc)) from None
 
     if config.getoption("--mb-device") == "meta" and registration(config.getoption("--mb-builder")).pure_python:
         raise pytest.UsageError(f"--mb-device meta has no values to compare; builder {config.getoption('--mb-builder')} "
                                 "is pure Python. Drop --mb-device or pick --mb-builder hip")
     config.stash[_PROFILE] = _load_profile(config)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Any:
+    """A property's failure reads as ``check`` prints it -- the failure line and Hypothesis' falsifying
+    example -- not as pages of the harness's own source (only under pytest's default ``--tb``)."""
+    outcome = yield
+    report = outcome.get_result()
+    excinfo = call.excinfo
+    from metadata_builders.errors import PropertyFailure
+
+    if report.failed and excinfo is not None and isinstance(excinfo.value, PropertyFailure) \
+            and item.config.getoption("tbstyle", "auto") == "auto":
+        failure = excinfo.value
+        # Hypothesis' "Explanation" lists lines of the harness's own audit: noise to the builder's author.
+        notes = [n for n in getattr(failure, "__notes__", []) if n.strip() and not n.startswith("Explanation:")]
+        report.longrepr = "\n".join([f"{type(failure).__name__}: {failure}", *notes,
+                                     "(--tb=long shows the traceback)"])
 
 
 def _load_profile(config: pytest.Config) -> str:

@@ -44,7 +44,7 @@ def test_check_holds_on_the_bundled_builder_and_writes_junit(tmp_path, capsys):
     assert code == 0
     assert "P7" in out and "FAILED" not in out
     suite = ET.parse(junit).getroot()
-    assert suite.get("tests") == str(len(PROPERTIES)) == "9" and suite.get("failures") == "0"
+    assert suite.get("tests") == str(len(PROPERTIES)) == "10" and suite.get("failures") == "0"
 
 
 def test_check_fails_on_a_narrow_bug_writes_a_replay_file_that_reproduces(tmp_path, buggy_module, capsys):
@@ -268,3 +268,46 @@ def test_check_leaves_one_hidden_folder_that_git_ignores(tmp_path, buggy_module)
     assert sorted(p.name for p in tmp_path.iterdir() if p.name != "cli_buggy_builders.py") == [".metadata-builders"]
     assert (tmp_path / ".metadata-builders" / ".gitignore").read_text().strip().endswith("*")
     assert list((tmp_path / ".metadata-builders" / "failures").glob("P1-*.json"))
+
+
+# -- a newcomer's own project (issue 27's walkthrough) ---------------------------------------------------
+
+
+def test_a_builder_package_in_the_working_directory_imports_as_python_m_would(tmp_path, monkeypatch) -> None:
+    """``check --builder mypkg.builders:B`` from the folder holding ``mypkg/``: found there (a console script's
+    path lacks the working directory), and the printed command carries ``PYTHONPATH=<that folder>``."""
+    import sys
+
+    from metadata_builders.builders.registry import check_builder_name, replay_env
+
+    package = tmp_path / "newcomer_pkg_cwd"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "builders.py").write_text("from metadata_builders.builders.hip import HipBuilder as Mine\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", str(tmp_path))])
+    check_builder_name("newcomer_pkg_cwd.builders:Mine")
+    assert replay_env("newcomer_pkg_cwd.builders:Mine") == f"PYTHONPATH={tmp_path}"
+    with pytest.raises(Exception, match="PYTHONPATH"):
+        check_builder_name("no_such_pkg_anywhere.builders:Mine")
+
+
+def test_the_printed_replay_command_names_the_file_absolutely(tmp_path, monkeypatch) -> None:
+    """It runs as printed from any directory (a relative path only worked where ``check`` ran)."""
+    from metadata_builders.runs.report import replay_command
+
+    monkeypatch.chdir(tmp_path)
+    assert replay_command(".metadata-builders/failures/P4-x.json", "hip", env="") == \
+        f"metadata-builders replay {tmp_path}/.metadata-builders/failures/P4-x.json --builder hip"
+
+
+def test_the_gate_folder_in_a_users_repository_ignores_itself(tmp_path) -> None:
+    """``build/metadata-builders/`` gets a ``.gitignore`` of ``*``: a later gate must not see the replay files
+    of the last one as the head's uncommitted change."""
+    import argparse
+
+    from metadata_builders.gate.command import _failures_dir
+
+    path = _failures_dir(argparse.Namespace(failures_dir=None, base="main", repo=str(tmp_path)))
+    assert path == str(tmp_path / "build" / "metadata-builders" / "failures")
+    assert (tmp_path / "build" / "metadata-builders" / ".gitignore").read_text().splitlines()[-1] == "*"

@@ -216,7 +216,7 @@ SHIMS = ("metadata_builders.hip", "metadata_builders.hip_compression", "metadata
 def test_the_top_level_shows_the_roles() -> None:
     """model -> builders -> harness -> properties -> runs -> interfaces: the hall holds only these and 0.2's aliases."""
     roles = {
-        "model": {"batch", "variants", "tier", "metadata", "errors", "devices"},
+        "model": {"batch", "variants", "tier", "metadata", "errors", "devices", "kv_state"},
         "builders": {"builders", "reference"},
         "harness": {"harness", "audit"},
         "properties": {"properties"},

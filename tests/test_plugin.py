@@ -36,15 +36,18 @@ def test_loading_the_plugin_imports_no_torch_and_builds_nothing(pytester: pytest
     result.assert_outcomes(passed=1)
 
 
-def test_an_unknown_builder_fails_the_test_that_asks_for_it(pytester: pytest.Pytester) -> None:
-    """--mb-builder with no such builder errors where the fixture is used, naming the accepted names."""
+@pytest.mark.parametrize("name", ["nosuchbuilder", "nosuch_module_here:Thing"])
+def test_an_unknown_builder_is_one_usage_line_before_any_test_runs(pytester: pytest.Pytester, name: str) -> None:
+    """--mb-builder naming no builder is a usage error naming what is accepted: one line, not a traceback per
+    test (a newcomer's mistyped module printed 424 lines)."""
     pytester.makepyfile(test_uses="""
         def test_uses(builder):
             pass
     """)
-    result = pytester.runpytest_subprocess("-p", "metadata_builders.plugin", "--mb-builder", "nosuchbuilder")
-    result.stdout.fnmatch_lines(["*--mb-builder*module:attr*"])
-    assert result.ret != 0
+    result = pytester.runpytest_subprocess("-p", "metadata_builders.plugin", "--mb-builder", name)
+    result.stderr.fnmatch_lines(["*--mb-builder*"])
+    assert ("module:attr" if ":" not in name else "PYTHONPATH") in result.stderr.str()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR and len(result.stderr.lines) <= 3, result.stderr.str()
 
 
 # -- the plugin in someone else's project ------------------------------------------------------------------
@@ -120,3 +123,26 @@ def test_a_test_under_a_folder_named_sglang_is_not_skipped(pytester: pytest.Pyte
     (folder / "test_plain.py").write_text("def test_sglang_named():\n    assert True\n")
     result = pytester.runpytest_subprocess("-p", "metadata_builders.plugin", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=1)
+
+
+def test_a_property_failure_reads_as_check_prints_it(pytester: pytest.Pytester) -> None:
+    """A failing property test shows the failure line and Hypothesis' falsifying example, not the harness's
+    source (a newcomer's three failures printed 204 lines); ``--tb=long`` still gives the traceback."""
+    pytester.makepyfile(test_gate="""
+        from hypothesis import given, settings
+        from metadata_builders import batches_for
+        from metadata_builders.properties import check_p4_gate
+
+        @settings(max_examples=30, deadline=None, database=None)
+        @given(batch=batches_for("P4"))
+        def test_keeps_the_dspark_gate(builder, batch):
+            check_p4_gate(builder, batch)
+    """)
+    args = ("-p", "metadata_builders.plugin", "--mb-builder", "metadata_builders.tools.mutants:dropped_dspark_gate")
+    result = pytester.runpytest_subprocess(*args)
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*PropertyFailure: P4 *field=decision.used_output_size*",
+                                 "*test_keeps_the_dspark_gate(*", "*batch=VerifyBatch(*"])
+    out = result.stdout.str()
+    assert "def check_p4_gate" not in out and "placement.py" not in out and len(result.stdout.lines) < 40, out
+    assert "def check_p4_gate" in pytester.runpytest_subprocess(*args, "--tb=long").stdout.str()

@@ -25,6 +25,7 @@ from metadata_builders import Divergence, Geometry, GraphTier, Variant, VerifyBa
 from metadata_builders.errors import InvalidVariant, PropertyFailure
 from metadata_builders.runs.findings import known_finding
 from metadata_builders.metadata import first_difference
+from metadata_builders.properties.kv import check_p10_kv_state
 from metadata_builders.properties import (
     check_p1_reference,
     check_p2_mirror,
@@ -392,7 +393,7 @@ def _as_failure(check):
 
 
 _CHECKS = {"P1": check_p1_reference, "P5": check_p5_graph_vs_eager, "P6": check_p6_fault_model, "P7": check_p7_capture_safety,
-           "P8": _as_failure(check_p8_inputs_untouched)}
+           "P8": _as_failure(check_p8_inputs_untouched), "P10": check_p10_kv_state}
 
 
 @pytest.mark.parametrize("name", sorted(p.name for p in REGRESSIONS.glob("*.json")))

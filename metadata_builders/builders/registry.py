@@ -110,19 +110,39 @@ REGISTERED = ("reference", "hip", "sglang")
 def check_builder_name(name: str, option: str = "--builder") -> None:
     """Refuse, without building anything, a name that cannot name a builder here (an unknown name, a
     ``module:attr`` whose module is not importable): a gate says so before its base runs."""
-    import importlib.util
-
     if name in REGISTERED:
         return
     if ":" not in name:
         raise BuilderNotFound(name, f'{option}: expected "reference", "hip", "sglang" or "module:attr"')
     module = name.partition(":")[0]
-    try:
-        found = importlib.util.find_spec(module) is not None
-    except (ImportError, ValueError):
-        found = False
-    if not found:
+    if not findable(module):
         raise BuilderNotFound(name, f"{option}: cannot import module {module!r}; " + importable_hint(module))
+
+
+def findable(module: str) -> bool:
+    """Whether ``module`` imports here, the current directory counted as ``python -m`` counts it.
+
+    A console script does not put the working directory on ``sys.path``; a user who runs
+    ``metadata-builders check --builder mypkg.builders:B`` from the folder holding ``mypkg/``
+    means that ``mypkg``.  So when it is there (and only then), the directory goes on the
+    path; printed commands then carry ``PYTHONPATH=<it>`` (:func:`replay_env`).
+    """
+    import importlib.util
+
+    def found() -> bool:
+        try:
+            return importlib.util.find_spec(module) is not None
+        except (ImportError, ValueError):
+            return False
+
+    if found():
+        return True
+    here, top = os.getcwd(), module.split(".")[0]
+    if here in sys.path or not (os.path.isdir(os.path.join(here, top)) or os.path.isfile(os.path.join(here, top + ".py"))):
+        return False
+    sys.path.insert(0, here)
+    importlib.invalidate_caches()
+    return found()
 
 
 def importable_hint(module: str) -> str:
@@ -195,6 +215,7 @@ def get_builder(name: str, device: str = "cpu") -> AuditedBuilder | ReferenceBui
         raise BuilderNotFound(name, 'expected "reference", "hip", "sglang" or "module:attr"')
     module_name, _, attr = name.partition(":")
     try:
+        findable(module_name)
         module = importlib.import_module(module_name)
     except ImportError as exc:
         raise BuilderNotFound(name, f"cannot import module {module_name!r}: {exc}; {importable_hint(module_name)}") from exc

@@ -201,9 +201,12 @@ def _gate(args: argparse.Namespace, run: _Run, base: Side, head: Side, start: fl
 def _failures_dir(args: argparse.Namespace) -> str:
     if args.failures_dir:
         return args.failures_dir
+    from metadata_builders.runs.profiles import ignored_dir, work_dir
+
     if args.base:
+        # build/metadata-builders/ ignores itself: a later gate must not see it as the head's uncommitted change.
+        ignored_dir(os.path.join(os.path.abspath(args.repo), os.path.dirname(DEFAULT_FAILURES_DIR)))
         return os.path.join(os.path.abspath(args.repo), DEFAULT_FAILURES_DIR)
-    from metadata_builders.runs.profiles import work_dir
 
     return work_dir("failures")
 

@@ -1,4 +1,4 @@
-"""Properties P1-P9 of DESIGN.md section 3, as checks any builder can be put to.
+"""Properties P1-P10 of docs/DESIGN.md section 3, as checks any builder can be put to.
 
 Each ``check_*`` takes a builder (an audited one from
 :func:`~metadata_builders.get_builder`) and one batch, and raises
@@ -20,6 +20,7 @@ from metadata_builders.properties._common import Partial
 from metadata_builders.properties.equality import check_p1_reference, check_p3_sync_free, check_p4_gate, p1_differences
 from metadata_builders.properties.faults import check_p6_fault_model
 from metadata_builders.properties.graph import check_p5_graph_vs_eager
+from metadata_builders.properties.kv import check_p10_kv_state
 from metadata_builders.properties.mirror import check_p2_mirror
 from metadata_builders.properties.sequences import fewer_requests_batch, filled_tier_batch, replay_sequence, same_tier_batch
 from metadata_builders.properties.spec import PROPERTIES, PropertyResult, PropertySpec, batches_for, run_all, verdict
@@ -32,6 +33,7 @@ __all__ = [
     "PropertyResult",
     "PropertySpec",
     "batches_for",
+    "check_p10_kv_state",
     "check_p1_reference",
     "check_p2_mirror",
     "check_p3_sync_free",

@@ -32,6 +32,8 @@ CheckId = Literal[
     "p7.capture_sync", "p7.capture_host_read",
     "p8.input_written",
     "p9.vs_fresh_builder", "p9.decision",
+    "p10.store_rows", "p10.oob_write", "p10.real_writes_collide", "p10.pad_overwrites_live",
+    "p10.pad_writes_other_slot", "p10.live_row_lost", "p10.window_read",
     "run.worker_died",
 ]
 """Every check id; ``raised`` is any property whose builder raised (its origin says where)."""

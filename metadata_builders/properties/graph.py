@@ -173,9 +173,11 @@ def _check_pads_inert(batch: VerifyBatch, variant: Variant, md: VerifyMetadata) 
             raise _fail("P5", variant, "a tail token passes the SWA store guard pos <= final_pos - win",
                         field="pf_final_pos", index=(t,), expected=win, actual=f["pf_final_pos"][t],
                         check="p5.tail_store_guard")
-        if slot in real_slots and f["swa_loc"][t] // ring != slot:
-            raise _fail("P5", variant, "a tail token's swa_loc left its slot's ring", field="swa_loc", index=(t,),
-                        expected=f"in [{slot * ring}, {(slot + 1) * ring})", actual=f["swa_loc"][t],
+        # Its own slot's ring (the token map's) or the padding slot's (pad_rows_only, F17); P10 judges which rows.
+        if slot in real_slots and f["swa_loc"][t] // ring not in (slot, 0):
+            raise _fail("P5", variant, "a tail token's swa_loc left its slot's ring and the padding slot's",
+                        field="swa_loc", index=(t,),
+                        expected=f"in [{slot * ring}, {(slot + 1) * ring}) or [0, {ring})", actual=f["swa_loc"][t],
                         check="p5.tail_ring")
 
 

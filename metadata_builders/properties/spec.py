@@ -11,6 +11,7 @@ from metadata_builders.properties._common import Partial
 from metadata_builders.properties.equality import check_p1_reference, check_p3_sync_free, check_p4_gate
 from metadata_builders.properties.faults import check_p6_fault_model
 from metadata_builders.properties.graph import check_p5_graph_vs_eager
+from metadata_builders.properties.kv import check_p10_kv_state, p10_applies
 from metadata_builders.properties.mirror import check_p2_mirror
 from metadata_builders.properties.state import check_p8_inputs_untouched, check_p9_no_hidden_state
 from metadata_builders.properties.syncs import check_p7_capture_safety
@@ -65,6 +66,8 @@ PROPERTIES: tuple[PropertySpec, ...] = (
     PropertySpec("P7", "sync contract, capture safety", check_p7_capture_safety, ({}, _DSPARK_UNIFORM_GRAPH)),
     PropertySpec("P8", "inputs untouched", check_p8_inputs_untouched, ({},)),
     PropertySpec("P9", "no hidden state between builds", check_p9_no_hidden_state, ({},)),
+    PropertySpec("P10", "KV state: stores and reads", check_p10_kv_state,
+                 ({}, {"graph": True, "ragged": True}), p10_applies),
 )
 
 def batches_for(prop: str) -> Any:

@@ -244,6 +244,19 @@ def unified_prefill_meta(batch: VerifyBatch, rows: Rows, slots: list[int]) -> di
     }
 
 
+def store_slots(rows: Rows, slots: list[int], padding: Padding) -> list[int]:
+    """The SWA ring store's slot per token: under ``pad_rows_only`` the uncovered tail stores into slot 0.
+
+    Owner decision (FINDINGS.md F17): the token map gives a tail token the last row's
+    slot at position 0; with no pad rows that row is real, and row ``slot * ring`` is
+    one of its live ring rows (P10).  The absorbing conventions keep upstream's map.
+    Example: rows ``[3, 1, 2]`` on 3 rows / 10 tokens: tokens 6..9 store into slot 0.
+    """
+    if padding != "pad_rows_only":
+        return slots
+    return slots[: rows.num_tokens] + [0] * (len(slots) - rows.num_tokens)
+
+
 def decode_streams(batch: VerifyBatch, slots: list[int], positions: list[int]) -> dict[str, list[int]]:
     """Stage 5: SWA ring store targets, ``slot * ring_size + pos % ring_size`` (int64 math)."""
     ring = batch.geometry.ring_size
@@ -426,7 +439,7 @@ class ReferenceBuilder:
         }
         fields.update(core_metadata(batch, rows, casual, slots))
         fields.update(unified_prefill_meta(batch, rows, slots))
-        fields.update(decode_streams(batch, slots, fields["positions_casual"]))
+        fields.update(decode_streams(batch, store_slots(rows, slots, self.padding), fields["positions_casual"]))
         if batch.geometry.compression is not None:
             fields.update(compression_groups(batch, rows, fields))
         if batch.geometry.swa_window == batch.geometry.unified_swa_window:

@@ -141,6 +141,16 @@ def _f14(seen: Seen, batch: VerifyBatch) -> bool:
         _installed_release_lacks("replay_copies_swa_loc")
 
 
+def _f16(seen: Seen, batch: VerifyBatch) -> bool:
+    # full_coverage: with no pad rows the last real row absorbs the tier's slack; past num_draft tokens a row's
+    # extra tokens store into ring rows its own window still reads (P10 judges the stores, docs/FINDINGS.md F16).
+    from metadata_builders.tier import absorbed_slack
+
+    tier = batch.graph
+    return seen.check == "p10.pad_overwrites_live" and tier is not None and batch.is_ragged and absorbed_slack(
+        batch.verify_lens, tier.padded_bs, tier.graph_num_tokens, tier.cap, "full_coverage") > 0
+
+
 def _installed_release_lacks_req_ring() -> bool:
     return _installed_release_lacks("plan_req_ring")
 
@@ -177,6 +187,9 @@ FINDINGS: tuple[Finding, ...] = (
     Finding("F14", ("P5",), _f14,
             "0.5.18/0.5.19: a graph replay rebinds swa_loc (UnifiedKvMetadata.copy_ assigns it) while the captured "
             "SWA store reads the captured tensor: every replay writes the KV ring slots of the captured batch"),
+    Finding("F16", ("P10",), _f16,
+            "the graph path pads full_coverage: the last real row absorbs the tier's slack, and its extra tokens' "
+            "SWA ring stores (swa_loc) overwrite rows the request still reads (a padding token's K in a live row)"),
     Finding("F11", ("P1",), _f11,
             "0.5.18/0.5.19: the c4 compress state lives in the SWA pool (no per-request ring), so their c4 plans "
             "differ from the reference (0.5.20+ semantics) on every compressed batch"),

@@ -45,12 +45,19 @@ files (``failures/``).  One hidden folder that ignores itself (:func:`work_dir`)
 
 def work_dir(*parts: str) -> str:
     """``.metadata-builders/<parts>``, made with a ``.gitignore`` of ``*`` so git never shows it."""
-    os.makedirs(WORK_DIR, exist_ok=True)
-    ignore = os.path.join(WORK_DIR, ".gitignore")
+    ignored_dir(WORK_DIR)
+    return os.path.join(WORK_DIR, *parts)
+
+
+def ignored_dir(directory: str) -> str:
+    """``directory``, made if missing, with a ``.gitignore`` of ``*`` in it: what the harness writes into a
+    user's repository (``.metadata-builders/``, the gate's ``build/metadata-builders/``) never shows in git."""
+    os.makedirs(directory, exist_ok=True)
+    ignore = os.path.join(directory, ".gitignore")
     if not os.path.exists(ignore):
         with open(ignore, "w") as fh:
-            fh.write("# made by metadata-builders: example database and replay files\n*\n")
-    return os.path.join(WORK_DIR, *parts)
+            fh.write("# made by metadata-builders: example database, replay files, pictures\n*\n")
+    return directory
 
 
 _SUPPRESS = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much]

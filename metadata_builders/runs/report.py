@@ -31,7 +31,8 @@ def replay_command(path: str, builder: str, env: str | None = None) -> str:
     from metadata_builders.builders import replay_env
 
     env = replay_env(builder) if env is None else env
-    command = f"metadata-builders replay {shlex.quote(path)} --builder {shlex.quote(builder)}"
+    # Absolute: the command runs as printed from any directory, in a fresh shell.
+    command = f"metadata-builders replay {shlex.quote(os.path.abspath(path))} --builder {shlex.quote(builder)}"
     return f"{env} {command}" if env else command
 
 

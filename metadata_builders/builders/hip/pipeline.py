@@ -116,7 +116,7 @@ def _core_fields(layout: Layout, inputs: VerifyInputs, seq_lens_casual: torch.Te
 def _downstream_fields(layout: Layout, inputs: VerifyInputs, fields: dict[str, torch.Tensor],
                        seq_lens_cpu: list[int] | None) -> None:
     """After stage 4: the decode streams, the compression groups and the index streams, into ``fields``."""
-    fields.update(decode_streams(inputs, fields["req_pool_indices_repeated"], fields["positions_casual"]))
+    fields.update(decode_streams(inputs, layout, fields["req_pool_indices_repeated"], fields["positions_casual"]))
     if inputs.geometry.compression is not None:
         fields.update(compression.compression_groups(layout, inputs, fields, seq_lens_cpu))
     if inputs.geometry.swa_window == inputs.geometry.unified_swa_window:
@@ -297,13 +297,17 @@ def unified_prefill_meta(layout: Layout, inputs: VerifyInputs, slots: torch.Tens
     return {"pf_state_slot": state_slot, "pf_chunk_start": chunk_start, "pf_cu_q": cu_q, "pf_final_pos": final_pos}
 
 
-def decode_streams(inputs: VerifyInputs, slots: torch.Tensor, positions: torch.Tensor) -> dict[str, torch.Tensor]:
+def decode_streams(inputs: VerifyInputs, layout: Layout, slots: torch.Tensor,
+                   positions: torch.Tensor) -> dict[str, torch.Tensor]:
     """Stage 5 (``_attach_unified_kv_decode_streams``): ``slot * ring + pos % ring``, computed in int64.
 
-    Stored int32, as the SWA store takes it: every ``swa_loc`` fits (a geometry
-    precondition, DESIGN.md section 2).
+    Stored int32, as the SWA store takes it: every ``swa_loc`` fits (a geometry precondition, DESIGN.md
+    section 2).  The uncovered tail stores into the padding slot 0, not the token map's last-row slot,
+    whose row ``slot * ring`` is live (F17); the tail starts where the device layout ends (no sync).
     """
     ring = inputs.geometry.ring_size
+    t = torch.arange(slots.shape[0], dtype=_I64, device=slots.device)
+    slots = torch.where(t < layout.extend_start_loc[-1] + layout.extend_seq_lens[-1], slots, torch.zeros_like(slots))
     swa_loc = (slots.to(_I64) * ring + torch.remainder(positions.to(_I64), ring)).to(_I32)
     return {"verify_store_state_slot": slots.clone(), "swa_loc": swa_loc}
 

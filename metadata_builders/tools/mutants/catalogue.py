@@ -386,6 +386,32 @@ _SPECS: tuple[MutantSpec, ...] = (
         "upstream's store-or-copy (cuda_graph_metadata_of_bucket_and_bs): a key missing at replay silently "
         "stores a new metadata object instead of failing",
     ),
+    # -- what the stores do (P10): a mistake the specification shares -----------------------------------
+    MutantSpec(
+        "last_row_absorbs_the_slack", "pad_verify_lens_to_bucket", "a real row widened to cover the tier",
+        "The graph path pads full_coverage and declares it: with no pad rows the last real row absorbs every "
+        "leftover token of the tier, uncapped. The reference of that convention agrees, so P1 and P5 hold; the "
+        "absorbed tokens sit at positions past the request's end, and their SWA ring stores land on rows the "
+        "request still reads (a row more than num_draft - 1 past its window's start).",
+        "    if npad <= 0:\n"
+        "        return verify_lens.clone()\n"
+        "    leftover = graph_num_tokens - verify_lens.to(_I64).sum()\n"
+        "    base = torch.div(leftover, npad, rounding_mode=\"floor\")\n"
+        "    rem = leftover - base * npad\n"
+        "    pad = base + (torch.arange(npad, device=verify_lens.device) < rem).to(_I64)\n"
+        "    if cap is not None:\n"
+        "        pad = pad.clamp(max=cap)\n",
+        "    leftover = graph_num_tokens - verify_lens.to(_I64).sum()\n"
+        "    if npad <= 0:\n"
+        "        return torch.cat([verify_lens[:-1], verify_lens[-1:] + leftover.to(_I32)])\n"
+        "    base = torch.div(leftover, npad, rounding_mode=\"floor\")\n"
+        "    rem = leftover - base * npad\n"
+        "    pad = base + (torch.arange(npad, device=verify_lens.device) < rem).to(_I64)\n",
+        "SGLang 0.5.23's DSV4 out-graph phase pads the live layout with padded_to_bucket(cap=None) "
+        "(FINDINGS.md F16); upstream's newer line: 'inflating the last real request past max_row_len is exactly "
+        "what the cap forbids'",
+        padding="full_coverage",
+    ),
 )
 
 _SPECS += GROUP_SPECS  # the whole metadata's groups (compression, the low ratios)

@@ -128,6 +128,14 @@ def mutant_builder_class() -> type:
         Keeps no state between builds, like the builder it mutates.
         """
 
+        def __new__(cls, mutant: str | MutantSpec, *args: Any, **kwargs: Any) -> Any:
+            # A mutant that declares a convention is an instance of a subclass declaring it (capabilities are
+            # read from the class, never the instance).
+            spec = MUTANTS[mutant] if isinstance(mutant, str) else mutant
+            if spec.padding is not None and cls.__dict__.get("padding_convention") != spec.padding:
+                cls = _declaring(cls, spec.padding)
+            return super().__new__(cls)
+
         def __init__(self, mutant: str | MutantSpec, device: Any = "cpu", *, validate_mirror: bool = False) -> None:
             super().__init__(device, validate_mirror=validate_mirror)
             self.spec = MUTANTS[mutant] if isinstance(mutant, str) else mutant
@@ -163,6 +171,11 @@ def mutant_builder_class() -> type:
                 return impl(self, *args)
             finally:
                 setattr(module, stage, original)
+
+    @functools.cache
+    def _declaring(base: type, padding: str) -> type:
+        return type(base.__name__, (base,), {"padding_convention": padding, "__module__": base.__module__,
+                                             "__qualname__": base.__qualname__})
 
     _MutantBuilder.__name__ = _MutantBuilder.__qualname__ = "MutantBuilder"
     _MutantBuilder.__module__ = _PACKAGE

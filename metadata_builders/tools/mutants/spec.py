@@ -28,6 +28,12 @@ class MutantSpec:
     """The buggy text put in its place."""
     incident: str | None = None
     """The upstream incident or bug report it resembles, if one exists."""
+    padding: str | None = None
+    """The tier padding convention the mutant *declares* (None: the bundled builder's, ``pad_rows_only``).
+
+    A mutant that changes the convention and declares the change is judged by the
+    reference of its own convention: a mistake the specification would share,
+    which only P10 (what the stores do) can see."""
 
     @property
     def docstring(self) -> str:
@@ -35,6 +41,8 @@ class MutantSpec:
         text = f"Mutant of hip.{self.stage} -- {self.bug_class}.\n\n{self.summary}\n"
         if self.incident:
             text += f"\nResembles: {self.incident}\n"
+        if self.padding:
+            text += f"\nDeclares padding_convention = {self.padding!r}.\n"
         return text + "\n" + self.diff + "\n"
 
     @property

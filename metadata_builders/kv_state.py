@@ -1,0 +1,175 @@
+"""The unified SWA ring as a model of device memory: every ring row records the (request slot, position) it holds.
+
+P10 (docs/DESIGN.md section 3) judges a build by what its metadata makes upstream's
+kernels do to the KV state, not by its values: a rule wrong the same way in the
+reference and in a builder still fails it.  This module is the state; the judging
+is :mod:`metadata_builders.properties.kv`.
+
+**The ring.**  ``rows = num_slots * ring_size``; position ``p`` of request slot ``s``
+lives in row ``s * ring_size + p % ring_size`` (the pool's addressing: upstream's
+``_swa_scatter_kernel`` and ``write_v4_paged_decode_indices`` both compute it).  Slot
+0 is the padding slot: its rows are nobody's.
+
+**Who is real** comes from the batch alone (never from the build): tokens are laid
+out row after row, real rows first, so real token ``j`` of request ``i`` is token
+``sum(extend_lens[:i]) + j`` on every path and under every tier padding convention,
+at position ``seq_lens[i] + j``.  Every later token is padding: a pad row's (slot 0),
+slack a real row absorbed (that row's slot) or an uncovered tail (slot 0), as the
+builder's declared convention lays the tier out (:func:`metadata_builders.tier.tier_verify_lens`).
+
+**Live rows.**  Request ``i`` (prefix ``L``, ``v`` verify tokens, window ``w``) reads
+positions ``L - w + 1 .. L + v - 1`` at this step (token ``j`` reads ``L + j - w + 1 ..
+L + j``) and, whatever it accepts, a subset of them at its next decode step.  So those
+rows must hold exactly those positions after the step; before it, the history
+``L - w + 1 .. L - 1`` is in place.  A ring narrower than ``w + num_draft - 1`` cannot
+hold them (upstream sizes it ``window + num_draft - 1``): such a geometry is not judged.
+
+Worked example -- window 2, ring 3 (= 2 + 2 - 1), request slot 1 with prefix 4
+verifying 2 tokens: before the step row 3 (= 1 * 3 + 3 % 3) holds position 3; the
+two real tokens write positions 4 and 5 to rows 4 and 5; after it rows 3, 4, 5 must
+hold positions 3, 4, 5.  A token that absorbed tier slack at position 6 writes row
+3 -- position 3, which token 0 (position 4) reads in this very step: a live row
+overwritten with a padding token's K.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+from metadata_builders.tier import Padding, tier_verify_lens
+
+if TYPE_CHECKING:
+    from metadata_builders.batch import VerifyBatch
+
+__all__ = ["Ring", "Store", "Token", "layout_tokens", "ring_unfit", "swa_stores"]
+
+TokenKind = Literal["real", "pad row", "absorbed", "tail"]
+
+
+@dataclass(frozen=True, slots=True)
+class Token:
+    """One token of a layout, as the batch defines it: whose it is, and where it stands."""
+
+    index: int
+    kind: TokenKind
+    slot: int
+    """The request slot of its row (0 for a pad row or the tail)."""
+    row: int | None
+    """Its request's row in the batch (a pad row's index in the tier), None for the tail."""
+    position: int | None
+    """A real token's position, ``seq_lens[row] + j``; None for padding."""
+
+    @property
+    def real(self) -> bool:
+        return self.kind == "real"
+
+    def describe(self) -> str:
+        if self.real:
+            return f"token {self.index} (request {self.row}, slot {self.slot}, position {self.position})"
+        where = {"pad row": f"pad row {self.row}", "absorbed": f"slack absorbed by request {self.row} "
+                 f"(slot {self.slot})", "tail": "the tier's uncovered tail"}[self.kind]
+        return f"token {self.index} ({where}: not a real token)"
+
+
+def layout_tokens(batch: VerifyBatch, graph: bool, padding: Padding) -> list[Token]:
+    """Every token of the eager layout (``graph=False``: the real ones) or of the graph tier, in order."""
+    lens = list(batch.extend_lens)
+    rows = lens
+    total = sum(lens)
+    tier = batch.graph
+    if graph and tier is not None:
+        total = tier.graph_num_tokens
+        rows = ([batch.num_draft_tokens] * tier.padded_bs if batch.verify_lens is None else
+                tier_verify_lens(lens, tier.padded_bs, tier.graph_num_tokens, tier.cap, padding))
+    tokens: list[Token] = []
+    for row, width in enumerate(rows):
+        real = lens[row] if row < batch.bs else 0
+        slot = batch.req_pool_indices[row] if row < batch.bs else 0
+        for j in range(width):
+            index = len(tokens)
+            if j < real:
+                tokens.append(Token(index, "real", slot, row, batch.seq_lens[row] + j))
+            else:
+                tokens.append(Token(index, "absorbed" if row < batch.bs else "pad row", slot, row, None))
+    tokens += [Token(i, "tail", 0, None, None) for i in range(len(tokens), total)]
+    return tokens[:total]
+
+
+def ring_unfit(batch: VerifyBatch) -> str | None:
+    """Why the batch's ring cannot hold a step's live window (None: it can)."""
+    geo = batch.geometry
+    need = geo.swa_window + batch.num_draft_tokens - 1
+    if geo.ring_size < need:
+        return (f"ring_size {geo.ring_size} < swa_window + num_draft_tokens - 1 = {need}: the ring cannot hold a "
+                "step's window (upstream sizes it so)")
+    return None
+
+
+Holder = tuple[int, int]
+"""(request slot, position) a ring row holds."""
+
+
+class Ring:
+    """The unified SWA ring of one batch: its rows, the history before the step, the rows read after it."""
+
+    def __init__(self, batch: VerifyBatch) -> None:
+        self.batch = batch
+        self.stride = batch.geometry.ring_size
+        self.rows = batch.num_slots * self.stride
+        self.window = batch.geometry.swa_window
+
+    def row(self, slot: int, position: int) -> int:
+        return slot * self.stride + position % self.stride
+
+    def _span(self, i: int, first: int, stop: int) -> dict[int, Holder]:
+        slot = self.batch.req_pool_indices[i]
+        return {self.row(slot, p): (slot, p) for p in range(max(0, first), stop)}
+
+    def history(self) -> dict[int, Holder]:
+        """Rows holding each request's window before the step: positions ``L - w + 1 .. L - 1``."""
+        held: dict[int, Holder] = {}
+        for i, prefix in enumerate(self.batch.seq_lens):
+            held.update(self._span(i, prefix - self.window + 1, prefix))
+        return held
+
+    def live(self) -> dict[int, Holder]:
+        """Rows a real request reads at this step or its next decode step, and what each must hold."""
+        live: dict[int, Holder] = {}
+        for i, (prefix, width) in enumerate(zip(self.batch.seq_lens, self.batch.extend_lens)):
+            live.update(self._span(i, prefix - self.window + 1, prefix + width))
+        return live
+
+    def owner(self, row: int) -> int:
+        """The request slot whose rows ``row`` is among."""
+        return row // self.stride
+
+
+@dataclass(frozen=True, slots=True)
+class Store:
+    """One row a consumer writes for one token."""
+
+    token: Token
+    row: int
+    consumer: str
+
+
+def swa_stores(fields: dict[str, Any], tokens: list[Token], ring: Ring) -> dict[str, list[Store]]:
+    """The SWA ring stores of a target-verify step, by consumer, derived as upstream's kernels consume the metadata.
+
+    ``fused store``: the bf16 norm-rope-store writes ``swa_loc[t]`` for every token of
+    the layout (``get_unified_swa_loc`` returns the metadata's ``swa_loc``).  ``fp8
+    store``: ``store_swa_into_unified`` writes ``verify_store_state_slot[t] * ring +
+    positions[t] % ring`` with the forward batch's positions (``final_pos = positions``:
+    its guard never skips); a real token's position is the batch's, a padding token's
+    is the runner's and not in the metadata, so it is modelled for real tokens only.
+    """
+    stores: dict[str, list[Store]] = {}
+    if "swa_loc" in fields:
+        stores["fused store (swa_loc)"] = [Store(tok, int(loc), "swa_loc") for tok, loc in
+                                           zip(tokens, fields["swa_loc"])]
+    if "verify_store_state_slot" in fields:
+        stores["fp8 store (verify_store_state_slot)"] = [
+            Store(tok, int(slot) * ring.stride + tok.position % ring.stride, "verify_store_state_slot")
+            for tok, slot in zip(tokens, fields["verify_store_state_slot"]) if tok.real]
+    return stores

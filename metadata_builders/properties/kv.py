@@ -1,0 +1,125 @@
+"""P10: what the metadata makes the kernels do to the KV state -- an oracle independent of the reference.
+
+Part 1 judges the unified SWA ring (:mod:`metadata_builders.kv_state`): the
+stores each consumer performs from a build's metadata, applied to a ring whose rows
+record who holds them, and the window reads of the decode streams.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from metadata_builders.kv_state import Ring, Store, Token, layout_tokens, ring_unfit, swa_stores
+from metadata_builders.batch import VerifyBatch
+from metadata_builders.properties._common import Partial, _clean, _fail, _padding, _variants
+from metadata_builders.variants import Variant
+
+__all__ = ["check_p10_kv_state", "p10_applies"]
+
+
+def p10_applies(batch: VerifyBatch) -> str | None:
+    """Why P10 has nothing to judge on ``batch`` (None: it applies)."""
+    return ring_unfit(batch)
+
+
+def check_p10_kv_state(builder: Any, batch: VerifyBatch) -> list[str]:
+    """P10 on the SWA ring: every variant's stores land inside the ring, never on a live row they do not own.
+
+    For each consumer of the ring (the fused store's ``swa_loc``, the fp8 store's
+    ``verify_store_state_slot``): (d) every store lands inside the ring; (c) no two
+    real tokens write one row; (b) a padding token (pad row, absorbed slack, the
+    tail) writes no row another request owns and no live row; (a) after the step
+    every live row -- what each request reads now or at its next decode step --
+    holds its own real position, and each real token's SWA stream reads exactly
+    its causal window.  A ring narrower than ``swa_window + num_draft - 1`` is not
+    judged (:func:`p10_applies`).
+    """
+    notes: list[str] = []
+    clean = _clean(batch)
+    ring = Ring(clean)
+    for variant in _variants(builder, clean, notes):
+        fields = builder.build(clean, variant).fields
+        tokens = layout_tokens(clean, variant.path == "graph", _padding(builder))
+        stores = swa_stores(fields, tokens, ring)
+        if not stores:
+            notes.append(Partial(f"P10: {variant.label} reports neither swa_loc nor verify_store_state_slot: "
+                                 "its ring stores are not judged", "observability"))
+            continue
+        for consumer, writes in stores.items():
+            _judge(variant, ring, tokens, consumer, writes, fields)
+    return notes
+
+
+def _judge(variant: Variant, ring: Ring, tokens: list[Token], consumer: str, writes: list[Store],
+           fields: dict[str, Any]) -> None:
+    field = writes[0].consumer if writes else consumer
+    if len(writes) < sum(t.real for t in tokens) or (field == "swa_loc" and len(fields[field]) != len(tokens)):
+        raise _fail("P10", variant, f"{consumer}: {len(fields[field])} store rows for a layout of {len(tokens)} "
+                    "tokens", field=field, expected=len(tokens), actual=len(fields[field]), check="p10.store_rows")
+    live = ring.live()
+    state = ring.history()
+    writers: dict[int, Token] = {}
+    for store in writes:
+        tok, row = store.token, store.row
+        if not 0 <= row < ring.rows:
+            raise _fail("P10", variant, f"{consumer}: {tok.describe()} writes ring row {row}, outside the ring's "
+                        f"{ring.rows} rows (num_slots x ring_size)", field=field, index=tok.index,
+                        expected=f"0 <= row < {ring.rows}", actual=row, check="p10.oob_write")
+        if tok.real:
+            other = writers.get(row)
+            if other is not None and other.index != tok.index:
+                raise _fail("P10", variant, f"{consumer}: two real tokens write ring row {row}: "
+                            f"{other.describe()} and {tok.describe()}", field=field, index=tok.index,
+                            expected="a row of its own", actual=row, check="p10.real_writes_collide")
+            writers[row] = tok
+            state[row] = (tok.slot, tok.position)
+            continue
+        held = live.get(row)
+        if held is not None:
+            raise _fail("P10", variant, f"{consumer}: {tok.describe()} writes ring row {row}, which holds slot "
+                        f"{held[0]}'s position {held[1]}, live (a real token reads it at this step or the next "
+                        "decode step): a padding token's K overwrites a live KV row", field=field, index=tok.index,
+                        expected=f"slot 0's rows or a dead row of slot {tok.slot}", actual=row,
+                        check="p10.pad_overwrites_live")
+        if ring.owner(row) not in (0, tok.slot):
+            raise _fail("P10", variant, f"{consumer}: {tok.describe()} writes ring row {row}, a row of slot "
+                        f"{ring.owner(row)}, another request's", field=field, index=tok.index,
+                        expected=f"a row of slot 0 or {tok.slot}", actual=row, check="p10.pad_writes_other_slot")
+        state[row] = ("padding", tok.index)
+    for row, held in live.items():
+        if state.get(row) != held:
+            raise _fail("P10", variant, f"{consumer}: after the step ring row {row} should hold slot {held[0]}'s "
+                        f"position {held[1]} (read at this step or the next decode step) but holds "
+                        f"{_holder(state.get(row))}", field=field, expected=held, actual=state.get(row),
+                        check="p10.live_row_lost")
+    _reads(variant, ring, tokens, state, fields)
+
+
+def _reads(variant: Variant, ring: Ring, tokens: list[Token], state: dict[int, Any], fields: dict[str, Any]) -> None:
+    """Each real token's ``swa_indices`` row reads exactly its causal window (where the streams are reported)."""
+    segments = fields.get("swa_indices")
+    if not segments:
+        return
+    win = ring.batch.geometry.unified_swa_window
+    for tok in tokens:
+        if not tok.real:
+            continue
+        n = min(tok.position + 1, win)
+        want = [(tok.slot, p) for p in range(tok.position - n + 1, tok.position + 1)]
+        got = [state.get(int(r)) if 0 <= int(r) < ring.rows else ("outside the ring", int(r))
+               for r in segments[tok.index]]
+        if sorted(got, key=repr) != sorted(want, key=repr):
+            raise _fail("P10", variant, f"the SWA stream of {tok.describe()} reads {_summary(got)} where its "
+                        f"causal window is positions {want[0][1]}..{want[-1][1]} of slot {tok.slot}",
+                        field="swa_indices", index=tok.index, expected=want, actual=got, check="p10.window_read")
+
+
+def _holder(held: Any) -> str:
+    if held is None:
+        return "nothing this step or its history wrote"
+    return f"padding token {held[1]}'s K" if held[0] == "padding" else f"slot {held[0]}'s position {held[1]}"
+
+
+def _summary(got: list[Any]) -> str:
+    wrong = [g for g in got if g is None or isinstance(g[0], str)]
+    return f"{len(got)} rows" + (f", {len(wrong)} of them not its window ({wrong[0]})" if wrong else "")

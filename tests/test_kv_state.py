@@ -1,0 +1,152 @@
+"""P10 on the SWA ring: the state model's worked example, every check shown failing, and what it finds.
+
+Each check of :func:`check_p10_kv_state` is made to fail by a builder that breaks
+exactly it (the reference with one field edited), so none of them cannot fail;
+the mutant ``last_row_absorbs_the_slack`` is a mistake the reference of its own
+convention shares (P1 and P5 hold) that only P10 sees.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable
+
+import pytest
+from hypothesis import given, settings
+
+from _examples import EXAMPLES, make_batch
+from metadata_builders import Geometry, GraphTier, get_builder
+from metadata_builders.kv_state import Ring, layout_tokens, ring_unfit
+from metadata_builders.errors import PropertyFailure
+from metadata_builders.properties import check_p1_reference, check_p5_graph_vs_eager
+from metadata_builders.properties.kv import check_p10_kv_state
+from metadata_builders.reference import ReferenceBuilder
+from metadata_builders.runs.findings import known_finding
+from strategies import verify_batches
+
+STREAMS = Geometry(page_size=4, swa_window=4, ring_size=6, unified_swa_window=4, page_index_align=4)
+"""Window 4, ring 6 (= 4 + 3 - 1, upstream's rule), the decode streams on (unified window = window)."""
+
+
+def _absorbing() -> Any:
+    """F16's shape: slots 1, 2, prefixes 5, 6, verifying [2, 1] on a 2-row / 7-token tier (no pad rows)."""
+    return dataclasses.replace(make_batch([5, 6], [1, 2], 3, verify_lens=[2, 1], graph=GraphTier(2, 7)),
+                               geometry=STREAMS)
+
+
+def _p10(builder: Any, batch: Any) -> PropertyFailure:
+    with pytest.raises(PropertyFailure) as info:
+        check_p10_kv_state(builder, batch)
+    return info.value
+
+
+class _Edited(ReferenceBuilder):
+    """The reference with one field of every graph (or every) build edited: a builder that breaks one check."""
+
+    def __init__(self, edit: Callable[[dict[str, list]], None], *, graph_only: bool = True,
+                 padding: str = "pad_rows_only") -> None:
+        super().__init__(padding)
+        self.edit, self.graph_only = edit, graph_only
+
+    def build(self, batch, variant):
+        md = super().build(batch, variant)
+        if variant.path == "graph" or not self.graph_only:
+            self.edit(md.fields)
+        return md
+
+
+def test_the_ring_of_the_worked_example() -> None:
+    """kv_state's docstring: window 2, ring 3, slot 1 with prefix 4 verifying 2: rows 3..5 hold positions 3..5."""
+    batch = dataclasses.replace(make_batch([4], [1], 2, num_slots=2),
+                                geometry=Geometry(page_size=4, swa_window=2, ring_size=3, unified_swa_window=2))
+    ring = Ring(batch)
+    assert ring.history() == {3: (1, 3)}
+    assert ring.live() == {3: (1, 3), 4: (1, 4), 5: (1, 5)}
+    assert [(t.kind, t.position) for t in layout_tokens(batch, graph=False, padding="pad_rows_only")] == \
+        [("real", 4), ("real", 5)]
+
+
+def test_the_layout_names_every_padding_token_by_the_batch_alone() -> None:
+    """Real tokens first, row by row; then pad rows (slot 0), absorbed slack (its row's slot), the tail."""
+    batch = _absorbing()
+    kinds = [(t.kind, t.slot) for t in layout_tokens(batch, graph=True, padding="full_coverage")]
+    assert kinds == [("real", 1), ("real", 1), ("real", 2)] + [("absorbed", 2)] * 4
+    kinds = [(t.kind, t.slot) for t in layout_tokens(batch, graph=True, padding="pad_rows_only")]
+    assert kinds == [("real", 1), ("real", 1), ("real", 2)] + [("tail", 0)] * 4
+    spread = EXAMPLES["ragged_tier_slack_spread_over_pad_rows"]
+    assert [t.kind for t in layout_tokens(spread, graph=True, padding="pad_rows_only")][6:] == ["pad row"] * 5
+
+
+@pytest.mark.parametrize("name", [n for n, b in EXAMPLES.items() if ring_unfit(b) is None])
+def test_the_bundled_builder_and_the_reference_hold_p10_on_the_named_batches(name: str) -> None:
+    hip = get_builder("hip")
+    check_p10_kv_state(hip, EXAMPLES[name])
+    check_p10_kv_state(ReferenceBuilder("pad_rows_only"), EXAMPLES[name])
+
+
+@settings(max_examples=40, deadline=None)
+@given(batch=verify_batches(graph=True, ragged=True))
+def test_the_bundled_builder_holds_p10_on_ragged_tiers(batch) -> None:
+    if ring_unfit(batch) is None:
+        check_p10_kv_state(get_builder("hip"), batch)
+
+
+def test_a_ring_narrower_than_the_window_and_the_drafts_is_not_judged() -> None:
+    batch = dataclasses.replace(_absorbing(), geometry=dataclasses.replace(STREAMS, ring_size=5))
+    assert "ring_size 5 < swa_window + num_draft_tokens - 1 = 6" in ring_unfit(batch)
+
+
+def test_absorbed_slack_is_a_shared_mistake_only_p10_sees() -> None:
+    """The mutant pads and declares full_coverage: P1 and P5 hold (the reference agrees); P10 names the row."""
+    mutant = get_builder("metadata_builders.tools.mutants:last_row_absorbs_the_slack")
+    batch = _absorbing()
+    check_p1_reference(mutant, batch)
+    check_p5_graph_vs_eager(mutant, batch)
+    failure = _p10(mutant, batch)
+    assert (failure.check, failure.field, failure.index, failure.actual) == ("p10.pad_overwrites_live", "swa_loc", 5,
+                                                                             15)
+    assert "holds slot 2's position 3" in failure.message
+    assert known_finding(failure, batch) == "F16"  # the rule F16 names on upstream (labels go to upstream only)
+
+
+def test_the_ring_stride_taken_as_the_window_loses_live_rows() -> None:
+    """ATOM #817's class: positions wrap by the window, so a draft token's store lands on a row still read."""
+    failure = _p10(get_builder("metadata_builders.tools.mutants:ring_modulo_by_window"), EXAMPLES["ring_wrap"])
+    assert failure.check in ("p10.real_writes_collide", "p10.live_row_lost", "p10.window_read")
+
+
+def test_the_old_tail_rule_stores_into_a_live_row_f17() -> None:
+    """Under absorb_then_clamp a capped tier's tail keeps the last row's slot: its position 0 is a live row."""
+    batch = dataclasses.replace(make_batch([5, 6], [1, 2], 3, verify_lens=[2, 3], graph=GraphTier(2, 7, cap=3)),
+                                geometry=STREAMS)
+    failure = _p10(ReferenceBuilder("absorb_then_clamp"), batch)
+    assert failure.check == "p10.pad_overwrites_live" and "uncovered tail" in failure.message
+    check_p10_kv_state(ReferenceBuilder("pad_rows_only"), batch)
+
+
+def _set(name: str, index: int, value: int) -> Callable[[dict[str, list]], None]:
+    def edit(fields: dict[str, list]) -> None:
+        fields[name][index] = value
+    return edit
+
+
+@pytest.mark.parametrize(("edit", "check"), [
+    (lambda fields: fields["swa_loc"].pop(), "p10.store_rows"),
+    (_set("swa_loc", 0, 10**6), "p10.oob_write"),
+    (_set("swa_loc", 1, 1 * 6 + 5), "p10.real_writes_collide"),  # token 1 (position 6) onto token 0 (position 5)
+    (_set("swa_loc", 4, 1 * 6 + 1), "p10.pad_writes_other_slot"),  # a tail token into a dead row of slot 1
+    (_set("swa_loc", 2, 2 * 6 + 1), "p10.live_row_lost"),  # the real token of slot 2 stores a dead row
+    (_set("verify_store_state_slot", 2, 0), "p10.live_row_lost"),  # the fp8 store's slot wrong
+])
+def test_each_store_check_fails_on_the_write_it_names(edit, check) -> None:
+    batch = _absorbing()
+    failure = _p10(_Edited(edit), batch)
+    assert failure.check == check, failure
+
+
+def test_a_stream_that_reads_another_position_fails_the_window_read() -> None:
+    def edit(fields: dict[str, list]) -> None:
+        row = fields["swa_indices"][2]
+        row[0] = row[-1]  # position 3's row replaced by position 6's: a duplicate, one of the window missing
+    failure = _p10(_Edited(edit, graph_only=False), _absorbing())
+    assert failure.check == "p10.window_read" and failure.field == "swa_indices" and failure.index == 2
