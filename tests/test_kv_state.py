@@ -150,3 +150,21 @@ def test_a_stream_that_reads_another_position_fails_the_window_read() -> None:
         row[0] = row[-1]  # position 3's row replaced by position 6's: a duplicate, one of the window missing
     failure = _p10(_Edited(edit, graph_only=False), _absorbing())
     assert failure.check == "p10.window_read" and failure.field == "swa_indices" and failure.index == 2
+
+
+def test_one_mistake_in_the_reference_and_the_builder_alike_only_p10_sees(monkeypatch) -> None:
+    """The ring stride taken as the window (ROCm ATOM #817's class) in the specification *and* the builder: they
+    agree, so P1 holds; the stores land on rows the window still reads, so P10 fails."""
+    import metadata_builders.reference.pipeline as spec
+
+    def by_window(batch, slots, positions):
+        win = batch.geometry.swa_window
+        return {"verify_store_state_slot": list(slots),
+                "swa_loc": [slot * batch.geometry.ring_size + pos % win for slot, pos in zip(slots, positions)]}
+
+    monkeypatch.setattr(spec, "decode_streams", by_window)
+    batch = dataclasses.replace(EXAMPLES["ring_wrap"], geometry=STREAMS)
+    mutant = get_builder("metadata_builders.tools.mutants:ring_modulo_by_window")
+    check_p1_reference(mutant, batch)
+    failure = _p10(mutant, batch)
+    assert failure.prop == "P10" and failure.check.startswith("p10.")
