@@ -205,6 +205,10 @@ FIELDS: Mapping[str, FieldSpec] = _fields(
               "the c4 indexer's per-token compressed lengths: c4_topk_lengths_raw", group="indexer"),
     *_plans(4),
     *_plans(128),
+    FieldSpec("low_ratio_req_indices", "token", "(padded_num_tokens,)",
+              "the request slot each token's V4.1 low-ratio compressor state is read from and written to: the slot "
+              "its stores go to (verify_store_state_slot); 0 for pad rows", dtype="int64", group="low_ratios",
+              pad_slot=True),
     *_low_ratio(1),
     *_low_ratio(2),
 )
@@ -235,7 +239,7 @@ def fields_for(geometry: Any) -> tuple[str, ...]:
     low_ratios = () if compression is None else getattr(compression, "low_ratios", ())
     return tuple(name for name, spec in FIELDS.items()
                  if spec.group in ("core", "unified") or (spec.group == "streams" and streams)
-                 or (spec.group == "low_ratios" and spec.ratio in low_ratios)
+                 or (spec.group == "low_ratios" and (spec.ratio in low_ratios or (spec.ratio is None and low_ratios)))
                  or (spec.needs_compression and spec.group != "low_ratios" and compression is not None))
 
 

@@ -112,3 +112,21 @@ def test_a_replay_that_returns_new_storage_is_red_on_the_runner(monkeypatch) -> 
     with pytest.raises(PropertyFailure) as info:
         check_p5_graph_vs_eager(HIP, batch)
     assert info.value.check == "p5.runner_replay_storage", str(info.value)
+
+
+def test_the_capture_geometry_of_sglang_34384_replays_exactly_f19() -> None:
+    """FINDINGS F19: with captured_req_width 6 and max_bs 8 the 42-token tier is captured with min(42, 8) = 8 slots
+    ([6, 6, 5, 5, 5, 5, 5, 5], SGLang PR #39257's reproduction); 7 requests of 6 tokens replay into it exactly as
+    a fresh build -- the attention metadata is not what #34384 breaks."""
+    import json
+    import pathlib
+
+    from metadata_builders import VerifyBatch
+    from metadata_builders.tier import capture_verify_lens, ragged_capture_slots
+
+    path = pathlib.Path(__file__).parent / "regressions" / "sglang" / "f19_capture_geometry_34384_replays_exactly.json"
+    batch = VerifyBatch.from_dict(json.loads(path.read_text()))
+    spec, sequence = runner_sequence(batch)
+    assert spec == RunnerSpec(tuple(range(1, 9)), 6, True) and sequence[0].graph == GraphTier(8, 42, 6)
+    assert capture_verify_lens(42, ragged_capture_slots(42, 8), 6) == [6, 6, 5, 5, 5, 5, 5, 5]
+    assert check_runner_replays(HIP, batch) == []

@@ -30,8 +30,10 @@ def _with_low_ratios(batch: VerifyBatch, low_ratios: tuple[int, ...]) -> VerifyB
 def test_reference_worked_example() -> None:
     """The module docstring's example: c1 is raw_out_loc itself, c2 stores on even lengths, -1 elsewhere."""
     geo = Geometry(compression=Compression(low_ratios=(1, 2)))
-    core = {"seq_lens_casual": [1, 2, 3], "raw_out_loc": [1000, 1001, 1002], "page_table": [[7]] * 3}
+    core = {"seq_lens_casual": [1, 2, 3], "raw_out_loc": [1000, 1001, 1002], "page_table": [[7]] * 3,
+            "verify_store_state_slot": [4, 4, 0]}
     out = low_ratio_groups(geo, core)
+    assert out["low_ratio_req_indices"] == [4, 4, 0]  # the slot each token's stores go to
     assert out["c1_out_loc"] == [1000, 1001, 1002]
     assert out["c1_topk_lengths_clamp1"] == [1, 2, 3]
     assert out["c2_out_loc"] == [-1, 500, -1]
@@ -46,7 +48,8 @@ def test_reference_worked_example() -> None:
 def test_sparse_lengths_clamp_to_index_topk() -> None:
     """A clamp-1 length past ``index_topk`` is clamped in the sparse lengths, not in the indexer's."""
     geo = Geometry(compression=Compression(index_topk=8, low_ratios=(1,)))
-    out = low_ratio_groups(geo, {"seq_lens_casual": [5, 20], "raw_out_loc": [0, 1], "page_table": [[0], [0]]})
+    out = low_ratio_groups(geo, {"seq_lens_casual": [5, 20], "raw_out_loc": [0, 1], "page_table": [[0], [0]],
+                                 "verify_store_state_slot": [1, 2]})
     assert out["c1_sparse_topk_lengths"] == [5, 8]
     assert out["c1_indexer_compressed_seq_lens"] == [5, 20]
     assert out["c1_sparse_page_indices"] == [[-1] * 64] * 2  # index_topk 8 aligned to 64

@@ -135,6 +135,7 @@ WITNESSES: dict[str, str] = {
     "ragged_tiers_keyed_by_bs": "ragged_tier_slack_spread_over_pad_rows",
     "replay_keyed_by_live_requests": "uniform_eagle_batch_of_three",
     "last_row_absorbs_the_slack": "tier_slack_absorbed_by_last_real_row",
+    "low_ratio_map_uniform": "low_ratios_capped_tier_with_tail_pads",
 }
 """Each mutant's witness: a named batch on which it must differ from ``hip`` and fail a property."""
 

@@ -65,7 +65,7 @@ def test_the_documented_example_is_green_on_a_correct_builder(pytester: pytest.P
     _example_project(pytester)
     result = pytester.runpytest_subprocess("-p", "metadata_builders.plugin", "--mb-builder", "hip", "--mb-device",
                                            "cpu", "--mb-profile", "ci", "-p", "no:cacheprovider")
-    result.assert_outcomes(passed=3)
+    result.assert_outcomes(passed=4)
     result.stdout.fnmatch_lines(["*hypothesis profile metadata-builders-ci*"])
 
 

@@ -96,6 +96,9 @@ def known_findings(batch: VerifyBatch, upstream) -> dict[str, set[str]]:
         found["F6"] = {"pf_state_slot", "pf_chunk_start", "pf_cu_q", "pf_final_pos"}
     if batch.geometry.compression is not None and not caps.plan_req_ring:
         found["F11"] = {"c4_compress_plan", "c4_write_plan"}
+    if batch.is_ragged and caps.low_ratios and batch.geometry.compression is not None \
+            and batch.geometry.compression.low_ratios:
+        found["F18"] = {"low_ratio_req_indices"}  # the in-graph token map is uniform (P1 eager, P5 replays)
     return found
 
 

@@ -22,6 +22,7 @@ from metadata_builders.properties import (
     check_p1_reference,
     check_p6_fault_model,
     check_p7_capture_safety,
+    check_p10_kv_state,
 )
 
 
@@ -38,3 +39,8 @@ def test_a_diverging_device_length_faults_only_where_the_model_says(builder, bat
 @given(batch=batches_for("P7"))
 def test_syncs_only_where_the_contract_allows(builder, batch):
     check_p7_capture_safety(builder, batch)
+
+
+@given(batch=batches_for("P10"))
+def test_ring_stores_touch_no_live_row_they_do_not_own(builder, batch):
+    check_p10_kv_state(builder, batch)

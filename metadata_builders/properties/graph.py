@@ -6,8 +6,9 @@ import dataclasses
 from typing import Any
 
 from metadata_builders.batch import VerifyBatch
-from metadata_builders.metadata import FIELD_NAMES, FIELDS, PER_ENTRY, PER_ROW, SHAPE_VARIES, VerifyMetadata
-from metadata_builders.properties._common import Partial, _capture, _clean, _compare, _fail, _name, _padding, _variants
+from metadata_builders.metadata import FIELD_NAMES, FIELDS, PER_ENTRY, PER_ROW, SHAPE_VARIES, VerifyMetadata, first_difference
+from metadata_builders.properties._common import (Partial, _capture, _clean, _compare, _fail, _name, _padding,
+                                                  _reference, _variants)
 from metadata_builders.properties.sequences import replay_sequence
 from metadata_builders.tier import Padding, absorbed_slack
 from metadata_builders.variants import Variant
@@ -222,8 +223,25 @@ def _check_replay(builder, batch: VerifyBatch, graph_variants: list[Variant], se
                             check="p5.replay_writes_input")
             fresh = builder.build(other, variant)
             _compare("P5", variant, fresh, replayed, f"{what} vs a fresh build", check="p5.replay_vs_fresh")
+            _in_graph_only(builder, other, variant, fresh, replayed, what)
     if not builder.capabilities.records_graph:
         return [Partial(f"P5 recorded replay not checked: builder {_name(builder)!r} replays in Python "
                         "(capture()/replay(), no out_graph()/in_graph()), which a GPU never runs; so is P7's "
                         "rule on host memory read by recorded work", "recorded_replay")]
     return []
+
+
+def _in_graph_only(builder: Any, batch: VerifyBatch, variant: Variant, fresh: Any, replayed: Any, what: str) -> None:
+    """Fields only the recorded in-graph work sets (the fresh build names them not observable: upstream's
+    ``init_forward_metadata_in_graph`` fills ``low_ratio_req_indices``) are judged against the reference of the
+    builder's convention -- P1 never sees them."""
+    only = [n for n in replayed.fields if n in fresh.not_observable]
+    if not only:
+        return
+    expected = _reference(builder).build(batch, variant).fields
+    mismatch = first_difference({n: expected[n] for n in only if n in expected},
+                                {n: replayed.fields[n] for n in only if n in expected})
+    if mismatch is not None:
+        raise _fail("P5", variant, f"{what}: a field only the recorded in-graph work sets differs from the reference",
+                    field=mismatch.field, index=mismatch.index, expected=mismatch.expected, actual=mismatch.actual,
+                    check="p5.in_graph_vs_reference")

@@ -96,6 +96,10 @@ def low_ratio_groups(geometry: Geometry, core: dict[str, list]) -> dict[str, lis
     """Group ``low_ratios``: every field of each ratio the geometry lists (none without compression)."""
     compression = geometry.compression
     out: dict[str, list] = {}
+    if compression is not None and compression.low_ratios:
+        # The token -> request map of the low-ratio states: each token's own row (L1: never uniform on a ragged
+        # layout), padding into slot 0 -- the slot its ring stores go to.
+        out["low_ratio_req_indices"] = list(core["verify_store_state_slot"])
     for ratio in () if compression is None else compression.low_ratios:
         fields = low_ratio_compression(ratio, core["seq_lens_casual"], core["raw_out_loc"])
         clamp1 = fields[f"c{ratio}_topk_lengths_clamp1"]

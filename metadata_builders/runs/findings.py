@@ -151,6 +151,12 @@ def _f16(seen: Seen, batch: VerifyBatch) -> bool:
         batch.verify_lens, tier.padded_bs, tier.graph_num_tokens, tier.cap, "full_coverage") > 0
 
 
+def _f18(seen: Seen, batch: VerifyBatch) -> bool:
+    # L1: token_req_indices repeats each request draft_token_num times for target verify, ragged or not.
+    return seen.field == "low_ratio_req_indices" and seen.check in ("p1.vs_reference", "p5.in_graph_vs_reference") \
+        and batch.is_ragged
+
+
 def _installed_release_lacks_req_ring() -> bool:
     return _installed_release_lacks("plan_req_ring")
 
@@ -190,6 +196,10 @@ FINDINGS: tuple[Finding, ...] = (
     Finding("F16", ("P10",), _f16,
             "the graph path pads full_coverage: the last real row absorbs the tier's slack, and its extra tokens' "
             "SWA ring stores (swa_loc) overwrite rows the request still reads (a padding token's K in a live row)"),
+    Finding("F18", ("P1", "P5"), _f18,
+            "0.5.22+: target verify's low-ratio token map (low_ratio_req_indices, set in-graph) is uniform, "
+            "repeat_interleave(req, draft_token_num), on a ragged layout: tokens read and write another request's "
+            "c1/c2 state"),
     Finding("F11", ("P1",), _f11,
             "0.5.18/0.5.19: the c4 compress state lives in the SWA pool (no per-request ring), so their c4 plans "
             "differ from the reference (0.5.20+ semantics) on every compressed batch"),

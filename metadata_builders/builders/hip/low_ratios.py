@@ -39,6 +39,8 @@ def low_ratio_groups(inputs: VerifyInputs, core: dict[str, torch.Tensor]) -> dic
     """Every low-ratio field of the geometry's ``low_ratios`` (empty without any)."""
     compression = inputs.geometry.compression
     out: dict[str, torch.Tensor] = {}
+    if compression is not None and compression.low_ratios:
+        out["low_ratio_req_indices"] = low_ratio_req_indices(core["verify_store_state_slot"])
     for ratio in () if compression is None else compression.low_ratios:
         fields = low_ratio_compression(ratio, core["seq_lens_casual"], core["raw_out_loc"])
         clamp1 = fields[f"c{ratio}_topk_lengths_clamp1"]
@@ -46,6 +48,12 @@ def low_ratio_groups(inputs: VerifyInputs, core: dict[str, torch.Tensor]) -> dic
         fields.update(low_ratio_indexer(ratio, inputs, core["page_table"], clamp1))
         out.update(fields)
     return out
+
+
+def low_ratio_req_indices(store_slots: torch.Tensor) -> torch.Tensor:
+    """The low-ratio states' token -> request map (upstream ``token_req_indices``): each token's own row's slot,
+    as its ring stores take it, int64 -- never ``repeat_interleave(req, num_draft)`` on a ragged layout (L1)."""
+    return store_slots.to(_I64)
 
 
 def low_ratio_compression(ratio: int, casual: torch.Tensor, raw_out_loc: torch.Tensor) -> dict[str, torch.Tensor]:

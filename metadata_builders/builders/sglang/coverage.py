@@ -17,7 +17,10 @@ The harness judges all 33: :meth:`Coverage.line` reads
 the unified pool's, the six streams are not observable, with why.  With the V4.1
 low ratios (0.5.22+, ``low_ratios=(1, 2)``) upstream fills six more per ratio -- five in
 ``core`` (``c{R}_out_loc``, ``_topk_lengths_clamp1``, ``_sparse_topk_lengths``,
-``_sparse_page_indices``, ``_sparse_raw_indices``) and ``c{R}_indexer_metadata`` -- 45 in all.
+``_sparse_page_indices``, ``_sparse_raw_indices``) and ``c{R}_indexer_metadata`` -- 45 in all; on an
+eager build the in-graph block (run after the entry point, as the dispatcher does) adds three:
+``low_ratio_req_indices`` (judged), ``low_ratio_pos_i64`` and ``core_attn_metadata.swa_out_cache_loc``
+(named) -- 46 judged / 48 produced.
 A piece the adapter stubs because upstream asserts against the geometry (the
 indexer on a page other than 256) is counted as produced and not observable.
 
@@ -57,10 +60,15 @@ HARNESS_FIELDS: Mapping[str, tuple[str, ...]] = {
     **{f"core_attn_metadata.c{r}_{n}": (f"c{r}_{n}",) for r in (1, 2)
        for n in ("out_loc", "topk_lengths_clamp1", "sparse_topk_lengths", "sparse_page_indices", "sparse_raw_indices")},
     **{f"c{r}_indexer_metadata": (f"c{r}_indexer_compressed_seq_lens", f"c{r}_indexer_page_table") for r in (1, 2)},
+    "low_ratio_req_indices": ("low_ratio_req_indices",),
 }
 """Upstream field (relative to ``DSV4Metadata``) -> the harness fields that judge it."""
 
 WHY: Mapping[str, str] = {
+    "low_ratio_pos_i64": "the forward batch's positions widened to int64 (an input the runner stages, not metadata)",
+    "core_attn_metadata.swa_out_cache_loc": "set by the in-graph block (full_to_swa of out_cache_loc, the paged SWA "
+                                            "store's target): not in metadata.FIELDS yet",
+    "fp4_low_ratio_decode_workspaces": "FP4 indexer workspaces (stubbed: docs/SGLANG.md)",
     **{f"core_attn_metadata.unified.{n}": "grouped verify stream: not in metadata.FIELDS yet"
        for n in ("gasm_indices", "gasm_kv_indptr", "gasm_qo_indptr", "grp_qo_indptr", "grp_hca_indices",
                  "grp_hca_indptr", "grp_hca_bounds", "grp_swa_indices", "grp_swa_indptr", "grp_swa_bounds")},

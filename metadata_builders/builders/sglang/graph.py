@@ -66,7 +66,7 @@ if TYPE_CHECKING:
     from metadata_builders.harness.inputs import VerifyInputs
     from metadata_builders.metadata import VerifyMetadata
 
-__all__ = ["UpstreamGraph", "graph_state", "in_graph", "out_graph"]
+__all__ = ["UpstreamGraph", "eager_in_graph", "graph_state", "in_graph", "out_graph"]
 
 Builder = Any
 """An :class:`~.builder.SGLangBuilder` (its ``upstream``, ``device`` and ``kernels``): it calls these phases."""
@@ -187,6 +187,27 @@ def _forward_batch(builder: Builder, state: UpstreamGraph, inputs: VerifyInputs)
         spec_info=SimpleNamespace(ragged_verify_layout=ragged_layout(up, inputs, padded=False),
                                   draft_token_num=inputs.num_draft_tokens),
     )
+
+
+def eager_in_graph(up: Any, backend: Any, md: Any, inputs: VerifyInputs) -> Any:
+    """What upstream's dispatcher runs after the entry point of an eager build (``init_forward_metadata`` calls
+    ``init_forward_metadata_in_graph`` next): V4.1's token -> request map of the low-ratio states
+    (``low_ratio_req_indices``) is set there and nowhere else.  The forward batch is the eager one: the real
+    tokens' positions, the request slots, ``spec_info.draft_token_num``."""
+    import torch
+
+    _graph_attributes(backend, inputs)
+    backend.forward_metadata = md
+    mode = up.backend_module.ForwardMode.TARGET_VERIFY
+    forward_batch = SimpleNamespace(
+        forward_mode=mode, actual_forward_mode=mode, batch_size=inputs.rows,
+        req_pool_indices=inputs.req_pool_indices, seq_lens=inputs.seq_lens, out_cache_loc=inputs.out_cache_loc,
+        positions=md.core_attn_metadata.positions_casual.to(torch.int64),
+        spec_info=SimpleNamespace(ragged_verify_layout=ragged_layout(up, inputs, padded=False),
+                                  draft_token_num=inputs.num_draft_tokens),
+    )
+    backend.init_forward_metadata_in_graph(forward_batch)
+    return backend.forward_metadata
 
 
 def out_graph(builder: Builder, state: UpstreamGraph, inputs: VerifyInputs) -> Decision | None:

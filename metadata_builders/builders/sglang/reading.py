@@ -150,6 +150,9 @@ def compression_fields(md: Any, low_ratios: tuple[int, ...] = ()) -> dict[str, A
         plan_c, plan_w = getattr(plan, "plan_c", None), getattr(plan, "plan_w", None)
         out[f"c{ratio}_compress_plan"] = None if plan_c is None else compress_rows(plan_c)
         out[f"c{ratio}_write_plan"] = None if plan_w is None else write_rows(plan_w)
+    if low_ratios:
+        # Set by init_forward_metadata_in_graph (the graph path; eager reaches it through the dispatcher only).
+        out["low_ratio_req_indices"] = getattr(md, "low_ratio_req_indices", None)
     for ratio in low_ratios:
         out.update({f"c{ratio}_{n}": getattr(core, f"c{ratio}_{n}", None) for n in LOW_RATIO_CORE})
         low = getattr(md, f"c{ratio}_indexer_metadata", None)

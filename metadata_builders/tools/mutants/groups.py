@@ -109,4 +109,14 @@ GROUP_SPECS: tuple[MutantSpec, ...] = (
         '        f"c{ratio}_sparse_topk_lengths": clamp1,',
         "sparse_buffers in attn_glue_hip (min(clamp1, topk) for c1/c2)",
     ),
+    MutantSpec(
+        "low_ratio_map_uniform", "low_ratios.low_ratio_groups", "a uniform token map on a ragged layout",
+        "The low-ratio states' token -> request map repeats every row num_draft times, right for uniform verify "
+        "only: on a ragged layout a token is mapped to an earlier request, whose c1/c2 state it reads and writes.",
+        '        out["low_ratio_req_indices"] = low_ratio_req_indices(core["verify_store_state_slot"])',
+        '        out["low_ratio_req_indices"] = torch.repeat_interleave(inputs.req_pool_indices.to(_I64),\n'
+        '                                                               inputs.num_draft_tokens)',
+        "SGLang 0.5.22-0.5.23 token_req_indices (dsv41_sparse.py): repeat_interleave(req, draft_token_num) for "
+        "target verify, read by init_forward_metadata_in_graph (FINDINGS.md F18)",
+    ),
 )
