@@ -42,7 +42,7 @@ from metadata_builders.tier import Padding, tier_verify_lens
 if TYPE_CHECKING:
     from metadata_builders.batch import VerifyBatch
 
-__all__ = ["Ring", "Store", "Token", "layout_tokens", "ring_unfit", "swa_stores"]
+__all__ = ["Ring", "Store", "Token", "compressed_row", "layout_tokens", "paged_tables", "ring_unfit", "swa_stores"]
 
 TokenKind = Literal["real", "pad row", "absorbed", "tail"]
 
@@ -173,3 +173,35 @@ def swa_stores(fields: dict[str, Any], tokens: list[Token], ring: Ring) -> dict[
             Store(tok, int(slot) * ring.stride + tok.position % ring.stride, "verify_store_state_slot")
             for tok, slot in zip(tokens, fields["verify_store_state_slot"]) if tok.real]
     return stores
+
+
+# -- the compressed pools (c4, c128): a group's entry is stored by the token that completes it ------------------
+
+
+def paged_tables(batch: VerifyBatch) -> str | None:
+    """Why the compressed pools' addressing cannot be derived from the batch's tables (None: it can).
+
+    Position ``p`` of slot ``s`` lives at full location ``req_to_token[s][p]``; the compressed entry of
+    the ``ratio``-group ending at ``p`` at ``req_to_token[s][p] // ratio``.  That is where the page-based
+    reads look only when every row is page-contiguous and page-aligned (a paged allocator's table) and
+    the real tokens' ``out_cache_loc`` are their positions' table entries.
+    """
+    page = batch.geometry.page_size
+    for slot, prefix, width in zip(batch.req_pool_indices, batch.seq_lens, batch.extend_lens):
+        row = batch.req_to_token[slot][: prefix + width]  # the positions the step stores and reads
+        for start in range(0, len(row), page):
+            chunk = row[start:start + page]
+            if chunk[0] < 0 or chunk[0] % page or list(chunk) != list(range(chunk[0], chunk[0] + len(chunk))):
+                return f"req_to_token[{slot}] is not page-contiguous at column {start}"
+    token = 0
+    for i, (prefix, width) in enumerate(zip(batch.seq_lens, batch.extend_lens)):
+        for j in range(width):
+            if batch.out_cache_loc[token] != batch.req_to_token[batch.req_pool_indices[i]][prefix + j]:
+                return f"out_cache_loc[{token}] is not req_to_token's entry of its position"
+            token += 1
+    return None
+
+
+def compressed_row(batch: VerifyBatch, slot: int, group: int, ratio: int) -> int:
+    """The compressed pool row of ``slot``'s ``group``-th ``ratio``-group: its last position's location // ratio."""
+    return batch.req_to_token[slot][group * ratio + ratio - 1] // ratio

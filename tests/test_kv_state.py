@@ -168,3 +168,50 @@ def test_one_mistake_in_the_reference_and_the_builder_alike_only_p10_sees(monkey
     check_p1_reference(mutant, batch)
     failure = _p10(mutant, batch)
     assert failure.prop == "P10" and failure.check.startswith("p10.")
+
+
+# -- the compressed pools ---------------------------------------------------------------------------------------
+
+def _compressed_batch() -> Any:
+    """Slot 1 with prefix 127 (its tokens 127..129 complete c128 group 0 at position 127) and slot 2 with prefix 5,
+    on page-aligned tables (page 128, rows 256 wide): group 0 of slot 1 lives at row (256 + 127) // 128 = 2."""
+    from metadata_builders import Compression
+
+    geo = Geometry(page_size=128, swa_window=4, ring_size=6, unified_swa_window=4, page_index_align=64,
+                   compression=Compression(index_topk=8, c4_ring_size=16, c128_ring_size=256, unified_swa_pages=5))
+    return make_batch([127, 5], [1, 2], 3, num_slots=3, width=256, graph=GraphTier(3, 9)).replace(geometry=geo)
+
+
+def test_the_compressed_pools_hold_on_the_bundled_builder_and_the_reference() -> None:
+    from metadata_builders.kv_state import compressed_row, paged_tables
+
+    batch = _compressed_batch()
+    assert paged_tables(batch) is None and compressed_row(batch, 1, 0, 128) == 2
+    check_p10_kv_state(get_builder("hip"), batch)
+    check_p10_kv_state(ReferenceBuilder("pad_rows_only"), batch)
+
+
+@pytest.mark.parametrize(("edit", "check"), [
+    (_set("c128_out_loc", 0, 0), "p10.compressed_store"),  # position 127 completes group 0 but stores nothing
+    (_set("unified_c4_out_loc", 1, 5 + 33), "p10.compressed_store"),  # position 128 completes no c4 group
+    (_set("c4_out_loc", 7, 5), "p10.pad_compressed_store"),  # a pad row's token stores a c4 entry
+])
+def test_each_compressed_store_check_fails_on_the_store_it_names(edit, check) -> None:
+    failure = _p10(_Edited(edit), _compressed_batch())
+    assert failure.check == check, failure
+
+
+def test_a_c128_read_of_another_row_fails_the_compressed_read() -> None:
+    def edit(fields: dict[str, list]) -> None:
+        fields["c128_page_indices"][1][0] = 7  # position 128 reads group 0 at row 7, not row 2
+    failure = _p10(_Edited(edit, graph_only=False), _compressed_batch())
+    assert (failure.check, failure.index, failure.expected, failure.actual) == ("p10.compressed_read", 1, [2], [7])
+
+
+def test_a_table_that_is_not_paged_is_not_judged_in_the_compressed_pools() -> None:
+    from metadata_builders.kv_state import paged_tables
+
+    batch = _compressed_batch()
+    rows = [list(r) for r in batch.req_to_token]
+    rows[1][3] = rows[1][4]  # no longer contiguous inside its first page
+    assert "req_to_token[1] is not page-contiguous at column 0" in paged_tables(batch.replace(req_to_token=rows))

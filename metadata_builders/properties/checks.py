@@ -33,7 +33,8 @@ CheckId = Literal[
     "p8.input_written",
     "p9.vs_fresh_builder", "p9.decision",
     "p10.store_rows", "p10.oob_write", "p10.real_writes_collide", "p10.pad_overwrites_live",
-    "p10.pad_writes_other_slot", "p10.live_row_lost", "p10.window_read",
+    "p10.pad_writes_other_slot", "p10.live_row_lost", "p10.window_read", "p10.compressed_store",
+    "p10.pad_compressed_store", "p10.compressed_read",
     "run.worker_died",
 ]
 """Every check id; ``raised`` is any property whose builder raised (its origin says where)."""

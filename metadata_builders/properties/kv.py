@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from metadata_builders.kv_state import Ring, Store, Token, layout_tokens, ring_unfit, swa_stores
+from metadata_builders.kv_state import (Ring, Store, Token, compressed_row, layout_tokens, paged_tables, ring_unfit,
+                                        swa_stores)
 from metadata_builders.batch import VerifyBatch
 from metadata_builders.properties._common import Partial, _clean, _fail, _padding, _variants
 from metadata_builders.variants import Variant
@@ -50,7 +51,42 @@ def check_p10_kv_state(builder: Any, batch: VerifyBatch) -> list[str]:
             continue
         for consumer, writes in stores.items():
             _judge(variant, ring, tokens, consumer, writes, fields)
+        _compressed(variant, clean, tokens, fields)
     return notes
+
+
+def _compressed(variant: Variant, batch: VerifyBatch, tokens: list[Token], fields: dict[str, Any]) -> None:
+    """The c4/c128 pools: a group's entry is stored by the real token that completes it, at the row the
+    page-based reads look it up (``req_to_token[s][p] // ratio`` of its last position ``p``); every other
+    token stores row 0 (nobody's); each real token's c128 reads are exactly its completed groups' rows."""
+    geo = batch.geometry
+    if geo.compression is None or paged_tables(batch) is not None:
+        return
+    for ratio in (4, 128):
+        for name, base in ((f"c{ratio}_out_loc", 0), (f"unified_c{ratio}_out_loc", geo.compression.unified_swa_pages)):
+            for tok, loc in zip(tokens, fields.get(name, ())):
+                completes = tok.real and (tok.position + 1) % ratio == 0
+                want = base + (compressed_row(batch, tok.slot, (tok.position + 1) // ratio - 1, ratio) if completes else 0)
+                if int(loc) == want:
+                    continue
+                if not tok.real:
+                    raise _fail("P10", variant, f"{name}: {tok.describe()} stores a c{ratio} entry at row {int(loc)}: "
+                                f"padding completes no group of anyone's (row {base}, nobody's)", field=name,
+                                index=tok.index, expected=want, actual=int(loc), check="p10.pad_compressed_store")
+                what = (f"completes its c{ratio} group {(tok.position + 1) // ratio - 1}, whose entry the reads look up "
+                        f"at row {want}" if completes else f"completes no c{ratio} group (row {base}, nobody's)")
+                raise _fail("P10", variant, f"{name}: {tok.describe()} {what}, but stores at row {int(loc)}",
+                            field=name, index=tok.index, expected=want, actual=int(loc), check="p10.compressed_store")
+    pages, lengths = fields.get("c128_page_indices"), fields.get("c128_topk_lengths_raw")
+    for tok in (t for t in tokens if t.real and pages and lengths):
+        # The attention reads the first c128_topk_lengths_raw entries: exactly the groups completed so far.
+        n = (tok.position + 1) // 128
+        want = [compressed_row(batch, tok.slot, k, 128) for k in range(n)]
+        got = [int(r) for r in pages[tok.index][: int(lengths[tok.index])]]
+        if got != want:
+            raise _fail("P10", variant, f"c128_page_indices: {tok.describe()} reads c128 rows {got} where its {n} "
+                        f"completed groups were stored at {want}", field="c128_page_indices", index=tok.index,
+                        expected=want, actual=got, check="p10.compressed_read")
 
 
 def _judge(variant: Variant, ring: Ring, tokens: list[Token], consumer: str, writes: list[Store],
