@@ -447,3 +447,21 @@ def test_a_sync_failure_is_what_the_picture_says() -> None:
     assert "sync contract broken" in a.verdict and "agrees with the reference" not in a.verdict
     syncs = [n for n in a.notes if n.startswith("SYNC ")]
     assert syncs and "outside the contract" in syncs[0] and "read of" in syncs[0]
+
+
+def test_a_kv_store_failure_is_what_the_picture_says() -> None:
+    """A P10 failure whose fields all equal the reference of their convention (absorbed slack overwriting a live
+    ring row): the verdict names the broken stores, and a note the store, the row and its holder."""
+    import json
+
+    from metadata_builders import VerifyBatch
+    from metadata_builders.tools.mutants import mutant_builder
+
+    path = Path(__file__).parent / "regressions" / "sglang" / "f16_absorbed_slack_overwrites_live_swa_ring_row.json"
+    batch = VerifyBatch.from_dict(json.loads(path.read_text()))
+    a = analyse(batch, builder=mutant_builder("last_row_absorbs_the_slack"))
+    assert a.disagreements == () and not a.is_clean
+    assert "KV stores or reads broken" in a.verdict and "agrees with the reference" not in a.verdict
+    kv = [n for n in a.notes if n.startswith("KV ")]
+    assert kv and "p10.pad_overwrites_live" in kv[0] and "ring row 15" in kv[0] and "position 3" in kv[0]
+    assert not [n for n in analyse(batch, "hip").notes if n.startswith("KV ")]

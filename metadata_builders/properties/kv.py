@@ -15,7 +15,7 @@ from metadata_builders.batch import VerifyBatch
 from metadata_builders.properties._common import Partial, _clean, _fail, _padding, _variants
 from metadata_builders.variants import Variant
 
-__all__ = ["check_p10_kv_state", "p10_applies"]
+__all__ = ["check_p10_kv_state", "judge_build", "p10_applies"]
 
 
 def p10_applies(batch: VerifyBatch) -> str | None:
@@ -40,19 +40,26 @@ def check_p10_kv_state(builder: Any, batch: VerifyBatch) -> list[str]:
     unfit = ring_unfit(clean)
     if unfit is not None:  # called directly (a user's own test) on a batch the property does not judge
         return [f"P10 not judged: {unfit}"]
-    ring = Ring(clean)
     for variant in _variants(builder, clean, notes):
-        fields = builder.build(clean, variant).fields
-        tokens = layout_tokens(clean, variant.path == "graph", _padding(builder))
-        stores = swa_stores(fields, tokens, ring)
-        if not stores:
-            notes.append(Partial(f"P10: {variant.label} reports neither swa_loc nor verify_store_state_slot: "
-                                 "its ring stores are not judged", "observability"))
-            continue
-        for consumer, writes in stores.items():
-            _judge(variant, ring, tokens, consumer, writes, fields)
-        _compressed(variant, clean, tokens, fields)
+        note = judge_build(variant, clean, builder.build(clean, variant).fields, _padding(builder))
+        if note is not None:
+            notes.append(note)
     return notes
+
+
+def judge_build(variant: Variant, batch: VerifyBatch, fields: dict[str, Any], padding: str) -> str | None:
+    """P10 on one build's fields (raises :class:`PropertyFailure`); a :class:`Partial` note when its ring stores
+    cannot be judged.  The picture of a failure calls it too, to say which store broke."""
+    ring = Ring(batch)
+    tokens = layout_tokens(batch, variant.path == "graph", padding)  # type: ignore[arg-type]
+    stores = swa_stores(fields, tokens, ring)
+    for consumer, writes in stores.items():
+        _judge(variant, ring, tokens, consumer, writes, fields)
+    _compressed(variant, batch, tokens, fields)
+    if not stores:
+        return Partial(f"P10: {variant.label} reports neither swa_loc nor verify_store_state_slot: its ring stores "
+                       "are not judged", "observability")
+    return None
 
 
 def _compressed(variant: Variant, batch: VerifyBatch, tokens: list[Token], fields: dict[str, Any]) -> None:

@@ -166,13 +166,15 @@ def analyse(
         compare_builds(collector, labels, expected, built)
     syncs = _sync_breaks(clean, labels, built, padding)
     notes += syncs
+    stores = [] if on.startswith("meta") else _store_breaks(clean, labels, built, padding)
+    notes += stores
     faults = _faults(builder, reference, batch, labels, notes) if _diverges(batch) else []
     if batch.divergence is not None and getattr(batch.divergence, "seq_lens_cpu", None) is not None:
         notes += _stale_mirror_notes(builder, batch, labels, expected)
     records = collector.records()
     return Analysis(
         summary=batch.describe(),
-        verdict=_verdict(name, on, len(variants), records, faults, notes, len(syncs)),
+        verdict=_verdict(name, on, len(variants), records, faults, notes, len(syncs), len(stores)),
         path=path,
         rows=tuple(rows),
         cells=tuple(cells),
@@ -295,15 +297,38 @@ def _sync_breaks(batch: VerifyBatch, labels: dict[Variant, str], built: dict[Var
             for what, who in groups.items()]
 
 
+def _store_breaks(batch: VerifyBatch, labels: dict[Variant, str], built: dict[Variant, Any],
+                  padding: Padding) -> list[str]:
+    """One note per kind of KV store or read a build's metadata gets wrong (P10): the store, the row, its holder."""
+    from metadata_builders.errors import PropertyFailure
+    from metadata_builders.properties.kv import judge_build, p10_applies
+
+    if p10_applies(batch) is not None:
+        return []
+    groups: dict[str, list[str]] = {}
+    for v, md in built.items():
+        if md is None:
+            continue
+        try:
+            judge_build(v, batch, md.fields, padding)
+        except PropertyFailure as failure:
+            groups.setdefault(f"{failure.check}: {failure.message}", []).append(labels[v])
+    return [f"KV {what} (in {len(who)} variant(s): {who[0]}" + (f" +{len(who) - 1} more)" if len(who) > 1 else ")")
+            for what, who in groups.items()]
+
+
 def _verdict(
     name: str, device: str, n: int, records: list[Disagreement], faults: list[FaultMark], notes: list[str],
-    sync_breaks: int = 0,
+    sync_breaks: int = 0, store_breaks: int = 0,
 ) -> str:
     fields = sorted({d.field for d in records}, key=lambda f: FIELD_ORDER.get(f, 99))
     if records:
         what = f"{len(records)} disagreement(s) in {', '.join(fields[:4])}{' ...' if len(fields) > 4 else ''}"
     elif sync_breaks:
         what = f"the sync contract broken ({sync_breaks} kind(s) of read; fields agree with the reference)"
+    elif store_breaks:
+        what = (f"KV stores or reads broken ({store_breaks} kind(s), P10; fields agree with the reference of "
+                "their convention)")
     else:
         what = "metadata agrees with the reference"
     by_kind: dict[str, int] = {}
@@ -312,6 +337,6 @@ def _verdict(
     fault = "" if not faults else "; faults: " + ", ".join(f"{k} in {n} variant(s)" for k, n in by_kind.items())
     errs = sum(": build raised" in n_ for n_ in notes)
     err = f"; {errs} build(s) raised" if errs else ""
-    others = len(notes) - errs - sync_breaks
+    others = len(notes) - errs - sync_breaks - store_breaks
     note = f"; {others} note(s)" if others else ""
     return f"builder {name} on {device}, {n} variants: {what}{fault}{err}{note}"
