@@ -153,10 +153,9 @@ def _check_one(args: argparse.Namespace, family: str) -> int:
     _one_torch_thread()
     builder = get_builder(args.builder, args.device)
     props = _select(args.properties)
+    workers = resolve_workers(args.workers, args.device, len(props))  # a bad --workers is refused before the header
     _out(f"metadata-builders check: builder={args.builder} device={args.device} "
          f"profile={args.profile} max_examples={settings_.max_examples} properties={','.join(p.name for p in props)}")
-    workers = resolve_workers(args.workers, args.device,
-                              len(props))
     if workers > 1:
         _out(f"  {len(props)} properties on {workers} worker processes (--workers 1: one process, in order)")
         runs, builds = run_check_in_workers(args, [p.name for p in props], workers, family)

@@ -311,3 +311,10 @@ def test_the_gate_folder_in_a_users_repository_ignores_itself(tmp_path) -> None:
     path = _failures_dir(argparse.Namespace(failures_dir=None, base="main", repo=str(tmp_path)))
     assert path == str(tmp_path / "build" / "metadata-builders" / "failures")
     assert (tmp_path / "build" / "metadata-builders" / ".gitignore").read_text().splitlines()[-1] == "*"
+
+
+def test_a_bad_workers_count_is_refused_before_anything_is_printed(capsys) -> None:
+    """``check --workers 0``: one usage line, exit 2, and no header claiming a run started."""
+    assert main(["check", "--workers", "0"]) == 2
+    captured = capsys.readouterr()
+    assert "metadata-builders check: builder=" not in captured.out and "--workers" in captured.err
