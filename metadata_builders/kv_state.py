@@ -151,7 +151,8 @@ class Store:
 
     token: Token
     row: int
-    consumer: str
+    field: str
+    """The metadata field the row comes from (``swa_loc``, ``verify_store_state_slot``)."""
 
 
 def swa_stores(fields: dict[str, Any], tokens: list[Token], ring: Ring) -> dict[str, list[Store]]:

@@ -293,8 +293,7 @@ def _sync_breaks(batch: VerifyBatch, labels: dict[Variant, str], built: dict[Var
         parts = (["host sync outside the contract: " + "; ".join(outside)] if outside else []) + (
             ["contracted read missing: " + "; ".join(missing)] if missing else [])
         groups.setdefault(" / ".join(parts), []).append(labels[v])
-    return [f"SYNC {what} (in {len(who)} variant(s): {who[0]}" + (f" +{len(who) - 1} more)" if len(who) > 1 else ")")
-            for what, who in groups.items()]
+    return _grouped("SYNC", groups)
 
 
 def _store_breaks(batch: VerifyBatch, labels: dict[Variant, str], built: dict[Variant, Any],
@@ -313,7 +312,12 @@ def _store_breaks(batch: VerifyBatch, labels: dict[Variant, str], built: dict[Va
             judge_build(v, batch, md.fields, padding)
         except PropertyFailure as failure:
             groups.setdefault(f"{failure.check}: {failure.message}", []).append(labels[v])
-    return [f"KV {what} (in {len(who)} variant(s): {who[0]}" + (f" +{len(who) - 1} more)" if len(who) > 1 else ")")
+    return _grouped("KV", groups)
+
+
+def _grouped(kind: str, groups: dict[str, list[str]]) -> list[str]:
+    """One note per broken thing, with the variants it broke in: ``KV <what> (in 3 variant(s): graph ... +2 more)``."""
+    return [f"{kind} {what} (in {len(who)} variant(s): {who[0]}" + (f" +{len(who) - 1} more)" if len(who) > 1 else ")")
             for what, who in groups.items()]
 
 

@@ -170,22 +170,26 @@ def _host_mirror(state: UpstreamGraph, inputs: VerifyInputs) -> tuple[torch.Tens
 
 def _forward_batch(builder: Builder, state: UpstreamGraph, inputs: VerifyInputs) -> SimpleNamespace:
     """The fields of the runner's ``build_replay_fb_view`` that out-graph and in-graph read."""
-    up = builder.upstream
-    mode = up.backend_module.ForwardMode.TARGET_VERIFY
     mirror, total = _host_mirror(state, inputs)
+    return _verify_forward_batch(builder.upstream, inputs, state.positions,
+                                 seq_lens_cpu=mirror, seq_lens_sum=total)  # the sum: read at replay by 0.5.18-0.5.21
+
+
+def _verify_forward_batch(up: Any, inputs: VerifyInputs, positions: Any, **extra: Any) -> SimpleNamespace:
+    """A target-verify ``ForwardBatch`` double: what the two phases read, ``extra`` (the runner's mirror) besides."""
+    mode = up.backend_module.ForwardMode.TARGET_VERIFY
     return SimpleNamespace(
         forward_mode=mode,
         actual_forward_mode=mode,
         batch_size=inputs.rows,
         req_pool_indices=inputs.req_pool_indices,
         seq_lens=inputs.seq_lens,
-        seq_lens_cpu=mirror,
-        seq_lens_sum=total,  # read at replay by 0.5.18-0.5.21
-        positions=state.positions,
+        positions=positions,
         out_cache_loc=inputs.out_cache_loc,
         # EagleVerifyInput's fields the two phases read: V4.1's in-graph token->request map reads draft_token_num
         spec_info=SimpleNamespace(ragged_verify_layout=ragged_layout(up, inputs, padded=False),
                                   draft_token_num=inputs.num_draft_tokens),
+        **extra,
     )
 
 
@@ -198,15 +202,8 @@ def eager_in_graph(up: Any, backend: Any, md: Any, inputs: VerifyInputs) -> Any:
 
     _graph_attributes(backend, inputs)
     backend.forward_metadata = md
-    mode = up.backend_module.ForwardMode.TARGET_VERIFY
-    forward_batch = SimpleNamespace(
-        forward_mode=mode, actual_forward_mode=mode, batch_size=inputs.rows,
-        req_pool_indices=inputs.req_pool_indices, seq_lens=inputs.seq_lens, out_cache_loc=inputs.out_cache_loc,
-        positions=md.core_attn_metadata.positions_casual.to(torch.int64),
-        spec_info=SimpleNamespace(ragged_verify_layout=ragged_layout(up, inputs, padded=False),
-                                  draft_token_num=inputs.num_draft_tokens),
-    )
-    backend.init_forward_metadata_in_graph(forward_batch)
+    positions = md.core_attn_metadata.positions_casual.to(torch.int64)
+    backend.init_forward_metadata_in_graph(_verify_forward_batch(up, inputs, positions))
     return backend.forward_metadata
 
 
