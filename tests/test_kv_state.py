@@ -215,3 +215,15 @@ def test_a_table_that_is_not_paged_is_not_judged_in_the_compressed_pools() -> No
     rows = [list(r) for r in batch.req_to_token]
     rows[1][3] = rows[1][4]  # no longer contiguous inside its first page
     assert "req_to_token[1] is not page-contiguous at column 0" in paged_tables(batch.replace(req_to_token=rows))
+
+
+def test_compressed_pools_it_cannot_address_are_said_not_judged() -> None:
+    """A table that is not paged leaves the compressed half of P10 unjudged: a Partial note says so, never a
+    silent held."""
+    batch = _compressed_batch()
+    rows = [list(r) for r in batch.req_to_token]
+    rows[1][3] = rows[1][4]
+    notes = check_p10_kv_state(get_builder("hip"), batch.replace(req_to_token=rows))
+    assert notes and all(getattr(n, "about", None) == "observability" and "compressed pools not judged" in n
+                         for n in notes)
+    assert check_p10_kv_state(get_builder("hip"), batch) == []

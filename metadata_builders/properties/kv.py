@@ -56,20 +56,27 @@ def judge_build(variant: Variant, batch: VerifyBatch, fields: dict[str, Any], pa
     stores = swa_stores(fields, tokens, ring)
     for consumer, writes in stores.items():
         _judge(variant, ring, tokens, consumer, writes, fields)
-    _compressed(variant, batch, tokens, fields)
+    unpaged = _compressed(variant, batch, tokens, fields)
     if not stores:
         return Partial(f"P10: {variant.label} reports neither swa_loc nor verify_store_state_slot: its ring stores "
                        "are not judged", "observability")
+    if unpaged is not None:
+        return Partial(f"P10: the compressed pools not judged ({unpaged}: their rows cannot be derived from the "
+                       "table)", "observability")
     return None
 
 
-def _compressed(variant: Variant, batch: VerifyBatch, tokens: list[Token], fields: dict[str, Any]) -> None:
+def _compressed(variant: Variant, batch: VerifyBatch, tokens: list[Token], fields: dict[str, Any]) -> str | None:
     """The c4/c128 pools: a group's entry is stored by the real token that completes it, at the row the
     page-based reads look it up (``req_to_token[s][p] // ratio`` of its last position ``p``); every other
-    token stores row 0 (nobody's); each real token's c128 reads are exactly its completed groups' rows."""
+    token stores row 0 (nobody's); each real token's c128 reads are exactly its completed groups' rows.
+    Returns why they could not be judged (a table that is not paged), None when judged or absent."""
     geo = batch.geometry
-    if geo.compression is None or paged_tables(batch) is not None:
-        return
+    if geo.compression is None:
+        return None
+    unpaged = paged_tables(batch)
+    if unpaged is not None:
+        return unpaged
     for ratio in (4, 128):
         for name, base in ((f"c{ratio}_out_loc", 0), (f"unified_c{ratio}_out_loc", geo.compression.unified_swa_pages)):
             for tok, loc in zip(tokens, fields.get(name, ())):
@@ -95,6 +102,7 @@ def _compressed(variant: Variant, batch: VerifyBatch, tokens: list[Token], field
             raise _fail("P10", variant, f"c128_page_indices: {tok.describe()} reads c128 rows {got} where its {n} "
                         f"completed groups were stored at {want}", field="c128_page_indices", index=tok.index,
                         expected=want, actual=got, check="p10.compressed_read")
+    return None
 
 
 def _judge(variant: Variant, ring: Ring, tokens: list[Token], consumer: str, writes: list[Store],
