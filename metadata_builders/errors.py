@@ -145,6 +145,15 @@ class UnknownMutant(BuilderNotFound, KeyError):
         return Exception.__str__(self)
 
 
+def _in_library(filename: str) -> bool:
+    """The frame is torch's or Triton's own code (``.../site-packages/torch/...``), or the harness's audit, which
+    sits between a builder and torch as a dispatch mode (``metadata_builders/audit/``)."""
+    parts = filename.replace("\\", "/").split("/")
+    if any(lib in parts[:-1] for lib in ("torch", "triton")) and "site-packages" in parts:
+        return True
+    return parts[-2:-1] == ["audit"] and "metadata_builders" in parts
+
+
 @dataclass(frozen=True)
 class Origin:
     """Where an exception came from, as Hypothesis' ``InterestingOrigin`` names it: type, file, line, function.
@@ -160,13 +169,16 @@ class Origin:
 
     @classmethod
     def of(cls, exc: BaseException) -> Origin:
-        """The origin of ``exc``: its type and the innermost frame of its traceback."""
+        """The origin of ``exc``: its type and the innermost frame of its traceback outside torch's and Triton's
+        own packages and the audit (a size mismatch raised in ``torch/_ops.py`` comes from the builder line that
+        called it)."""
         import traceback
 
         frames = traceback.extract_tb(exc.__traceback__)
         if not frames:
             return cls(type(exc).__name__)
-        last = frames[-1]
+        ours = [f for f in frames if not _in_library(f.filename)]
+        last = (ours or frames)[-1]
         return cls(type(exc).__name__, last.filename, last.lineno or 0, last.name)
 
     def where(self) -> str:

@@ -35,7 +35,7 @@ overwritten with a padding token's K.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Callable, Literal
 
 from metadata_builders.tier import Padding, tier_verify_lens
 
@@ -150,12 +150,14 @@ class Store:
     """One row a consumer writes for one token."""
 
     token: Token
-    row: int
+    row: int | None
+    """The ring row written; None: the consumer's kernel left the token's K nowhere (dropped or overwritten)."""
     field: str
     """The metadata field the row comes from (``swa_loc``, ``verify_store_state_slot``)."""
 
 
-def swa_stores(fields: dict[str, Any], tokens: list[Token], ring: Ring) -> dict[str, list[Store]]:
+def swa_stores(fields: dict[str, Any], tokens: list[Token], ring: Ring,
+               kernel: Callable[..., list[int | None] | None] | None = None) -> dict[str, list[Store]]:
     """The SWA ring stores of a target-verify step, by consumer, derived as upstream's kernels consume the metadata.
 
     ``fused store``: the bf16 norm-rope-store writes ``swa_loc[t]`` for every token of
@@ -164,11 +166,23 @@ def swa_stores(fields: dict[str, Any], tokens: list[Token], ring: Ring) -> dict[
     positions[t] % ring`` with the forward batch's positions (``final_pos = positions``:
     its guard never skips); a real token's position is the batch's, a padding token's
     is the runner's and not in the metadata, so it is modelled for real tokens only.
+    ``kernel``: upstream's own fp8 store where the builder runs it
+    (``swa_store_rows(state_slot, positions, ring_rows=, ring_stride=, win=)``, the
+    row each token landed in): then the kernel's rows, not the formula's, are judged.
     """
     stores: dict[str, list[Store]] = {}
     if "swa_loc" in fields:
         stores["fused store (swa_loc)"] = [Store(tok, int(loc), "swa_loc") for tok, loc in
                                            zip(tokens, fields["swa_loc"])]
+    if "verify_store_state_slot" in fields and kernel is not None:
+        real = [tok for tok in tokens if tok.real]
+        slots = [int(fields["verify_store_state_slot"][tok.index]) for tok in real]
+        rows = kernel(slots, [tok.position for tok in real], ring_rows=ring.rows, ring_stride=ring.stride,
+                      win=ring.batch.geometry.unified_swa_window)
+        if rows is not None:
+            stores["fp8 store (upstream's store_swa_into_unified on verify_store_state_slot)"] = [
+                Store(tok, row, "verify_store_state_slot") for tok, row in zip(real, rows)]
+            return stores
     if "verify_store_state_slot" in fields:
         stores["fp8 store (verify_store_state_slot)"] = [
             Store(tok, int(slot) * ring.stride + tok.position % ring.stride, "verify_store_state_slot")

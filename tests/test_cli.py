@@ -318,3 +318,23 @@ def test_a_bad_workers_count_is_refused_before_anything_is_printed(capsys) -> No
     assert main(["check", "--workers", "0"]) == 2
     captured = capsys.readouterr()
     assert "metadata-builders check: builder=" not in captured.out and "--workers" in captured.err
+
+
+def test_a_crash_inside_torch_is_placed_at_the_builder_line_that_called_it() -> None:
+    """``Origin`` skips torch's and Triton's own frames: a size mismatch raised in ``torch/_ops.py`` is placed at
+    the builder's line (what identifies one bug across batches, and what the report shows)."""
+    import torch
+
+    from metadata_builders.errors import Origin
+    from metadata_builders.properties.spec import raised_failure
+
+    def out_graph() -> None:
+        torch.zeros(1).copy_(torch.zeros(2))
+
+    try:
+        out_graph()
+    except RuntimeError as exc:
+        origin, failure = Origin.of(exc), raised_failure("P5", exc)
+    assert origin.function == "out_graph" and origin.filename == __file__, origin
+    assert "in out_graph)" in str(failure), str(failure)
+

@@ -12,6 +12,11 @@ release; each branch plants one realistic regression:
 | ``pr-torch`` | ``ragged_verify_kernels.py``, ``PaddedToBucket``'s torch fallback | ``torch`` only (rows ``P1-torch`` ...) |
 | ``pr-mirror`` | ``deepseek_v4_backend_hip_radix.py``, the host-mirror arithmetic | both: on ``triton`` only the |
 |               | (``seq_lens_cpu + num_draft`` one short) feeding the compress plans | compress plans read it |
+| ``pr-staged``, ``pr-rebind``, ``pr-geometry`` | the backend's graph phases (issue 18) | both, P5/P7 |
+| ``pr-runner-key``, ``pr-last-capture`` | the backend's per-tier store (issue 28) | both, P5's runner half |
+| ``pr-capture-layout`` | ``ragged_verify.py``, ``build_capture_verify_lens`` (the runner's) | both, P5 |
+| ``pr-ring-stride`` | ``deepseek_v4_backend_hip_radix.py``, ``swa_loc`` (ATOM #817) | both, P10 |
+| ``pr-store-kernel`` | ``dsv4_unified_kv_store.py``, the store kernel (every field equal) | both, P10 |
 
 The gate runs both kernel routes of ``--builder sglang`` (metadata_builders/routes.py).
 """
@@ -31,6 +36,8 @@ pytestmark = pytest.mark.sglang
 
 BACKEND = ("srt", "layers", "attention", "deepseek_v4_backend_hip_radix.py")
 RAGGED_KERNELS = ("kernels", "ops", "speculative", "ragged_verify_kernels.py")
+RAGGED_VERIFY = ("srt", "speculative", "ragged_verify.py")
+STORE_KERNEL = ("kernels", "ops", "kvcache", "dsv4_unified_kv_store.py")
 
 
 @dataclass(frozen=True)
@@ -146,10 +153,68 @@ GRAPH_PLANTS = {
             "captures several tiers on one backend (issue 28)."
         ),
     ),
+    "pr-last-capture": Plant(
+        "replay copies into the metadata the runner captured last instead of the replayed tier's", BACKEND,
+        "        chosen_metadata = self.cuda_graph_metadata_of_bucket_and_bs[bucket][bs]\n",
+        "        chosen_metadata = self.forward_metadata  # the captured metadata\n",
+        "P5",
+        catalogue=(
+            "replay_refreshes_the_last_capture, planted in upstream: replay_cuda_graph_metadata_from copies the "
+            "replay's metadata into self.forward_metadata -- backend-wide state every capture overwrites, so after a "
+            "runner's captures the smallest tier's -- instead of the metadata stored under the replayed tier's key. "
+            "Green with one tier per backend; red on P5's runner half (a copy of a larger tier into a smaller "
+            "tier's buffers, or a replay that reads a tier nobody refreshed)."
+        ),
+    ),
+    "pr-capture-layout": Plant(
+        "the runner's capture layout drops the tokens left over after an even split", RAGGED_VERIFY,
+        "    return [base + 1] * rem + [base] * (num_slots - rem)\n",
+        "    return [base] * num_slots\n",
+        "P5",
+        catalogue=(
+            "capture_layout_drops_the_remainder, planted in upstream's runner code: build_capture_verify_lens "
+            "(ragged_verify.py) splits a ragged tier's tokens evenly over its slots and forgets the remainder, so "
+            "a 9-token tier of 4 slots is captured with [2, 2, 2, 2]: 8 tokens. The backend's out-graph re-pads "
+            "it to the tier and every replay compares equal; only P5's capture-geometry check "
+            "(p5.capture_geometry) sees that the capture does not cover its tier (SGLang #34384's class: a "
+            "capture geometry other than the one replays stage)."
+        ),
+    ),
 }
 """Graph-replay regressions of issue 18 (two in DSpark's raw-verify path, one in out-graph) and of issue 28 (the
 runner's per-tier keys), each on its own branch; the corpus's "DSpark uniform graph" kind (P5's and P7's third and second focus) is what reaches the
 raw-path ones through the gate."""
+
+KV_PLANT = Plant(
+    "the SWA ring write target taken modulo the window instead of the ring size", BACKEND,
+    "            + core.positions_casual.to(torch.int64) % pool.unified_swa_ring_size\n",
+    "            + core.positions_casual.to(torch.int64) % pool.unified_swa_window\n",
+    "P10",
+    catalogue=(
+        "ring_stride_is_the_window, planted in upstream (ROCm ATOM PR #817's bug): swa_loc, the ring slot every "
+        "verify token's SWA K is stored into, wraps at unified_swa_window instead of unified_swa_ring_size "
+        "(window + draft tokens - 1). A verify step's last tokens then overwrite ring rows the request's own "
+        "earlier tokens still need for the window of this step or the next: P10 names the slot, who held it "
+        "and who wrote it."
+    ),
+)
+"""What the stores do (issue 29): a regression P10 judges by its effect, planted on ``pr-ring-stride``."""
+
+STORE_KERNEL_PLANT = Plant(
+    "the SWA ring store kernel wraps a position at the window instead of the ring stride", STORE_KERNEL,
+    "    loc = s * ring_stride + (pos % ring_stride)\n",
+    "    loc = s * ring_stride + (pos % win)\n",
+    "P10",
+    catalogue=(
+        "store_kernel_wraps_at_the_window, planted in upstream's consumer (dsv4_unified_kv_store.py, "
+        "_swa_scatter_kernel): the verify step's SWA ring store computes its row as pos % win instead of "
+        "pos % ring_stride -- ROCm ATOM PR #817's bug moved from the metadata into the kernel that consumes it. "
+        "Every metadata field is equal (P1-P9 hold); P10 runs upstream's own store kernel under the Triton "
+        "interpreter and finds live rows lost or two tokens on one row."
+    ),
+)
+"""A consumer-side regression (issue 29 item 5): every metadata field equal, only the store kernel wrong."""
+
 
 def _plant_branch(git, repo: str, branch: str, plant: Plant) -> None:
     path = os.path.join(repo, "python", "sglang", *plant.path)
@@ -160,6 +225,11 @@ def _plant_branch(git, repo: str, branch: str, plant: Plant) -> None:
         fh.write(source.replace(plant.find, plant.replace, 1))
     git("commit", "-q", "-am", f"planted: {plant.what}")
     git("checkout", "-q", "main")
+
+
+def _count(repo: str, plant: Plant) -> int:
+    with open(os.path.join(repo, "python", "sglang", *plant.path)) as fh:
+        return fh.read().count(plant.find)
 
 
 @pytest.fixture(scope="module")
@@ -183,7 +253,11 @@ def planted_repo(tmp_path_factory):
         fallback = fh.read()
     if fallback.count(TORCH_FALLBACK_PLANT.find) == 1:
         plants["pr-torch"] = TORCH_FALLBACK_PLANT
-    plants.update({branch: plant for branch, plant in GRAPH_PLANTS.items() if source.count(plant.find) == 1})
+    plants.update({branch: plant for branch, plant in GRAPH_PLANTS.items() if _count(repo, plant) == 1})
+    if _count(repo, KV_PLANT) == 1:
+        plants["pr-ring-stride"] = KV_PLANT
+    if os.path.exists(os.path.join(repo, "python", "sglang", *STORE_KERNEL)) and _count(repo, STORE_KERNEL_PLANT) == 1:
+        plants["pr-store-kernel"] = STORE_KERNEL_PLANT
     for branch, plant in plants.items():
         _plant_branch(git, repo, branch, plant)
     return repo, plants
@@ -254,7 +328,7 @@ def test_a_graph_replay_regression_gates_red_through_the_recorder(planted_repo, 
     plant = GRAPH_PLANTS[branch]
     if branch not in plants:
         pytest.skip(f"the installed release has no {plant.find!r} to plant a bug in")
-    if branch not in ("pr-geometry", "pr-runner-key") and not Capabilities.of(upstream_version()).gate:
+    if branch in ("pr-rebind", "pr-staged") and not Capabilities.of(upstream_version()).gate:
         pytest.skip(f"the installed release's target verify never takes the raw-verify route: {plant.what}")
     assert _gate(repo, tmp_path, cache_dir, branch, "--properties", "P5,P7") == 1, plant.what
     out = capsys.readouterr().out
@@ -276,3 +350,27 @@ def test_the_release_against_itself_gates_green_on_recorded_replays(planted_repo
     assert _gate(repo, tmp_path, cache_dir, "main", "--properties", "P5,P7") == 0
     out = capsys.readouterr().out
     assert "gate: GREEN" in out and "BLOCKS" not in _row(out, "P5") and "BLOCKS" not in _row(out, "P7"), out
+
+
+@pytest.mark.parametrize(("branch", "p1_blocks"), [("pr-ring-stride", True), ("pr-store-kernel", False)])
+def test_a_regression_of_what_the_stores_do_gates_red_on_p10(planted_repo, cache_dir, tmp_path, capsys,
+                                                             branch: str, p1_blocks: bool) -> None:
+    """ROCm ATOM PR #817's bug in upstream's metadata (``swa_loc``: P1 sees the field too) and in the store kernel
+    that consumes it (every field equal: only P10, which runs upstream's store_swa_into_unified, sees it)."""
+    repo, plants = planted_repo
+    plant = KV_PLANT if branch == "pr-ring-stride" else STORE_KERNEL_PLANT
+    if branch not in plants:
+        pytest.skip(f"the installed release has no {plant.find!r} to plant a bug in")
+    assert _gate(repo, tmp_path, cache_dir, branch, "--properties", "P1,P10") == 1, plant.what
+    out = capsys.readouterr().out
+    assert "BLOCKS" in _row(out, "P10") and "NEW" in _row(out, "P10"), out
+    assert ("BLOCKS" in _row(out, "P1")) == p1_blocks, out
+
+
+def test_the_release_against_itself_gates_green_on_what_the_stores_do(planted_repo, cache_dir, tmp_path,
+                                                                     capsys) -> None:
+    """The KV plants' other side: P10 on the release (its known F16 pre-existing, never blocking)."""
+    repo, _ = planted_repo
+    assert _gate(repo, tmp_path, cache_dir, "main", "--properties", "P1,P10") == 0
+    out = capsys.readouterr().out
+    assert "gate: GREEN" in out and "BLOCKS" not in _row(out, "P10"), out

@@ -130,3 +130,46 @@ def test_the_capture_geometry_of_sglang_34384_replays_exactly_f19() -> None:
     assert spec == RunnerSpec(tuple(range(1, 9)), 6, True) and sequence[0].graph == GraphTier(8, 42, 6)
     assert capture_verify_lens(42, ragged_capture_slots(42, 8), 6) == [6, 6, 5, 5, 5, 5, 5, 5]
     assert check_runner_replays(HIP, batch) == []
+
+
+class _EvenSplitCapture(type(HIP.inner)):  # the hip builder, with a runner that forgets the split's remainder
+    def capture_verify_lens(self, graph_num_tokens: int, slots: int, width: int) -> list[int]:
+        return [graph_num_tokens // slots] * slots
+
+
+def test_a_builder_brings_its_runners_capture_layout_and_p5_holds_it_to_the_tier() -> None:
+    """A builder with ``capture_verify_lens`` (the sglang adapter: upstream's ``build_capture_verify_lens``) captures
+    on its own layout; one that does not cover the tier -- 9 tokens on 4 slots as ``[2, 2, 2, 2]`` -- is red on
+    ``p5.capture_geometry`` even though every replay equals a fresh build (the out-graph re-pads it)."""
+    from metadata_builders.builders import AuditedBuilder
+
+    assert not HIP.capabilities.capture_layout
+    builder = AuditedBuilder(_EvenSplitCapture(), "cpu", "even-split")
+    assert builder.capabilities.capture_layout
+    assert builder.capture_verify_lens(9, 4, 3) == [2, 2, 2, 2] and HIP.capture_verify_lens(9, 4, 3) == [3, 2, 2, 2]
+    with pytest.raises(PropertyFailure) as info:
+        check_runner_replays(builder, EXAMPLES["ragged_tier_slack_spread_over_pad_rows"])
+    assert info.value.check == "p5.capture_geometry" and info.value.field == "verify_lens (capture)", str(info.value)
+    assert "summing to" in str(info.value)
+
+
+def test_what_the_runner_captured_sums_over_a_run_and_check_prints_it() -> None:
+    """P5's runner half counts the tiers and keys it captured (``tally``) into the run that collects them; the
+    check's own result never carries the counts (``check_p5_graph_vs_eager(...) == []`` stays a user's test)."""
+    import hypothesis
+
+    from metadata_builders.properties import PROPERTIES, collecting_tallies
+    from metadata_builders.runs.report import runner_line
+    from metadata_builders.runs.runner import run_property
+
+    batch = EXAMPLES["ragged_tier_slack_spread_over_pad_rows"]
+    with collecting_tallies() as counts:
+        assert check_runner_replays(HIP, batch) == []
+    assert counts == {("P5 runner", "runners"): 1, ("P5 runner", "tiers"): 3, ("P5 runner", "keys"): 3,
+                      ("P5 runner", "shared_bs"): 1, ("P5 runner", "replays"): 5}, counts
+    assert check_runner_replays(HIP, batch) == []  # no collector open: nothing counted, nothing returned
+    p5 = next(p for p in PROPERTIES if p.name == "P5")
+    run = run_property(p5, HIP, hypothesis.settings(max_examples=6, deadline=None, derandomize=True, database=None))
+    line = runner_line(run)
+    assert run.passed and line is not None and line.startswith("P5 runner: ") and "tiers captured on" in line, line
+    assert run.tallies[("P5 runner", "tiers")] >= 2 * run.tallies[("P5 runner", "runners")] > 0

@@ -136,7 +136,7 @@ def _set(name: str, index: int, value: int) -> Callable[[dict[str, list]], None]
     (_set("swa_loc", 1, 1 * 6 + 5), "p10.real_writes_collide"),  # token 1 (position 6) onto token 0 (position 5)
     (_set("swa_loc", 4, 1 * 6 + 1), "p10.pad_writes_other_slot"),  # a tail token into a dead row of slot 1
     (_set("swa_loc", 2, 2 * 6 + 1), "p10.live_row_lost"),  # the real token of slot 2 stores a dead row
-    (_set("verify_store_state_slot", 2, 0), "p10.live_row_lost"),  # the fp8 store's slot wrong
+    (_set("verify_store_state_slot", 2, 0), "p10.real_writes_other_slot"),  # the fp8 store's slot wrong: slot 0's ring
 ])
 def test_each_store_check_fails_on_the_write_it_names(edit, check) -> None:
     batch = _absorbing()

@@ -72,3 +72,4 @@ def test_p7_sync_free_paths_pass_cuda_sync_debug_mode(device, batch):
 
     gpu_builder = get_builder("hip", device if device.startswith("cuda") else "cuda")
     assert check_p7_capture_safety(gpu_builder, batch) == []
+

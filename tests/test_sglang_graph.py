@@ -265,3 +265,15 @@ def test_a_graph_replay_regression_in_upstream_fails_through_the_recorder(sglang
         assert result.failure.field == plant.field, str(result.failure)
     else:  # the copy into the captured metadata raises
         assert "builder raised RuntimeError" in str(result.failure), str(result.failure)
+
+
+def test_the_runner_captures_on_upstreams_own_capture_layout(sglang) -> None:
+    """The adapter brings upstream's ``build_capture_verify_lens``: a change to it is what the captures run on
+    (tests/test_gate_sglang.py plants one); on the released code it is the harness's model on every runner tier."""
+    from metadata_builders.tier import capture_verify_lens, runner_tiers
+
+    assert sglang.capabilities.capture_layout
+    for width in (1, 2, 3, 6):
+        for max_bs in (1, 2, 5, 8):
+            for slots, tokens in runner_tiers(tuple(range(1, max_bs + 1)), width, ragged=True):
+                assert sglang.capture_verify_lens(tokens, slots, width) == capture_verify_lens(tokens, slots, width)

@@ -161,6 +161,23 @@ class AuditedBuilder:
         """The variants the builder can express, when it says (None: all of them)."""
         return list(self.inner.variants_supported(batch)) if self.capabilities.expresses else None
 
+    def swa_store_rows(self, state_slot: list[int], positions: list[int], *, ring_rows: int, ring_stride: int,
+                       win: int) -> list[int | None] | None:
+        """Where the builder's own SWA ring store kernel stores each token (None: it brings none, P10 models it)."""
+        if not self.capabilities.store_kernels:
+            return None
+        return self.inner.swa_store_rows(state_slot, positions, ring_rows=ring_rows, ring_stride=ring_stride,
+                                         win=win)
+
+    def capture_verify_lens(self, graph_num_tokens: int, slots: int, width: int) -> list[int]:
+        """The verify lengths its graph runner captures a ragged tier with: the builder's own (upstream's runner
+        code) when it brings one, else the harness's model of upstream's runner."""
+        if self.capabilities.capture_layout:
+            return [int(n) for n in self.inner.capture_verify_lens(graph_num_tokens, slots, width)]
+        from metadata_builders.tier import capture_verify_lens
+
+        return capture_verify_lens(graph_num_tokens, slots, width)
+
     # -- building --------------------------------------------------------------------------
 
     def build(self, batch: VerifyBatch, variant: Variant) -> VerifyMetadata:

@@ -59,6 +59,13 @@ class Capabilities:
     """Kernel routes it runs (``triton``, ``torch``), when it has several."""
     modes: tuple[str, ...] = ("target_verify",)
     """The metadata builds of the MTP step it implements (docs/DESIGN.md section 3)."""
+    store_kernels: bool = False
+    """Runs upstream's own KV store kernel (``swa_store_rows``): P10 judges where the kernel stores each token,
+    not only where the metadata says it would."""
+    capture_layout: bool = False
+    """Brings its graph runner's capture geometry (``capture_verify_lens(graph_num_tokens, slots, width)``:
+    upstream's own runner code); False: the harness's model of upstream's runner
+    (:func:`~metadata_builders.tier.capture_verify_lens`)."""
 
     @property
     def replays(self) -> bool:
@@ -150,4 +157,6 @@ def capabilities_of(inner: Any, name: str, *, upstream: bool = False, routes: tu
         upstream=upstream,
         routes=routes,
         modes=modes,
+        capture_layout="capture_verify_lens" in _all_defined(cls, ("capture_verify_lens",)),
+        store_kernels="swa_store_rows" in _all_defined(cls, ("swa_store_rows",)),
     )

@@ -34,9 +34,10 @@ EDITABLE: tuple[tuple[str, ...], ...] = (
     ("srt", "speculative", "ragged_verify.py"),
     ("kernels", "ops", "speculative", "ragged_verify_kernels.py"),
     ("srt", "layers", "attention", "dsv4", "compressor_v2.py"),
+    ("kernels", "ops", "kvcache", "dsv4_unified_kv_store.py"),
 )
 """Files under ``python/sglang`` copied as real files (when the release has them): the builders, the
-ragged layout and its kernels, the compressor.  Pass more with ``--real``."""
+ragged layout and its kernels, the compressor, the SWA ring store P10 runs.  Pass more with ``--real``."""
 
 
 def _installed() -> str:

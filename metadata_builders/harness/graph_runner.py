@@ -4,7 +4,8 @@ Upstream's ``DecodeCudaGraphRunner`` captures all its tiers on the one attention
 backend it serves (0.5.18-0.5.23): largest first, each tier's inputs *views* of
 one set of max-size static buffers (``build_replay_fb_view``: ``[:bs]``, ``[:T]``),
 each captured with the request geometry the runner derives for it
-(:func:`~metadata_builders.tier.capture_verify_lens`: seq_lens 1, slot 0,
+(upstream's ``build_capture_verify_lens`` where the builder brings it, else its model
+:func:`~metadata_builders.tier.capture_verify_lens`: seq_lens 1, slot 0,
 ``out_cache_loc`` 0 -- never a batch the harness chooses).  The backend keeps one
 captured metadata per tier, keyed by ``bs`` -- by ``graph_num_tokens`` for compact
 ragged tiers, where several share ``bs = max_bs`` -- storing it at capture and
@@ -35,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 from metadata_builders.batch import GraphTier, VerifyBatch
 from metadata_builders.errors import InvalidBatch
-from metadata_builders.tier import capture_verify_lens, host_total, runner_tiers
+from metadata_builders.tier import host_total, runner_tiers
 
 if TYPE_CHECKING:
     from metadata_builders.builders.audited import AuditedBuilder, Captured
@@ -154,7 +155,7 @@ def _capture_inputs(template: VerifyBatch, variant: Variant, tier: GraphTier, bu
     seq_lens.fill_(1)
     slots.fill_(0)
     out.fill_(0)
-    lens = capture_verify_lens(tokens, rows, spec.width) if spec.ragged else None
+    lens = builder.capture_verify_lens(tokens, rows, spec.width) if spec.ragged else None
     padding = builder.capabilities.padding
     ragged_total = None if lens is None else host_total(lens, rows, tokens, tier.cap, padding)
     mirror = [1] * rows if (lens is not None or variant.mirror == "host") else None

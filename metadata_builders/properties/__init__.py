@@ -16,7 +16,7 @@ Hypothesis test all drive the same code.
 
 from __future__ import annotations
 
-from metadata_builders.properties._common import Partial
+from metadata_builders.properties._common import Partial, collecting_tallies
 from metadata_builders.properties.equality import check_p1_reference, check_p3_sync_free, check_p4_gate, p1_differences
 from metadata_builders.properties.faults import check_p6_fault_model
 from metadata_builders.properties.graph import check_p5_graph_vs_eager
@@ -44,6 +44,7 @@ __all__ = [
     "check_p8_inputs_untouched",
     "check_p9_no_hidden_state",
     "check_sync_contract",
+    "collecting_tallies",
     "contract_role",
     "fewer_requests_batch",
     "filled_tier_batch",

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import dataclasses
-from typing import Any, Iterable, Literal
+from collections import Counter
+from typing import Any, Iterable, Iterator, Literal
 
 from metadata_builders.batch import VerifyBatch
 from metadata_builders.errors import CaptureSync, PropertyFailure
@@ -49,6 +52,28 @@ class Partial(str):
 
     def __reduce__(self) -> tuple:
         return (Partial, (str(self), self.about))
+
+
+_TALLIES: contextvars.ContextVar[Counter | None] = contextvars.ContextVar("metadata_builders_tallies", default=None)
+
+
+@contextlib.contextmanager
+def collecting_tallies() -> Iterator[Counter]:
+    """Collect what the checks exercise while the block runs: ``(what, name) -> sum`` (see :func:`tally`)."""
+    counts: Counter = Counter()
+    token = _TALLIES.set(counts)
+    try:
+        yield counts
+    finally:
+        _TALLIES.reset(token)
+
+
+def tally(what: str, **counts: int) -> None:
+    """Count what a check exercised (e.g. P5's runner: tiers and keys captured) into the collector a run opened;
+    nothing when none is open -- a check's own result (its notes) never carries it."""
+    collected = _TALLIES.get()
+    if collected is not None:
+        collected.update({(what, name): n for name, n in counts.items()})
 
 
 

@@ -8,7 +8,7 @@ record who holds them, and the window reads of the decode streams.
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any
+from typing import Any, Callable
 
 from metadata_builders.kv_state import (Ring, Store, Token, compressed_row, layout_tokens, paged_tables, ring_unfit,
                                         swa_stores)
@@ -41,19 +41,22 @@ def check_p10_kv_state(builder: Any, batch: VerifyBatch) -> list[str]:
     unfit = ring_unfit(clean)
     if unfit is not None:  # called directly (a user's own test) on a batch the property does not judge
         return [f"P10 not judged: {unfit}"]
+    kernel = builder.swa_store_rows if builder.capabilities.store_kernels else None
     for variant in _variants(builder, clean, notes):
-        note = judge_build(variant, clean, builder.build(clean, variant).fields, _padding(builder))
+        note = judge_build(variant, clean, builder.build(clean, variant).fields, _padding(builder), kernel)
         if note is not None:
             notes.append(note)
     return notes
 
 
-def judge_build(variant: Variant, batch: VerifyBatch, fields: dict[str, Any], padding: str) -> str | None:
+def judge_build(variant: Variant, batch: VerifyBatch, fields: dict[str, Any], padding: str,
+                kernel: Callable[..., list[int | None] | None] | None = None) -> str | None:
     """P10 on one build's fields (raises :class:`PropertyFailure`); a :class:`Partial` note when its ring stores
-    cannot be judged.  The picture of a failure calls it too, to say which store broke."""
+    cannot be judged.  ``kernel``: the builder's own SWA ring store kernel (``swa_store_rows``), judged in place of
+    its model.  The picture of a failure calls it too, to say which store broke."""
     ring = Ring(batch)
     tokens = layout_tokens(batch, variant.path == "graph", padding)  # type: ignore[arg-type]
-    stores = swa_stores(fields, tokens, ring)
+    stores = swa_stores(fields, tokens, ring, kernel)
     for consumer, writes in stores.items():
         _judge(variant, ring, tokens, consumer, writes, fields)
     unpaged = _compressed(variant, batch, tokens, fields)
@@ -116,11 +119,20 @@ def _judge(variant: Variant, ring: Ring, tokens: list[Token], consumer: str, wri
     writers: dict[int, Token] = {}
     for store in writes:
         tok, row = store.token, store.row
+        if row is None:
+            raise _fail("P10", variant, f"{consumer}: {tok.describe()}'s K is in no ring row after the store (the "
+                        "kernel dropped it, or another store overwrote it)", field=field, index=tok.index,
+                        expected="a row of its own", actual="no row", check="p10.store_dropped")
         if not 0 <= row < ring.rows:
             raise _fail("P10", variant, f"{consumer}: {tok.describe()} writes ring row {row}, outside the ring's "
                         f"{ring.rows} rows (num_slots x ring_size)", field=field, index=tok.index,
                         expected=f"0 <= row < {ring.rows}", actual=row, check="p10.oob_write")
         if tok.real:
+            if ring.owner(row) != tok.slot:
+                raise _fail("P10", variant, f"{consumer}: {tok.describe()} writes ring row {row}, a row of slot "
+                            f"{ring.owner(row)}: a request's K stored in another request's ring", field=field,
+                            index=tok.index, expected=f"a row of slot {tok.slot}", actual=row,
+                            check="p10.real_writes_other_slot")
             other = writers.get(row)
             if other is not None and other.index != tok.index:
                 raise _fail("P10", variant, f"{consumer}: two real tokens write ring row {row}: "

@@ -11,7 +11,8 @@ tier, on one builder, largest first; then replays
 
     batch @ A,  batch @ B,  batch with other values @ A,  batch with fewer requests @ B,  batch @ largest
 
-and holds each replay to a fresh build of its batch on its tier (same fields, the
+and holds the capture layouts to the tiers (each covers its tier: ``p5.capture_geometry``), and each
+replay to a fresh build of its batch on its tier (same fields, the
 tier's captured storage and shapes), and to the geometry the tier was captured
 with: as many rows as the tier has slots, no row wider than the captured request
 width (upstream's ``captured_req_width``: what the runner's dense consumers and
@@ -29,7 +30,7 @@ from typing import Any
 
 from metadata_builders.batch import GraphTier, VerifyBatch
 from metadata_builders.errors import CaptureSync, InvalidBatch
-from metadata_builders.properties._common import _capture_error, _clean, _compare, _fail, _variants
+from metadata_builders.properties._common import _capture_error, _clean, _compare, _fail, _variants, tally
 from metadata_builders.properties.sequences import fewer_requests_batch, same_tier_batch
 from metadata_builders.variants import Variant
 
@@ -93,6 +94,7 @@ def check_runner_replays(builder: Any, batch: VerifyBatch) -> list[str]:
         runner = GraphRunner(builder, variant, spec, sequence[0]).capture(tiers)
     except CaptureSync as error:
         raise _capture_error("P5", variant, error) from error
+    _check_capture_layouts(variant, spec, runner)
     storage: dict[GraphTier, dict[str, int]] = {}
     for step, other in enumerate(sequence):
         tier = other.graph
@@ -109,7 +111,26 @@ def check_runner_replays(builder: Any, batch: VerifyBatch) -> list[str]:
         _compare("P5", variant, builder.build(other, variant), replayed, f"{what} vs a fresh build",
                  check="p5.runner_replay_vs_fresh")
         _check_geometry(variant, spec, tier, replayed, what, builder.capabilities.padding, notes)
+    shared_bs = len(tiers) - len({t.padded_bs for t in tiers})
+    tally("P5 runner", runners=1, tiers=len(tiers), keys=len({spec.key(t) for t in tiers}),
+          shared_bs=int(shared_bs > 0), replays=len(sequence))
     return notes
+
+
+def _check_capture_layouts(variant: Variant, spec: Any, runner: Any) -> None:
+    """Each ragged tier was captured with a layout that covers it: as many rows as its slots, each of
+    ``1 .. captured_req_width`` tokens, summing to its tokens (what upstream's ``build_capture_verify_lens``
+    promises the runner, and what every consumer the capture sizes relies on)."""
+    for tier in runner.order:
+        lens = runner.captured[tier].inputs.verify_lens_cpu
+        if lens is None:
+            continue
+        rows, tokens = tier.padded_bs, tier.graph_num_tokens
+        if len(lens) != rows or sum(lens) != tokens or any(not 1 <= w <= spec.width for w in lens):
+            raise _fail("P5", variant, f"the runner captured tier {rows} rows / {tokens} tokens with a layout "
+                        "that does not cover it", field="verify_lens (capture)",
+                        expected=f"{rows} rows of 1..{spec.width} tokens summing to {tokens}", actual=list(lens),
+                        check="p5.capture_geometry")
 
 
 def _check_geometry(variant: Variant, spec: Any, tier: GraphTier, replayed: Any, what: str, padding: str,

@@ -11,7 +11,7 @@ from typing import Any, Iterable, Sequence
 from metadata_builders.batch import VerifyBatch
 from metadata_builders.errors import PropertyFailure
 
-__all__ = ["format_table", "replay_command", "write_junit", "write_replay_file"]
+__all__ = ["format_table", "replay_command", "runner_line", "write_junit", "write_replay_file"]
 
 
 def format_table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
@@ -96,3 +96,14 @@ def write_junit(path: str, suite: str, cases: Iterable[tuple[str, float, str | N
     if directory:
         os.makedirs(directory, exist_ok=True)
     ET.ElementTree(root).write(path, encoding="utf-8", xml_declaration=True)
+
+
+def runner_line(run: Any) -> str | None:
+    """What P5's runner half captured over the run, from its tallies (None when it captured nothing)."""
+    tally = {k: v for (what, k), v in run.tallies.items() if what == "P5 runner"}
+    if not tally.get("runners"):
+        return None
+    runners, tiers = tally["runners"], tally.get("tiers", 0)
+    return (f"{run.spec.name} runner: {tiers} tiers captured on {runners} backends ({tiers / runners:.1f} each, "
+            f"largest first), {tally.get('keys', 0)} keys; {tally.get('shared_bs', 0)} backends had tiers sharing bs; "
+            f"{tally.get('replays', 0)} replays interleaved")

@@ -18,7 +18,7 @@ from hypothesis import given, seed, settings
 
 from metadata_builders.batch import VerifyBatch
 from metadata_builders.errors import PropertyFailure
-from metadata_builders.properties import PropertySpec, verdict
+from metadata_builders.properties import PropertySpec, collecting_tallies, verdict
 from metadata_builders.reference import ReferenceBuilder
 
 __all__ = ["PropertyRun", "run_property"]
@@ -48,6 +48,9 @@ class PropertyRun:
     """Examples the property had nothing to check on (e.g. P5 without a graph tier)."""
     events: Counter = field(default_factory=Counter)
     """Coverage boundary -> examples that hit it (generation phase only)."""
+    tallies: Counter = field(default_factory=Counter)
+    """``(what, name) -> sum`` of what the checks exercised over every example
+    (:func:`~metadata_builders.properties._common.tally`): e.g. P5's runners, tiers and keys captured."""
     generated: int = 0
     """Examples of the generation phase (the denominator of ``events``)."""
 
@@ -89,11 +92,13 @@ def run_property(
 
     run = PropertyRun(spec)
     start = time.perf_counter()
-    with harness_session():  # the audit's direct entries (and any launch memo) installed once for the run
+    # the audit's direct entries (and any launch memo) installed once for the run; what the checks exercised counted
+    with harness_session(), collecting_tallies() as tallies:
         for index, focus in enumerate(spec.focuses):
             _run_focus(run, focus, builder, settings_, index, progress)
             if run.failure is not None:
                 break
+    run.tallies = tallies
     run.seconds = time.perf_counter() - start
     if progress is not None:
         progress(run)

@@ -23,6 +23,7 @@ carries only the attributes those methods read.  Supported: SGLang 0.5.18 ..
 | :mod:`.routing` | the kernel routes: ``triton`` (as a GPU runs them) and ``torch`` (upstream's CPU fallbacks) |
 | :mod:`.reading` | upstream's metadata and stage arguments as the harness's fields |
 | :mod:`.coverage` | fields upstream filled, fields judged, why not the rest (:func:`coverage_of`) |
+| :mod:`.consumers` | upstream's store kernels run on id-valued pools, for P10 (``store_swa_into_unified``) |
 | :mod:`.builder` | :class:`SGLangBuilder`: one call of the entry point per build |
 
 The adapter does not drive the audit: the harness runs it under the audit like

@@ -27,6 +27,9 @@ upstream's ``BuildQoIndptr``); ``layout_total=device`` is
 
 from __future__ import annotations
 
+import inspect
+import sys
+
 from typing import TYPE_CHECKING, Any
 
 from metadata_builders.audit import launch_memo
@@ -122,6 +125,27 @@ class SGLangBuilder:
     def in_graph(self, state: UpstreamGraph, inputs: VerifyInputs) -> VerifyMetadata:
         """``init_forward_metadata_in_graph``: recorded at capture, then the captured metadata read."""
         return graph.in_graph(self, state, inputs)
+
+    def swa_store_rows(self, state_slot: list[int], positions: list[int], *, ring_rows: int, ring_stride: int,
+                       win: int) -> list[int | None] | None:
+        """Where upstream's own SWA ring store kernel (``store_swa_into_unified``) puts each token: P10 judges the
+        kernel, not only its model (:mod:`.consumers`); None on a release without it."""
+        from metadata_builders.builders.sglang.consumers import swa_store_rows
+
+        return swa_store_rows(state_slot, positions, ring_rows=ring_rows, ring_stride=ring_stride, win=win,
+                              device=self.device)
+
+    def capture_verify_lens(self, graph_num_tokens: int, slots: int, width: int) -> list[int]:
+        """The layout upstream's runner captures a ragged tier with: its own ``build_capture_verify_lens``
+        (``ragged_verify``, 0.5.18+), so a change there is what the captures run on; the harness's model of it on a
+        release without one."""
+        build = getattr(sys.modules[self.upstream.layout_cls.__module__], "build_capture_verify_lens", None)
+        if build is None or not {"num_tokens", "num_slots", "num_draft_tokens"} <= set(
+                inspect.signature(build).parameters):
+            from metadata_builders.tier import capture_verify_lens
+
+            return capture_verify_lens(graph_num_tokens, slots, width)
+        return list(build(num_tokens=graph_num_tokens, num_slots=slots, num_draft_tokens=width))
 
 
 def torch_route(device: str | torch.device = "cpu") -> SGLangBuilder:

@@ -386,6 +386,31 @@ _SPECS: tuple[MutantSpec, ...] = (
         "upstream's store-or-copy (cuda_graph_metadata_of_bucket_and_bs): a key missing at replay silently "
         "stores a new metadata object instead of failing",
     ),
+    MutantSpec(
+        "replay_refreshes_the_last_capture", "HipBuilder.out_graph", "backend-wide state one tier's capture overwrites",
+        "Out-graph work refreshes the state of the tier captured last -- a backend-wide 'current graph state', as a "
+        "backend that keeps one forward_metadata instead of one per key would -- instead of the state stored under "
+        "the replayed tier's key. A runner captures largest first, so the last capture is its smallest tier: a "
+        "replay of any other tier refreshes the smallest tier's buffers (or fails to fit them), while its own "
+        "recording reads its own buffers, still holding the capture's batch. Invisible with one tier per backend.",
+        "        state = graphs[key]\n        layout = verify_extension(",
+        "        state = next(reversed(graphs.values()))  # the tier captured last\n        layout = verify_extension(",
+        "upstream's per-tier store (cuda_graph_metadata_of_bucket_and_bs) exists because the backend's "
+        "forward_metadata is overwritten by every capture; a replay that copies into it lands in the wrong tier",
+    ),
+    MutantSpec(
+        "capture_slots_from_uniform_width", "HipBuilder._new_state", "a capture geometry other than the runner's",
+        "The backend sizes a ragged tier's captured state from the uniform geometry, T // num_draft request rows "
+        "(the runner's SGLANG_TEST_RAGGED_VERIFY_FORCE_UNIFORM_CAPTURE formula), instead of the rows the runner "
+        "captured the tier with (min(T, max_bs) slots): on a compact tier below max_bs * num_draft tokens the "
+        "runner stages more rows than the state holds.",
+        "        rows, tokens, device = inputs.rows, inputs.padded_num_tokens, inputs.seq_lens.device\n",
+        "        rows, tokens, device = inputs.rows, inputs.padded_num_tokens, inputs.seq_lens.device\n"
+        "        if inputs.verify_lens is not None:\n"
+        "            rows = max(1, tokens // inputs.num_draft_tokens)\n",
+        "compact ragged CUDA graphs captured with another request-slot geometry than replay uses (SGLang #34384, "
+        "#39173, PR #39257)",
+    ),
     # -- what the stores do (P10): a mistake the specification shares -----------------------------------
     MutantSpec(
         "last_row_absorbs_the_slack", "pad_verify_lens_to_bucket", "a real row widened to cover the tier",

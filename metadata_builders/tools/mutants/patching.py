@@ -158,6 +158,12 @@ def mutant_builder_class() -> type:
             # Runs once, at capture: a replay re-executes what was recorded, whatever the stage.
             return self._run("in_graph", state, inputs)
 
+        def _new_state(self, inputs: VerifyInputs) -> GraphState:
+            # Called from graph_state and out_graph: a helper method, so only its own mutant replaces it.
+            if self.spec.stage == "HipBuilder._new_state":
+                return self._mutated(self, inputs)
+            return HipBuilder._new_state(self, inputs)
+
         def _run(self, method: str, *args: Any) -> Any:
             if self.spec.stage == f"HipBuilder.{method}":
                 return self._mutated(self, *args)

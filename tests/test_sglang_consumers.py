@@ -1,0 +1,80 @@
+"""P10 judges upstream's own SWA ring store kernel (``store_swa_into_unified``, under the Triton interpreter).
+
+The SGLang builder hands P10 the kernel instead of its model
+(:mod:`metadata_builders.builders.sglang.consumers`): where the kernel stores each
+token is read back from an id-valued pool.  On the released code the kernel stores
+where the model says; a bug planted in a copy of the kernel is red on P10 while
+every metadata field is equal (tests/test_gate_sglang.py plants the same bug
+through the gate).
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import linecache
+import types
+
+import pytest
+
+from metadata_builders import get_builder
+from metadata_builders.errors import PropertyFailure
+from metadata_builders.properties import check_p1_reference
+from metadata_builders.properties.kv import check_p10_kv_state
+from tests._examples import EXAMPLES
+
+pytestmark = pytest.mark.sglang
+
+
+@pytest.fixture(scope="module")
+def sglang():
+    return get_builder("sglang", "cpu")
+
+
+def test_the_builder_brings_upstreams_store_kernel(sglang) -> None:
+    assert sglang.capabilities.store_kernels
+    assert get_builder("hip").swa_store_rows([1], [0], ring_rows=12, ring_stride=6, win=4) is None
+
+
+def test_the_kernel_stores_where_the_ring_formula_says_and_a_negative_position_lands_outside(sglang) -> None:
+    """``slot * stride + pos % stride`` for every position of two rings; a negative position is C's remainder in
+    the kernel (Triton's ``%``): position -3 of slot 0 is row -3, before the ring -- what a draft-extend pad
+    token would store at if its position came from ``positions_casual`` (docs/FINDINGS.md L2)."""
+    assert sglang.swa_store_rows([3] * 6, list(range(8, 14)), ring_rows=48, ring_stride=6, win=4) == [
+        3 * 6 + p % 6 for p in range(8, 14)]
+    # two positions one stride apart share a row: the later store wins, the earlier K is in no row
+    assert sglang.swa_store_rows([3, 3], [1, 7], ring_rows=48, ring_stride=6, win=4) == [None, 19]
+    assert sglang.swa_store_rows([2, 0], [7, -3], ring_rows=18, ring_stride=6, win=4) == [13, -3]
+
+
+def _planted_store(find: str, replace: str):
+    """Upstream's store module with one edit, compiled as a module of its own (its kernels jit under the
+    interpreter as the original's do)."""
+    from metadata_builders.builders.sglang.consumers import STORE_MODULE
+
+    original = importlib.import_module(STORE_MODULE)
+    source = inspect.getsource(original)
+    assert source.count(find) == 1, find
+    planted, filename = source.replace(find, replace), "<planted dsv4_unified_kv_store.py>"
+    # Triton reads a kernel's source through inspect (linecache), so the planted text must be what it finds there.
+    linecache.cache[filename] = (len(planted), None, planted.splitlines(keepends=True), filename)
+    module = types.ModuleType(STORE_MODULE + "_planted")
+    module.__file__ = filename
+    exec(compile(planted, filename, "exec"), module.__dict__)  # noqa: S102
+    return module.store_swa_into_unified
+
+
+def test_a_store_kernel_that_wraps_at_the_window_is_red_on_p10_with_every_field_equal(sglang, monkeypatch) -> None:
+    """ROCm ATOM PR #817's bug moved into the consumer: P1 holds (the metadata is upstream's, unchanged), P10 names
+    the live row the kernel's store lost."""
+    from metadata_builders.builders.sglang import consumers
+
+    batch = EXAMPLES["uniform_eagle_batch_of_three"]
+    assert check_p10_kv_state(sglang, batch) == []
+    planted = _planted_store("    loc = s * ring_stride + (pos % ring_stride)\n", "    loc = s * ring_stride + (pos % win)\n")
+    monkeypatch.setattr(consumers, "_store", lambda: planted)
+    assert not any(isinstance(n, PropertyFailure) for n in check_p1_reference(sglang, batch))  # P1 holds (it raises)
+    with pytest.raises(PropertyFailure) as info:
+        check_p10_kv_state(sglang, batch)
+    assert info.value.check in ("p10.real_writes_other_slot", "p10.oob_write", "p10.live_row_lost"), str(info.value)
+    assert "upstream's store_swa_into_unified" in str(info.value)
