@@ -19,7 +19,6 @@ import pytest
 
 from metadata_builders import get_builder
 from metadata_builders.errors import PropertyFailure
-from metadata_builders.properties import check_p1_reference
 from metadata_builders.properties.kv import check_p10_kv_state
 from tests._examples import EXAMPLES
 
@@ -28,7 +27,12 @@ pytestmark = pytest.mark.sglang
 
 @pytest.fixture(scope="module")
 def sglang():
-    return get_builder("sglang", "cpu")
+    builder = get_builder("sglang", "cpu")
+    from metadata_builders.builders.sglang import consumers
+
+    if consumers._store() is None:
+        pytest.skip(f"the installed release has no store_swa_into_unified in {consumers.STORE_MODULES}: P10 models it")
+    return builder
 
 
 def test_the_builder_brings_upstreams_store_kernel(sglang) -> None:
@@ -50,30 +54,32 @@ def test_the_kernel_stores_where_the_ring_formula_says_and_a_negative_position_l
 def _planted_store(find: str, replace: str):
     """Upstream's store module with one edit, compiled as a module of its own (its kernels jit under the
     interpreter as the original's do)."""
-    from metadata_builders.builders.sglang.consumers import STORE_MODULE
+    from metadata_builders.builders.sglang import consumers
 
-    original = importlib.import_module(STORE_MODULE)
+    original = importlib.import_module(consumers._store().__module__)
     source = inspect.getsource(original)
     assert source.count(find) == 1, find
     planted, filename = source.replace(find, replace), "<planted dsv4_unified_kv_store.py>"
     # Triton reads a kernel's source through inspect (linecache), so the planted text must be what it finds there.
     linecache.cache[filename] = (len(planted), None, planted.splitlines(keepends=True), filename)
-    module = types.ModuleType(STORE_MODULE + "_planted")
+    module = types.ModuleType(original.__name__ + "_planted")
     module.__file__ = filename
     exec(compile(planted, filename, "exec"), module.__dict__)  # noqa: S102
     return module.store_swa_into_unified
 
 
 def test_a_store_kernel_that_wraps_at_the_window_is_red_on_p10_with_every_field_equal(sglang, monkeypatch) -> None:
-    """ROCm ATOM PR #817's bug moved into the consumer: P1 holds (the metadata is upstream's, unchanged), P10 names
-    the live row the kernel's store lost."""
+    """ROCm ATOM PR #817's bug moved into the consumer: every metadata field is what it was (P1 cannot tell), P10
+    names the row the kernel's store put a token in."""
     from metadata_builders.builders.sglang import consumers
 
     batch = EXAMPLES["uniform_eagle_batch_of_three"]
-    assert check_p10_kv_state(sglang, batch) == []
+    assert not [n for n in check_p10_kv_state(sglang, batch) if "cannot express" not in n]
+    variants = sglang.variants_supported(batch)
+    before = [sglang.build(batch, v).fields for v in variants]
     planted = _planted_store("    loc = s * ring_stride + (pos % ring_stride)\n", "    loc = s * ring_stride + (pos % win)\n")
     monkeypatch.setattr(consumers, "_store", lambda: planted)
-    assert not any(isinstance(n, PropertyFailure) for n in check_p1_reference(sglang, batch))  # P1 holds (it raises)
+    assert [sglang.build(batch, v).fields for v in variants] == before  # every metadata field equal
     with pytest.raises(PropertyFailure) as info:
         check_p10_kv_state(sglang, batch)
     assert info.value.check in ("p10.real_writes_other_slot", "p10.oob_write", "p10.live_row_lost"), str(info.value)

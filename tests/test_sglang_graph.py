@@ -146,6 +146,11 @@ def test_replays_keep_the_captured_swa_loc_f14(sglang) -> None:
         check_p5_graph_vs_eager(sglang, batch)
     failure = info.value
     assert failure.field == "swa_loc" and known_finding(failure, batch) == "F14", str(failure)
+    from metadata_builders.properties.runner import check_runner_replays
+
+    with pytest.raises(PropertyFailure) as info:  # the runner half sees the same stale swa_loc: the same finding
+        check_runner_replays(sglang, batch)
+    assert info.value.check == "p5.runner_replay_vs_fresh" and known_finding(info.value, batch) == "F14", str(info.value)
 
 
 # -- graph-replay regressions planted in upstream's raw-verify path -----------------------------------

@@ -137,7 +137,8 @@ def _cap_changes_padding(batch: VerifyBatch) -> bool:
 
 def _f14(seen: Seen, batch: VerifyBatch) -> bool:
     # 0.5.18/0.5.19 rebind swa_loc at replay while the graph reads the captured one (eager out-graph path).
-    return seen.field == "swa_loc" and seen.check == "p5.replay_vs_fresh" and \
+    # P5's runner half replays the same way (several tiers on one backend): the same finding.
+    return seen.field == "swa_loc" and seen.check in ("p5.replay_vs_fresh", "p5.runner_replay_vs_fresh") and \
         _installed_release_lacks("replay_copies_swa_loc")
 
 

@@ -26,18 +26,25 @@ from __future__ import annotations
 import importlib
 from typing import Any, Sequence
 
-__all__ = ["MAX_POOL_ROWS", "STORE_MODULE", "swa_store_rows"]
+__all__ = ["MAX_POOL_ROWS", "STORE_MODULE", "STORE_MODULES", "swa_store_rows"]
 
-STORE_MODULE = "sglang.kernels.ops.kvcache.dsv4_unified_kv_store"
-"""Where upstream keeps ``store_swa_into_unified`` (0.5.18-0.5.23)."""
+STORE_MODULES = ("sglang.kernels.ops.kvcache.dsv4_unified_kv_store",
+                 "sglang.kernels.ops.attention.dsv4.unified_kv_kernels.runtime")
+"""Where upstream keeps ``store_swa_into_unified``: its own module in 0.5.23, the unified-KV runtime in 0.5.18
+(the same keyword signature); the first that has it is run."""
+STORE_MODULE = STORE_MODULES[0]
 
 
 def _store() -> Any:
-    try:
-        module = importlib.import_module(STORE_MODULE)
-    except ImportError:
-        return None
-    return getattr(module, "store_swa_into_unified", None)
+    for name in STORE_MODULES:
+        try:
+            module = importlib.import_module(name)
+        except ImportError:
+            continue
+        store = getattr(module, "store_swa_into_unified", None)
+        if store is not None:
+            return store
+    return None
 
 
 MAX_POOL_ROWS = 1 << 20
