@@ -84,3 +84,16 @@ def test_a_store_kernel_that_wraps_at_the_window_is_red_on_p10_with_every_field_
         check_p10_kv_state(sglang, batch)
     assert info.value.check in ("p10.real_writes_other_slot", "p10.oob_write", "p10.live_row_lost"), str(info.value)
     assert "upstream's store_swa_into_unified" in str(info.value)
+
+
+def test_the_picture_of_a_store_kernel_bug_names_the_store(sglang, monkeypatch) -> None:
+    """The failure's picture judges the kernel as P10 does: red on the KV stores, never 'metadata agrees'."""
+    from metadata_builders.builders.sglang import consumers
+    from metadata_builders.render import analyse
+
+    batch = EXAMPLES["uniform_eagle_batch_of_three"]
+    planted = _planted_store("    loc = s * ring_stride + (pos % ring_stride)\n", "    loc = s * ring_stride + (pos % win)\n")
+    monkeypatch.setattr(consumers, "_store", lambda: planted)
+    analysis = analyse(batch, builder=sglang)
+    assert any(n.startswith("KV p10.") and "store_swa_into_unified" in n for n in analysis.notes), analysis.notes
+    assert "KV stores or reads broken" in analysis.verdict, analysis.verdict

@@ -166,7 +166,9 @@ def analyse(
         compare_builds(collector, labels, expected, built)
     syncs = _sync_breaks(clean, labels, built, padding)
     notes += syncs
-    stores = [] if on.startswith("meta") else _store_breaks(clean, labels, built, padding)
+    kernel = builder.swa_store_rows if isinstance(builder, AuditedBuilder) and builder.capabilities.store_kernels \
+        else None
+    stores = [] if on.startswith("meta") else _store_breaks(clean, labels, built, padding, kernel)
     notes += stores
     faults = _faults(builder, reference, batch, labels, notes) if _diverges(batch) else []
     if batch.divergence is not None and getattr(batch.divergence, "seq_lens_cpu", None) is not None:
@@ -297,8 +299,9 @@ def _sync_breaks(batch: VerifyBatch, labels: dict[Variant, str], built: dict[Var
 
 
 def _store_breaks(batch: VerifyBatch, labels: dict[Variant, str], built: dict[Variant, Any],
-                  padding: Padding) -> list[str]:
-    """One note per kind of KV store or read a build's metadata gets wrong (P10): the store, the row, its holder."""
+                  padding: Padding, kernel: Any = None) -> list[str]:
+    """One note per kind of KV store or read a build's metadata gets wrong (P10): the store, the row, its holder;
+    ``kernel``: the builder's own store kernel, judged as P10 judges it (a consumer bug with every field equal)."""
     from metadata_builders.errors import PropertyFailure
     from metadata_builders.properties.kv import judge_build, p10_applies
 
@@ -309,7 +312,7 @@ def _store_breaks(batch: VerifyBatch, labels: dict[Variant, str], built: dict[Va
         if md is None:
             continue
         try:
-            judge_build(v, batch, md.fields, padding)
+            judge_build(v, batch, md.fields, padding, kernel)
         except PropertyFailure as failure:
             groups.setdefault(f"{failure.check}: {failure.message}", []).append(labels[v])
     return _grouped("KV", groups)
