@@ -133,7 +133,7 @@ def test_a_property_failure_reads_as_check_prints_it(pytester: pytest.Pytester) 
         from metadata_builders import batches_for
         from metadata_builders.properties import check_p4_gate
 
-        @settings(max_examples=30, deadline=None, database=None)
+        @settings(max_examples=30, deadline=None, database=None, derandomize=True)
         @given(batch=batches_for("P4"))
         def test_keeps_the_dspark_gate(builder, batch):
             check_p4_gate(builder, batch)
