@@ -167,7 +167,7 @@ def swa_stores(fields: dict[str, Any], tokens: list[Token], ring: Ring,
     its guard never skips); a real token's position is the batch's, a padding token's
     is the runner's and not in the metadata, so it is modelled for real tokens only.
     ``kernel``: upstream's own fp8 store where the builder runs it
-    (``swa_store_rows(state_slot, positions, ring_rows=, ring_stride=, win=)``, the
+    (``swa_store_rows(state_slot, positions, ring_stride=, win=)``, the
     row each token landed in): then the kernel's rows, not the formula's, are judged.
     """
     stores: dict[str, list[Store]] = {}
@@ -177,7 +177,7 @@ def swa_stores(fields: dict[str, Any], tokens: list[Token], ring: Ring,
     if "verify_store_state_slot" in fields and kernel is not None:
         real = [tok for tok in tokens if tok.real]
         slots = [int(fields["verify_store_state_slot"][tok.index]) for tok in real]
-        rows = kernel(slots, [tok.position for tok in real], ring_rows=ring.rows, ring_stride=ring.stride,
+        rows = kernel(slots, [tok.position for tok in real], ring_stride=ring.stride,
                       win=ring.batch.geometry.unified_swa_window)
         if rows is not None:
             stores["fp8 store (upstream's store_swa_into_unified on verify_store_state_slot)"] = [

@@ -37,18 +37,18 @@ def sglang():
 
 def test_the_builder_brings_upstreams_store_kernel(sglang) -> None:
     assert sglang.capabilities.store_kernels
-    assert get_builder("hip").swa_store_rows([1], [0], ring_rows=12, ring_stride=6, win=4) is None
+    assert get_builder("hip").swa_store_rows([1], [0], ring_stride=6, win=4) is None
 
 
 def test_the_kernel_stores_where_the_ring_formula_says_and_a_negative_position_lands_outside(sglang) -> None:
     """``slot * stride + pos % stride`` for every position of two rings; a negative position is C's remainder in
     the kernel (Triton's ``%``): position -3 of slot 0 is row -3, before the ring -- what a draft-extend pad
     token would store at if its position came from ``positions_casual`` (docs/FINDINGS.md L2)."""
-    assert sglang.swa_store_rows([3] * 6, list(range(8, 14)), ring_rows=48, ring_stride=6, win=4) == [
+    assert sglang.swa_store_rows([3] * 6, list(range(8, 14)), ring_stride=6, win=4) == [
         3 * 6 + p % 6 for p in range(8, 14)]
     # two positions one stride apart share a row: the later store wins, the earlier K is in no row
-    assert sglang.swa_store_rows([3, 3], [1, 7], ring_rows=48, ring_stride=6, win=4) == [None, 19]
-    assert sglang.swa_store_rows([2, 0], [7, -3], ring_rows=18, ring_stride=6, win=4) == [13, -3]
+    assert sglang.swa_store_rows([3, 3], [1, 7], ring_stride=6, win=4) == [None, 19]
+    assert sglang.swa_store_rows([2, 0], [7, -3], ring_stride=6, win=4) == [13, -3]
 
 
 def _planted_store(find: str, replace: str):

@@ -161,13 +161,11 @@ class AuditedBuilder:
         """The variants the builder can express, when it says (None: all of them)."""
         return list(self.inner.variants_supported(batch)) if self.capabilities.expresses else None
 
-    def swa_store_rows(self, state_slot: list[int], positions: list[int], *, ring_rows: int, ring_stride: int,
-                       win: int) -> list[int | None] | None:
+    def swa_store_rows(self, state_slot: list[int], positions: list[int], *, ring_stride: int, win: int) -> list[int | None] | None:
         """Where the builder's own SWA ring store kernel stores each token (None: it brings none, P10 models it)."""
         if not self.capabilities.store_kernels:
             return None
-        return self.inner.swa_store_rows(state_slot, positions, ring_rows=ring_rows, ring_stride=ring_stride,
-                                         win=win)
+        return self.inner.swa_store_rows(state_slot, positions, ring_stride=ring_stride, win=win)
 
     def capture_verify_lens(self, graph_num_tokens: int, slots: int, width: int) -> list[int]:
         """The verify lengths its graph runner captures a ragged tier with: the builder's own (upstream's runner

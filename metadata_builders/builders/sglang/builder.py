@@ -126,13 +126,12 @@ class SGLangBuilder:
         """``init_forward_metadata_in_graph``: recorded at capture, then the captured metadata read."""
         return graph.in_graph(self, state, inputs)
 
-    def swa_store_rows(self, state_slot: list[int], positions: list[int], *, ring_rows: int, ring_stride: int,
-                       win: int) -> list[int | None] | None:
+    def swa_store_rows(self, state_slot: list[int], positions: list[int], *, ring_stride: int, win: int) -> list[int | None] | None:
         """Where upstream's own SWA ring store kernel (``store_swa_into_unified``) puts each token: P10 judges the
         kernel, not only its model (:mod:`.consumers`); None on a release without it."""
         from metadata_builders.builders.sglang.consumers import swa_store_rows
 
-        return swa_store_rows(state_slot, positions, ring_rows=ring_rows, ring_stride=ring_stride, win=win,
+        return swa_store_rows(state_slot, positions, ring_stride=ring_stride, win=win,
                               device=self.device)
 
     def capture_verify_lens(self, graph_num_tokens: int, slots: int, width: int) -> list[int]:

@@ -26,13 +26,12 @@ from __future__ import annotations
 import importlib
 from typing import Any, Sequence
 
-__all__ = ["MAX_POOL_ROWS", "STORE_MODULE", "STORE_MODULES", "swa_store_rows"]
+__all__ = ["MAX_POOL_ROWS", "STORE_MODULES", "swa_store_rows"]
 
 STORE_MODULES = ("sglang.kernels.ops.kvcache.dsv4_unified_kv_store",
                  "sglang.kernels.ops.attention.dsv4.unified_kv_kernels.runtime")
 """Where upstream keeps ``store_swa_into_unified``: its own module in 0.5.23, the unified-KV runtime in 0.5.18
 (the same keyword signature); the first that has it is run."""
-STORE_MODULE = STORE_MODULES[0]
 
 
 def _store() -> Any:
@@ -52,8 +51,8 @@ MAX_POOL_ROWS = 1 << 20
 judged on P10's model instead)."""
 
 
-def swa_store_rows(state_slot: Sequence[int], positions: Sequence[int], *, ring_rows: int, ring_stride: int,
-                   win: int, device: Any = "cpu") -> list[int | None] | None:
+def swa_store_rows(state_slot: Sequence[int], positions: Sequence[int], *, ring_stride: int, win: int,
+                   device: Any = "cpu") -> list[int | None] | None:
     """Where upstream's ``store_swa_into_unified`` stores each token (a row of the ring, possibly outside it), None
     for a token whose K the kernel left nowhere; None when the release has no such kernel or the ring is too large.
 
