@@ -25,7 +25,8 @@ from metadata_builders.devices import DEVICE_HELP, usable_device
 from metadata_builders.errors import MetadataBuildersError, UsageError
 from metadata_builders.properties import PROPERTIES, PropertySpec
 from metadata_builders.reference import expected_faults, expected_host_syncs, verify_extension
-from metadata_builders.runs.report import format_table, replay_command, runner_line, write_junit, write_replay_file
+from metadata_builders.runs.report import (format_table, replay_command, runner_line, stores_line, write_junit,
+                                           write_replay_file)
 from metadata_builders.tools import bench, mutants, power
 from metadata_builders.variants import divergence_applies, variants_for
 from metadata_builders.runs.check_runs import check_settings, resolve_workers, run_check_in_workers, run_in_order
@@ -167,8 +168,10 @@ def _check_one(args: argparse.Namespace, family: str) -> int:
     _out()
     _out(format_table(["property", "what", "examples", "failures", "time", "result"], rows))
     if builds:
-        _out(functools.reduce(lambda a, b: a.combine(b), builds).line())
-    for line in filter(None, map(runner_line, runs)):
+        seen = functools.reduce(lambda a, b: a.combine(b), builds)
+        _out(seen.line())
+        _out(seen.entries_line())
+    for line in filter(None, [*map(runner_line, runs), *map(stores_line, runs)]):
         _out(line)
     if args.show_coverage:
         _out()

@@ -154,6 +154,8 @@ class Store:
     """The ring row written; None: the consumer's kernel left the token's K nowhere (dropped or overwritten)."""
     field: str
     """The metadata field the row comes from (``swa_loc``, ``verify_store_state_slot``)."""
+    by_kernel: bool = False
+    """The row is where the builder's own store kernel put the token (else the harness's model of the consumer)."""
 
 
 def swa_stores(fields: dict[str, Any], tokens: list[Token], ring: Ring,
@@ -181,7 +183,7 @@ def swa_stores(fields: dict[str, Any], tokens: list[Token], ring: Ring,
                       win=ring.batch.geometry.unified_swa_window)
         if rows is not None:
             stores["fp8 store (upstream's store_swa_into_unified on verify_store_state_slot)"] = [
-                Store(tok, row, "verify_store_state_slot") for tok, row in zip(real, rows)]
+                Store(tok, row, "verify_store_state_slot", by_kernel=True) for tok, row in zip(real, rows)]
             return stores
     if "verify_store_state_slot" in fields:
         stores["fp8 store (verify_store_state_slot)"] = [

@@ -227,3 +227,24 @@ def test_compressed_pools_it_cannot_address_are_said_not_judged() -> None:
     assert notes and all(getattr(n, "about", None) == "observability" and "compressed pools not judged" in n
                          for n in notes)
     assert check_p10_kv_state(get_builder("hip"), batch) == []
+
+
+def test_p10_says_whether_it_judged_a_store_kernel_of_the_builders_or_the_harness_model() -> None:
+    """A held P10 names what it judged the fp8 store by: ``hip`` brings no store kernel, so the model (the SGLang
+    builder's kernel is counted in tests/test_sglang_consumers.py); no collector open, nothing counted."""
+    from types import SimpleNamespace
+
+    from metadata_builders.properties import collecting_tallies
+    from metadata_builders.runs.report import stores_line
+
+    batch = dataclasses.replace(make_batch([5, 6], [1, 2], 3), geometry=STREAMS)
+    hip = get_builder("hip")
+    with collecting_tallies() as counts:
+        assert check_p10_kv_state(hip, batch) == []
+    assert counts[("P10 stores", "model")] > 0 and counts[("P10 stores", "kernel")] == 0, counts
+    assert counts[("P10 stores", "kernel_declined")] == 0, counts
+    line = stores_line(SimpleNamespace(spec=SimpleNamespace(name="P10"), tallies=counts))
+    assert line == (f"P10 stores: the fp8 SWA store of {counts[('P10 stores', 'model')]} builds judged, 0 through the "
+                    f"builder's own store kernel, {counts[('P10 stores', 'model')]} through the harness's model of it "
+                    "(the builder brings no store kernel)"), line
+    assert stores_line(SimpleNamespace(spec=SimpleNamespace(name="P10"), tallies={})) is None

@@ -366,6 +366,64 @@ def test_planted_bug_dropping_the_verify_extension_fails_p1(sglang, upstream, mo
     assert (info.value.prop, info.value.field) == ("P1", "page_table")
 
 
+def _dispatcher(upstream) -> str:
+    """Where upstream's eager dispatcher chooses ``max_seq_len``: ``_build_forward_metadata`` (0.5.22+), before it
+    ``init_forward_metadata`` itself."""
+    return "_build_forward_metadata" if hasattr(upstream.backend_cls, "_build_forward_metadata") else \
+        "init_forward_metadata"
+
+
+def test_eager_builds_go_through_upstreams_dispatcher_where_its_step_would(sglang, upstream, monkeypatch) -> None:
+    """``init_forward_metadata(forward_batch)`` runs for every eager build of the public entry point with the
+    dispatcher's own mirror (a host tensor, or 0.5.22+ none); the gate recipes (``..._old``), ``mirror=tolist``
+    and the graph path call what they always called."""
+    calls: list = []
+    dispatch = upstream.backend_cls.init_forward_metadata
+
+    def counted(self, forward_batch):
+        calls.append(forward_batch)
+        return dispatch(self, forward_batch)
+
+    monkeypatch.setattr(upstream.backend_cls, "init_forward_metadata", counted)
+    caps = upstream.capabilities
+    through = []
+    upstream_page = Geometry()  # page 256; the dispatcher asserts page_size % 128 == 0
+    batches = [make_batch([7, 3], [1, 2], 2, is_dspark=dspark) for dspark in (False, True)]
+    batches.append(make_batch([7, 3], [1, 2], 3, verify_lens=[3, 1]))
+    for batch in batches:
+        batch = batch.replace(geometry=upstream_page)
+        for variant in sglang.variants_supported(batch):
+            calls.clear()
+            sglang.build(batch, variant)
+            public = variant.gate == "dspark" or not caps.exact_token_map
+            expected = variant.path == "eager" and public and variant.mirror in ("host", "device")
+            assert len(calls) == expected, variant
+            if calls:
+                through.append(variant)
+                mirror = calls[0].seq_lens_cpu
+                assert (mirror is None) == (variant.mirror == "device"), variant
+    assert through, "no variant went through the dispatcher"
+    small_page = make_batch([7, 3], [1, 2], 2)  # page 4: upstream's dispatcher would assert; the direct call
+    calls.clear()
+    sglang.build(small_page, sglang.variants_supported(small_page)[0])
+    assert not calls
+
+
+def test_planted_bug_in_the_dispatchers_max_seq_len_fails_p1(sglang, upstream, monkeypatch) -> None:
+    """The dispatcher's ``max_seq_len`` taken from the batch's last request (as if batches were sorted): the page
+    table is cut at the last request's length. Only the dispatcher chooses it, so only an eager build through it
+    sees the bug."""
+    if not upstream.capabilities.exact_token_map:
+        pytest.skip(f"SGLang {upstream.release}: F5 (max_seq_len not extended by the verify tokens) is red already")
+    batch = make_batch([7, 3], [1, 2], 2, is_dspark=True).replace(geometry=Geometry())  # public entry, any release
+    check_p1_reference(sglang, batch)
+    _plant(monkeypatch, upstream, _dispatcher(upstream), "max_seq_len = int(seq_lens_cpu.max().item())",
+           "max_seq_len = int(seq_lens_cpu[-1].item())")
+    with pytest.raises(PropertyFailure) as info:
+        check_p1_reference(sglang, batch)
+    assert info.value.prop == "P1" and info.value.variant.startswith("eager/mirror=host"), info.value
+
+
 def test_planted_bug_updating_seq_lens_in_place_fails_p8(sglang, upstream, monkeypatch) -> None:
     """``seq_lens += draft`` writes into the caller's tensor (the classic graph-replay bug): P8 fails."""
     batch = EXAMPLES["single_request"]

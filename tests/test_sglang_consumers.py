@@ -86,6 +86,23 @@ def test_a_store_kernel_that_wraps_at_the_window_is_red_on_p10_with_every_field_
     assert "upstream's store_swa_into_unified" in str(info.value)
 
 
+def test_p10_counts_the_builds_it_judged_through_upstreams_store_kernel(sglang, monkeypatch) -> None:
+    """Every build's fp8 store judged through the kernel; where the kernel declines (a pool over its guard), the
+    model, counted as such: a held P10 says which it judged."""
+    from metadata_builders.builders.sglang import consumers
+    from metadata_builders.properties import collecting_tallies
+
+    batch = EXAMPLES["uniform_eagle_batch_of_three"]
+    with collecting_tallies() as counts:
+        check_p10_kv_state(sglang, batch)
+    assert counts[("P10 stores", "kernel")] > 0 and counts[("P10 stores", "model")] == 0, counts
+    monkeypatch.setattr(consumers, "MAX_POOL_ROWS", 0)
+    with collecting_tallies() as counts:
+        check_p10_kv_state(sglang, batch)
+    assert counts[("P10 stores", "kernel")] == 0, counts
+    assert counts[("P10 stores", "model")] == counts[("P10 stores", "kernel_declined")] > 0, counts
+
+
 def test_the_picture_of_a_store_kernel_bug_names_the_store(sglang, monkeypatch) -> None:
     """The failure's picture judges the kernel as P10 does: red on the KV stores, never 'metadata agrees'."""
     from metadata_builders.builders.sglang import consumers

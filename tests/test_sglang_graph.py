@@ -258,7 +258,7 @@ def test_a_graph_replay_regression_in_upstream_fails_through_the_recorder(sglang
     else:
         batch = make_batch([5, 3, 7], [2, 1, 3], 2, graph=GraphTier(4, 8), is_dspark=True)
     spec = next(p for p in PROPERTIES if p.name == plant.prop)
-    assert verdict(spec, sglang, batch).status == "held"
+    assert verdict(spec, sglang, batch).status in ("held", "partial")  # partial: a release without some variant
     owner = up.backend_cls if plant.owner == "backend_cls" else getattr(up.backend_module, plant.owner)
     monkeypatch.setattr(owner, plant.method, _planted(owner, plant))
     result = verdict(spec, sglang, batch)

@@ -13,7 +13,7 @@ from typing import Any, Callable
 from metadata_builders.kv_state import (Ring, Store, Token, compressed_row, layout_tokens, paged_tables, ring_unfit,
                                         swa_stores)
 from metadata_builders.batch import VerifyBatch
-from metadata_builders.properties._common import Partial, _clean, _fail, _padding, _variants
+from metadata_builders.properties._common import Partial, _clean, _fail, _padding, _variants, tally
 from metadata_builders.variants import Variant
 
 __all__ = ["check_p10_kv_state", "judge_build", "p10_applies"]
@@ -58,6 +58,9 @@ def judge_build(variant: Variant, batch: VerifyBatch, fields: dict[str, Any], pa
     tokens = layout_tokens(batch, variant.path == "graph", padding)  # type: ignore[arg-type]
     stores = swa_stores(fields, tokens, ring, kernel)
     for consumer, writes in stores.items():
+        if writes and writes[0].field == "verify_store_state_slot":  # say whether the kernel or the model was judged
+            tally("P10 stores", **({"kernel": 1} if writes[0].by_kernel else
+                                   {"model": 1, "kernel_declined": int(kernel is not None)}))
         _judge(variant, ring, tokens, consumer, writes, fields)
     unpaged = _compressed(variant, batch, tokens, fields)
     if not stores:

@@ -11,7 +11,7 @@ from typing import Any, Iterable, Sequence
 from metadata_builders.batch import VerifyBatch
 from metadata_builders.errors import PropertyFailure
 
-__all__ = ["format_table", "replay_command", "runner_line", "write_junit", "write_replay_file"]
+__all__ = ["format_table", "replay_command", "runner_line", "stores_line", "write_junit", "write_replay_file"]
 
 
 def format_table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
@@ -107,3 +107,20 @@ def runner_line(run: Any) -> str | None:
     return (f"{run.spec.name} runner: {tiers} tiers captured on {runners} backends ({tiers / runners:.1f} each, "
             f"largest first), {tally.get('keys', 0)} keys; {tally.get('shared_bs', 0)} backends had tiers sharing bs; "
             f"{tally.get('replays', 0)} replays interleaved")
+
+
+def stores_line(run: Any) -> str | None:
+    """How P10 judged the fp8 SWA ring store over the run: through the builder's own store kernel, or the harness's
+    model of it (None when P10 judged no such store).  A held P10 says which it was."""
+    tally = {k: v for (what, k), v in run.tallies.items() if what == "P10 stores"}
+    kernel, model = tally.get("kernel", 0), tally.get("model", 0)
+    if not kernel + model:
+        return None
+    line = (f"{run.spec.name} stores: the fp8 SWA store of {kernel + model} builds judged, {kernel} through the "
+            "builder's own store kernel")
+    if model:
+        declined = tally.get("kernel_declined", 0)
+        why = (f"{declined} where its kernel could not run (no store module in the release, or a pool over its "
+               "size guard)" if declined else "the builder brings no store kernel")
+        line += f", {model} through the harness's model of it ({why})"
+    return line

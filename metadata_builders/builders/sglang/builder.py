@@ -54,7 +54,7 @@ if TYPE_CHECKING:
     from metadata_builders.builders.sglang.releases import Upstream
     from metadata_builders.variants import Variant
 
-__all__ = ["SGLangBuilder", "target_verify", "torch_route"]
+__all__ = ["SGLangBuilder", "target_verify", "through_dispatcher", "torch_route"]
 
 def _is_cpu(device: Any) -> bool:
     import torch
@@ -168,22 +168,43 @@ def target_verify(up: Upstream, inputs: VerifyInputs, device: Any) -> VerifyMeta
     if inputs.verify_lens is None and variant.mirror == "tolist":
         # The pre-fix caller: no host mirror kept, so read it back (one D2H sync).
         seq_lens_cpu = inputs.seq_lens.tolist()
-    md = getattr(backend, entry)(
-        max_seq_len=inputs.max_seq_len,
-        req_pool_indices=inputs.req_pool_indices,
-        seq_lens=inputs.seq_lens,
-        seq_lens_cpu=seq_lens_cpu,
-        out_cache_loc=inputs.out_cache_loc,
-        use_prefill_cuda_graph=variant.path == "graph",
-        ragged_layout=ragged_layout(up, inputs),
-    )
-    if not hasattr(md, "core_attn_metadata"):
-        # DSpark's uniform graph build defers to the replay (DSV4RawVerifyMetadata).
-        md = backend.make_forward_metadata_from_raw_verify(md)
-    compression = inputs.geometry.compression
-    if variant.path == "eager" and up.capabilities.low_ratios and compression is not None and compression.low_ratios:
-        md = graph.eager_in_graph(up, backend, md, inputs)  # as the dispatcher does next (issue 28, item 4)
+    if through_dispatcher(up, inputs, entry):
+        entry = "init_forward_metadata"
+        md = graph.dispatched(up, backend, inputs)
+    else:
+        md = getattr(backend, entry)(
+            max_seq_len=inputs.max_seq_len,
+            req_pool_indices=inputs.req_pool_indices,
+            seq_lens=inputs.seq_lens,
+            seq_lens_cpu=seq_lens_cpu,
+            out_cache_loc=inputs.out_cache_loc,
+            use_prefill_cuda_graph=variant.path == "graph",
+            ragged_layout=ragged_layout(up, inputs),
+        )
+        if not hasattr(md, "core_attn_metadata"):
+            # DSpark's uniform graph build defers to the replay (DSV4RawVerifyMetadata).
+            md = backend.make_forward_metadata_from_raw_verify(md)
+        compression = inputs.geometry.compression
+        if variant.path == "eager" and up.capabilities.low_ratios and compression is not None and compression.low_ratios:
+            md = graph.eager_in_graph(up, backend, md, inputs)  # what the dispatcher runs after the entry point
     missing = unobservable(inputs.geometry, up.capabilities.low_ratios)
     metadata = read(md, seen, inputs.geometry, missing if inputs.geometry.compression is not None else None)
-    record(md, metadata.fields, {**missing, **streams_unobservable(inputs.geometry, metadata.not_observable)})
+    record(md, metadata.fields, {**missing, **streams_unobservable(inputs.geometry, metadata.not_observable)},
+           entry=entry)
     return metadata
+
+
+def through_dispatcher(up: Upstream, inputs: VerifyInputs, entry: str) -> bool:
+    """Whether an eager build goes through upstream's own dispatcher, ``init_forward_metadata(forward_batch)``.
+
+    It does where upstream's eager step would: the public entry point (the gate
+    recipes call ``..._old``, which the dispatcher never calls), a host mirror or,
+    0.5.22+, none (the dispatcher then reads ``spec_info.candidate_max_seq_len_upper_bound``;
+    before, it asserts a mirror), and ``page_size % 128 == 0`` (the dispatcher asserts
+    it).  ``mirror="tolist"`` is the pre-fix caller that read a mirror back itself:
+    not the dispatcher's code, so it keeps the direct call.
+    """
+    mirror = inputs.variant.mirror
+    return (inputs.graph is None and entry == "init_forward_metadata_target_verify"
+            and inputs.geometry.page_size % 128 == 0
+            and (mirror == "host" or (mirror == "device" and up.capabilities.mirrorless)))

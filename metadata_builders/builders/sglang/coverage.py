@@ -86,6 +86,9 @@ class Coverage:
     """Those whose harness fields the build reported."""
     not_observable: Mapping[str, str] = field(default_factory=dict)
     """The rest: upstream field -> why."""
+    entries: Mapping[str, int] = field(default_factory=dict)
+    """Eager builds by the upstream function the adapter called: ``init_forward_metadata`` (the dispatcher, as
+    upstream's step runs it) or an entry point directly (:func:`~.builder.through_dispatcher` says when)."""
 
     def combine(self, other: Coverage) -> Coverage:
         """Over two builds (e.g. a run's batches): produced by either, judged by either; the rest not observable."""
@@ -93,7 +96,20 @@ class Coverage:
         judged = set(self.judged) | set(other.judged)
         reasons = {**other.not_observable, **self.not_observable}
         missing = {n: reasons[n] for n in produced if n not in judged}
-        return Coverage(produced, tuple(n for n in produced if n in judged), missing)
+        entries = dict(self.entries)
+        for name, count in other.entries.items():
+            entries[name] = entries.get(name, 0) + count
+        return Coverage(produced, tuple(n for n in produced if n in judged), missing, entries)
+
+    def entries_line(self) -> str:
+        """``eager builds: N through the dispatcher (init_forward_metadata), M direct: entry (k), ...``."""
+        total = sum(self.entries.values())
+        through = self.entries.get(DISPATCHER, 0)
+        direct = ", ".join(f"{_short_entry(name)} {count}" for name, count in sorted(self.entries.items())
+                           if name != DISPATCHER)
+        line = f"eager builds: {total}, {through} through upstream's dispatcher ({DISPATCHER})"
+        return line + (f"; called directly: {direct} (the gate recipes, mirror=tolist, a page not a multiple of "
+                       f"128, or no mirror before 0.5.22)" if direct else "")
 
     def line(self) -> str:
         """``coverage: J judged / P produced by upstream; not observable N: name (why), ...``."""
@@ -105,6 +121,13 @@ class Coverage:
             by_why.setdefault(why, []).append(_short(name))
         parts = [f"{', '.join(names)} ({why})" for why, names in by_why.items()]
         return f"{head}; not observable {len(self.not_observable)}: " + "; ".join(parts)
+
+
+DISPATCHER = "init_forward_metadata"
+
+
+def _short_entry(name: str) -> str:
+    return name.removeprefix("init_forward_metadata_")
 
 
 def _short(name: str) -> str:
@@ -179,11 +202,12 @@ def recording() -> Iterator[list[Coverage]]:
             sinks.remove(sink)
 
 
-def record(md: Any, reported: Iterable[str], why_missing: Mapping[str, str]) -> None:
-    """Called by each build: hands its coverage to every open :func:`recording` (nothing when none is)."""
+def record(md: Any, reported: Iterable[str], why_missing: Mapping[str, str], *, entry: str) -> None:
+    """Called by each build: hands its coverage, and the upstream function ``entry`` it called, to every open
+    :func:`recording` (nothing when none is)."""
     if not _SINKS:
         return
-    cov = coverage(md, reported, why_missing)
+    cov = dataclasses.replace(coverage(md, reported, why_missing), entries={entry: 1})
     with _LOCK:
         for sink in _SINKS:
             sink.append(cov)

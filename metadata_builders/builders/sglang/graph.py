@@ -66,7 +66,7 @@ if TYPE_CHECKING:
     from metadata_builders.harness.inputs import VerifyInputs
     from metadata_builders.metadata import VerifyMetadata
 
-__all__ = ["UpstreamGraph", "eager_in_graph", "graph_state", "in_graph", "out_graph"]
+__all__ = ["UpstreamGraph", "dispatched", "eager_in_graph", "graph_state", "in_graph", "out_graph"]
 
 Builder = Any
 """An :class:`~.builder.SGLangBuilder` (its ``upstream``, ``device`` and ``kernels``): it calls these phases."""
@@ -205,6 +205,48 @@ def eager_in_graph(up: Any, backend: Any, md: Any, inputs: VerifyInputs) -> Any:
     positions = md.core_attn_metadata.positions_casual.to(torch.int64)
     backend.init_forward_metadata_in_graph(_verify_forward_batch(up, inputs, positions))
     return backend.forward_metadata
+
+
+def dispatched(up: Any, backend: Any, inputs: VerifyInputs) -> Any:
+    """An eager build as upstream's step runs it: ``init_forward_metadata(forward_batch)``, the dispatcher.
+
+    The dispatcher chooses ``max_seq_len`` itself (the mirror's maximum, or
+    0.5.22+ without one ``spec_info.candidate_max_seq_len_upper_bound``, which the
+    overlap scheduler sets: the harness's ``max_seq_len``), calls the target-verify
+    entry point with the ragged layout riding ``spec_info``, then runs the in-graph
+    block (``init_forward_metadata_in_graph``: V4.1's token -> request map, the SWA
+    store's translated ``out_cache_loc``).  The forward batch's positions are the
+    spec worker's (``seq_lens + j`` per real token), computed on the device
+    without a sync.
+    """
+    import torch
+
+    _graph_attributes(backend, inputs)
+    backend.mtp_enabled = True  # the target worker of an MTP step; only an idle batch returns early
+    backend.enable_decoder_swa_bounded_replay = False  # 0.5.22+: the late-layer tail is for extend batches only
+    backend.req_to_token_pool = SimpleNamespace(req_to_token=backend.req_to_token)  # the dispatcher asserts they agree
+    mirror = None if inputs.seq_lens_cpu is None else torch.tensor(inputs.seq_lens_cpu, dtype=torch.int64)
+    batch = _verify_forward_batch(up, inputs, _spec_positions(inputs), seq_lens_cpu=mirror, extend_seq_lens=None,
+                                  encoder_swa_replay=False)
+    batch.spec_info.candidate_max_seq_len_upper_bound = inputs.max_seq_len
+    backend.init_forward_metadata(batch)
+    return backend.forward_metadata
+
+
+def _spec_positions(inputs: VerifyInputs) -> torch.Tensor:
+    """The real tokens' positions as the spec worker stages them: ``seq_lens[r] + j`` for ``j < verify_len[r]``."""
+    import torch
+
+    tokens = inputs.padded_num_tokens
+    seq_lens = inputs.seq_lens.to(torch.int64)
+    if inputs.verify_lens is None:
+        lens = torch.full_like(seq_lens, inputs.num_draft_tokens)
+    else:
+        lens = inputs.verify_lens.to(torch.int64)
+    starts = torch.cumsum(lens, 0) - lens
+    offsets = torch.arange(tokens, dtype=torch.int64, device=seq_lens.device)
+    offsets = offsets - torch.repeat_interleave(starts, lens, output_size=tokens)
+    return torch.repeat_interleave(seq_lens, lens, output_size=tokens) + offsets
 
 
 def out_graph(builder: Builder, state: UpstreamGraph, inputs: VerifyInputs) -> Decision | None:
