@@ -15,6 +15,7 @@ release; each branch plants one realistic regression:
 | ``pr-staged``, ``pr-rebind``, ``pr-geometry`` | the backend's graph phases (issue 18) | both, P5/P7 |
 | ``pr-runner-key``, ``pr-last-capture`` | the backend's per-tier store (issue 28) | both, P5's runner half |
 | ``pr-capture-layout`` | ``ragged_verify.py``, ``build_capture_verify_lens`` (the runner's) | both, P5 |
+| ``pr-dispatcher`` | ``deepseek_v4_backend_hip_radix.py``, the eager dispatcher's ``max_seq_len`` (issue 28) | both, P1 |
 | ``pr-ring-stride`` | ``deepseek_v4_backend_hip_radix.py``, ``swa_loc`` (ATOM #817) | both, P10 |
 | ``pr-store-kernel`` | ``dsv4_unified_kv_store.py``, the store kernel (every field equal) | both, P10 |
 
@@ -185,6 +186,17 @@ GRAPH_PLANTS = {
 runner's per-tier keys), each on its own branch; the corpus's "DSpark uniform graph" kind (P5's and P7's third and second focus) is what reaches the
 raw-path ones through the gate."""
 
+DISPATCHER_PLANTS = (
+    Plant("the dispatcher's max_seq_len taken from the batch's last request", BACKEND,
+          "        elif seq_lens_cpu is not None:\n            max_seq_len = int(seq_lens_cpu.max().item())\n",
+          "        elif seq_lens_cpu is not None:\n            max_seq_len = int(seq_lens_cpu[-1].item())\n", "P1"),
+    Plant("the dispatcher's max_seq_len taken from the batch's last request", BACKEND,
+          "        assert seq_lens_cpu is not None\n        max_seq_len = int(seq_lens_cpu.max().item())\n",
+          "        assert seq_lens_cpu is not None\n        max_seq_len = int(seq_lens_cpu[-1].item())\n", "P1"),
+)
+"""Issue 28 item 4: a regression in upstream's eager dispatcher (0.5.22+: ``_build_forward_metadata``; before,
+``init_forward_metadata``), which no build ran before eager builds went through it; planted on ``pr-dispatcher``."""
+
 KV_PLANT = Plant(
     "the SWA ring write target taken modulo the window instead of the ring size", BACKEND,
     "            + core.positions_casual.to(torch.int64) % pool.unified_swa_ring_size\n",
@@ -254,6 +266,9 @@ def planted_repo(tmp_path_factory):
     if fallback.count(TORCH_FALLBACK_PLANT.find) == 1:
         plants["pr-torch"] = TORCH_FALLBACK_PLANT
     plants.update({branch: plant for branch, plant in GRAPH_PLANTS.items() if _count(repo, plant) == 1})
+    dispatcher = next((p for p in DISPATCHER_PLANTS if source.count(p.find) == 1), None)
+    if dispatcher is not None:
+        plants["pr-dispatcher"] = dispatcher
     if _count(repo, KV_PLANT) == 1:
         plants["pr-ring-stride"] = KV_PLANT
     if os.path.exists(os.path.join(repo, "python", "sglang", *STORE_KERNEL)) and _count(repo, STORE_KERNEL_PLANT) == 1:
@@ -333,6 +348,17 @@ def test_a_graph_replay_regression_gates_red_through_the_recorder(planted_repo, 
     assert _gate(repo, tmp_path, cache_dir, branch, "--properties", "P5,P7") == 1, plant.what
     out = capsys.readouterr().out
     assert "BLOCKS" in _row(out, plant.prop) and "NEW" in _row(out, plant.prop), out
+
+
+def test_a_regression_in_upstreams_eager_dispatcher_gates_red(planted_repo, cache_dir, tmp_path, capsys) -> None:
+    """The dispatcher chooses ``max_seq_len`` for every eager build: taken from the last request, the page table is
+    cut short wherever the last request is not the longest. Red on P1 only because eager builds go through it."""
+    repo, plants = planted_repo
+    if "pr-dispatcher" not in plants:
+        pytest.skip("the installed release has no dispatcher max_seq_len line to plant a bug in")
+    assert _gate(repo, tmp_path, cache_dir, "pr-dispatcher", "--properties", "P1") == 1, plants["pr-dispatcher"].what
+    out = capsys.readouterr().out
+    assert "BLOCKS" in _row(out, "P1") and "NEW" in _row(out, "P1"), out
 
 
 def test_the_release_against_itself_gates_green(planted_repo, cache_dir, tmp_path, capsys) -> None:
