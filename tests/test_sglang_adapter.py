@@ -81,7 +81,8 @@ def known_findings(batch: VerifyBatch, upstream) -> dict[str, set[str]]:
 
     F2c: a real row's absorbed slack reads past the table (a fault); F5
     (0.5.18/0.5.19): the page table and ``max_seq_len`` lack the verify extension;
-    F6 (0.5.18-0.5.20): ``pf_*`` stop at ``num_tokens`` on a tier with an uncovered tail; F11
+    F6 (0.5.18-0.5.20): ``pf_*`` stop at ``num_tokens`` on a tier with an uncovered tail (none under the
+    adapter's ``full_coverage`` since issue 28: F6 is unreachable through it); F11
     (0.5.18/0.5.19): the c4 plans keep their state in the SWA pool.
     """
     caps = upstream.capabilities
@@ -90,8 +91,9 @@ def known_findings(batch: VerifyBatch, upstream) -> dict[str, set[str]]:
         found["F2c"] = {"audit.faults"}
     if not caps.exact_token_map:
         found["F5"] = {"page_table", "decision.max_seq_len"}
-    tail = any(verify_extension(batch, v).num_tokens < len(verify_extension(batch, v).out_cache_loc)
-               for v in _graph_variants(batch))
+    # The adapter's graph builds follow full_coverage (SGLangBuilder.padding_convention): no tier leaves a tail.
+    tail = any(verify_extension(batch, v, "full_coverage").num_tokens
+               < len(verify_extension(batch, v, "full_coverage").out_cache_loc) for v in _graph_variants(batch))
     if tail and not caps.pf_padding:
         found["F6"] = {"pf_state_slot", "pf_chunk_start", "pf_cu_q", "pf_final_pos"}
     if batch.geometry.compression is not None and not caps.plan_req_ring:

@@ -108,6 +108,8 @@ def test_the_picture_of_a_store_kernel_bug_names_the_store(sglang, monkeypatch) 
     from metadata_builders.builders.sglang import consumers
     from metadata_builders.render import analyse
 
+    if not sglang.inner.upstream.capabilities.exact_token_map:
+        pytest.skip("0.5.18/0.5.19: F5 (the page table) disagrees first, so the picture leads with it")
     batch = EXAMPLES["uniform_eagle_batch_of_three"]
     planted = _planted_store("    loc = s * ring_stride + (pos % ring_stride)\n", "    loc = s * ring_stride + (pos % win)\n")
     monkeypatch.setattr(consumers, "_store", lambda: planted)

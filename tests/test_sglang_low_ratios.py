@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from metadata_builders import GraphTier, variants_for
+from metadata_builders import GraphTier
 from metadata_builders.batch import Compression
 from metadata_builders.errors import PropertyFailure
 from metadata_builders.metadata import FIELDS
@@ -46,7 +46,7 @@ def test_low_ratio_fields_are_judged_or_named(sglang, upstream) -> None:
     from metadata_builders.builders.sglang.coverage import coverage_of  # imports SGLang: inside the test
 
     batch = EXAMPLES["uniform_across_c128_and_page"](Compression(low_ratios=(1, 2)))
-    variant = variants_for(batch)[0]
+    variant = sglang.variants_supported(batch)[0]  # 0.5.18-0.5.20 have no dspark gate
     result = sglang.build(batch, variant)
     low = _low_fields((1, 2))
     cov = coverage_of(sglang, batch, variant)
@@ -65,7 +65,7 @@ def test_low_ratio_fields_are_judged_or_named(sglang, upstream) -> None:
 def test_indexer_on_another_page_is_not_observable(sglang, upstream) -> None:
     """Page 128: upstream's indexer asserts page 256, so the low-ratio indexers are named, the rest judged."""
     batch = compressed([5, 126], [1, 3], 3, page=128, compression=Compression(low_ratios=(2,)))
-    result = sglang.build(batch, variants_for(batch)[0])
+    result = sglang.build(batch, sglang.variants_supported(batch)[0])
     indexer = {"c2_indexer_compressed_seq_lens", "c2_indexer_page_table"}
     assert indexer <= set(result.not_observable)
     if upstream.capabilities.low_ratios:
@@ -82,8 +82,10 @@ def test_low_ratio_graph_replays_run_upstreams_in_graph_block(sglang, upstream, 
     from metadata_builders.properties import check_p5_graph_vs_eager, check_p7_capture_safety, check_p9_no_hidden_state
 
     batch = compressed([5, 126], [1, 3], 3, graph=GraphTier(4, 12), compression=Compression(low_ratios=LOW[low]))
+    from metadata_builders.runs.findings import known_finding
+
     for check in (check_p5_graph_vs_eager, check_p7_capture_safety, check_p9_no_hidden_state):
         try:
             check(sglang, batch)
-        except PropertyFailure as failure:
-            assert _known(upstream, batch, failure), str(failure)
+        except PropertyFailure as failure:  # 0.5.18/0.5.19: F14, the replay rebinds swa_loc
+            assert _known(upstream, batch, failure) or known_finding(failure, batch) is not None, str(failure)
