@@ -215,9 +215,7 @@ def dispatched(up: Any, backend: Any, inputs: VerifyInputs) -> Any:
     overlap scheduler sets: the harness's ``max_seq_len``), calls the target-verify
     entry point with the ragged layout riding ``spec_info``, then runs the in-graph
     block (``init_forward_metadata_in_graph``: V4.1's token -> request map, the SWA
-    store's translated ``out_cache_loc``).  The forward batch's positions are the
-    spec worker's (``seq_lens + j`` per real token), computed on the device
-    without a sync.
+    store's translated ``out_cache_loc``).
     """
     import torch
 
@@ -226,27 +224,32 @@ def dispatched(up: Any, backend: Any, inputs: VerifyInputs) -> Any:
     backend.enable_decoder_swa_bounded_replay = False  # 0.5.22+: the late-layer tail is for extend batches only
     backend.req_to_token_pool = SimpleNamespace(req_to_token=backend.req_to_token)  # the dispatcher asserts they agree
     mirror = None if inputs.seq_lens_cpu is None else torch.tensor(inputs.seq_lens_cpu, dtype=torch.int64)
-    batch = _verify_forward_batch(up, inputs, _spec_positions(inputs), seq_lens_cpu=mirror, extend_seq_lens=None,
-                                  encoder_swa_replay=False)
+    fields = vars(_verify_forward_batch(up, inputs, None, seq_lens_cpu=mirror, extend_seq_lens=None,
+                                        encoder_swa_replay=False))
+    del fields["positions"]
+    batch = _DispatchedBatch(backend, **fields)
     batch.spec_info.candidate_max_seq_len_upper_bound = inputs.max_seq_len
     backend.init_forward_metadata(batch)
     return backend.forward_metadata
 
 
-def _spec_positions(inputs: VerifyInputs) -> torch.Tensor:
-    """The real tokens' positions as the spec worker stages them: ``seq_lens[r] + j`` for ``j < verify_len[r]``."""
-    import torch
+class _DispatchedBatch(SimpleNamespace):
+    """The eager forward batch the dispatcher is handed; its ``positions`` are the real tokens' own, read from the
+    build when the in-graph block asks (V4.1's ``low_ratio_pos_i64``), as :func:`eager_in_graph` reads them.
 
-    tokens = inputs.padded_num_tokens
-    seq_lens = inputs.seq_lens.to(torch.int64)
-    if inputs.verify_lens is None:
-        lens = torch.full_like(seq_lens, inputs.num_draft_tokens)
-    else:
-        lens = inputs.verify_lens.to(torch.int64)
-    starts = torch.cumsum(lens, 0) - lens
-    offsets = torch.arange(tokens, dtype=torch.int64, device=seq_lens.device)
-    offsets = offsets - torch.repeat_interleave(starts, lens, output_size=tokens)
-    return torch.repeat_interleave(seq_lens, lens, output_size=tokens) + offsets
+    Not computed up front by the harness: a device op of ours inside the audited build (a ``repeat_interleave``
+    sized by the host total) was blamed for the fault a diverged batch causes (P6, found on 0.5.19).
+    """
+
+    def __init__(self, backend: Any, **fields: Any) -> None:
+        super().__init__(**fields)
+        self._backend = backend
+
+    @property
+    def positions(self) -> torch.Tensor:
+        import torch
+
+        return self._backend.forward_metadata.core_attn_metadata.positions_casual.to(torch.int64)
 
 
 def out_graph(builder: Builder, state: UpstreamGraph, inputs: VerifyInputs) -> Decision | None:
