@@ -42,7 +42,8 @@ from metadata_builders.tier import Padding, tier_verify_lens
 if TYPE_CHECKING:
     from metadata_builders.batch import VerifyBatch
 
-__all__ = ["Ring", "Store", "Token", "compressed_row", "layout_tokens", "paged_tables", "ring_unfit", "swa_stores"]
+__all__ = ["Ring", "StateRing", "Store", "Token", "compressed_row", "layout_tokens", "paged_tables", "ring_unfit",
+           "state_live_from", "state_unfit", "state_window", "swa_stores"]
 
 TokenKind = Literal["real", "pad row", "absorbed", "tail"]
 
@@ -222,3 +223,67 @@ def paged_tables(batch: VerifyBatch) -> str | None:
 def compressed_row(batch: VerifyBatch, slot: int, group: int, ratio: int) -> int:
     """The compressed pool row of ``slot``'s ``group``-th ``ratio``-group: its last position's location // ratio."""
     return batch.req_to_token[slot][group * ratio + ratio - 1] // ratio
+
+
+# -- the compressor states: each request's per-ratio state ring, which the write plans fill ----------------------
+
+
+def state_window(ratio: int) -> int:
+    """Tokens one compressed entry of ``ratio`` reads: ``2 * ratio`` for the overlapping c4, ``ratio`` for c128."""
+    return 2 * ratio if ratio == 4 else ratio
+
+
+def state_unfit(batch: VerifyBatch, ratio: int) -> str | None:
+    """Why ``ratio``'s state ring cannot hold what a step leaves live (None: it can).
+
+    A request with prefix ``L`` verifying ``v`` tokens needs, whatever it accepts, the
+    states of positions ``live_from(L) .. L + v - 1`` at its next step -- at most
+    ``window + v - 2`` of them -- each at row ``slot * R + position % R``; a ring of
+    fewer rows wraps a step's own writes onto them (upstream sizes the c4 ring 16
+    with speculation, 8 without).
+    """
+    assert batch.geometry.compression is not None
+    ring = batch.geometry.compression.ring_size(ratio)
+    need = state_window(ratio) + batch.num_draft_tokens - 2
+    if ring < need:
+        return (f"c{ratio}_ring_size {ring} < window {state_window(ratio)} + num_draft_tokens - 2 = {need}: "
+                "the state ring cannot hold a step's live states")
+    return None
+
+
+def state_live_from(prefix: int, ratio: int) -> int:
+    """The first position whose state a request with ``prefix`` tokens needs after this step, whatever it accepts
+    (at least one token): the start of the window of the group its next compress completes."""
+    overlap = ratio if ratio == 4 else 0
+    return max(0, (prefix + 1) // ratio * ratio - overlap)
+
+
+class StateRing:
+    """``ratio``'s compressor-state ring: ``num_slots * R`` rows, position ``p`` of slot ``s`` at ``s * R + p % R``
+    (the per-request ring the write plans address: c128 always, c4 on the unified KV pool).
+
+    Live after the step: request ``i``'s positions ``state_live_from(L_i) .. L_i + v_i - 1``, the states its next
+    compress reads whatever it accepts.  Worked example -- c4, ring 16, slot 2 with prefix 10 verifying 3: live
+    positions 4 .. 12 (the next group's window starts at 4 when it accepts one token), rows 36 .. 44.
+    """
+
+    def __init__(self, batch: VerifyBatch, ratio: int) -> None:
+        assert batch.geometry.compression is not None
+        self.batch, self.ratio = batch, ratio
+        self.size = batch.geometry.compression.ring_size(ratio)
+        self.rows = len(batch.req_to_token) * self.size
+
+    def row(self, slot: int, position: int) -> int:
+        return slot * self.size + position % self.size
+
+    def owner(self, row: int) -> int:
+        return row // self.size
+
+    def live(self) -> dict[int, Holder]:
+        out: dict[int, Holder] = {}
+        b = self.batch
+        for i in range(b.bs):
+            slot, prefix = b.req_pool_indices[i], b.seq_lens[i]
+            for p in range(state_live_from(prefix, self.ratio), prefix + b.extend_lens[i]):
+                out[self.row(slot, p)] = (slot, p)
+        return out

@@ -248,3 +248,87 @@ def test_p10_says_whether_it_judged_a_store_kernel_of_the_builders_or_the_harnes
                     f"builder's own store kernel, {counts[('P10 stores', 'model')]} through the harness's model of it "
                     "(the builder brings no store kernel)"), line
     assert stores_line(SimpleNamespace(spec=SimpleNamespace(name="P10"), tallies={})) is None
+
+
+# -- the compressor states the write plans store ----------------------------------------------------------------
+
+def _state_row(ratio: int, token: int, row: int) -> Callable[[dict[str, list]], None]:
+    """Token ``token``'s c``ratio`` write-plan entry moved to state row ``row``."""
+    def edit(fields: dict[str, list]) -> None:
+        entry = next(e for e in fields[f"c{ratio}_write_plan"] if e[0] == token)
+        entry[1] = row
+    return edit
+
+
+def test_the_compressor_states_hold_and_their_live_rows_are_the_next_compress_window() -> None:
+    """c4, ring 16: slot 1 (prefix 127, 3 drafts) keeps positions 124..129 live -- the window of the group its next
+    compress completes, whatever it accepts -- and slot 2 (prefix 5) positions 0..7."""
+    from metadata_builders.kv_state import StateRing, state_live_from, state_unfit
+
+    batch = _compressed_batch()
+    ring = StateRing(batch, 4)
+    assert (state_live_from(127, 4), state_live_from(5, 4), state_unfit(batch, 4)) == (124, 0, None)
+    assert sorted(ring.live()) == [16, 17, 28, 29, 30, 31, *range(32, 40)]
+    plan = get_builder("hip").build(batch, next(v for v in variants_for_graph(batch))).fields["c4_write_plan"]
+    assert [list(e) for e in plan] == [[0, 31], [1, 16], [2, 17], [3, 37], [4, 38], [5, 39], [6, 1], [7, 2], [8, 3]]
+
+
+def variants_for_graph(batch):
+    from metadata_builders import variants_for
+
+    return [v for v in variants_for(batch) if v.path == "graph"]
+
+
+@pytest.mark.parametrize(("edit", "check"), [
+    (_state_row(4, 3, 38), "p10.state_write_misplaced"),  # position 5's state on position 6's row
+    (_state_row(4, 0, 40), "p10.real_writes_other_slot"),  # slot 1's state in slot 2's ring
+    (_state_row(4, 1, 10**6), "p10.oob_write"),
+    (_state_row(4, 6, 33), "p10.pad_overwrites_live"),  # a pad row's state on slot 2's live position 1
+    (_state_row(4, 7, 20), "p10.pad_writes_other_slot"),  # a pad row's state on a dead row of slot 1
+    (_state_row(128, 0, 256 + 128), "p10.state_write_misplaced"),  # c128: position 127's state one row on
+])
+def test_each_compressor_state_check_fails_on_the_write_it_names(edit, check) -> None:
+    failure = _p10(_Edited(edit), _compressed_batch())
+    assert failure.check == check and failure.field.endswith("_write_plan"), failure
+
+
+def test_a_state_ring_too_small_for_a_steps_live_states_is_said_not_judged() -> None:
+    """c128 ring 128 with 3 drafts: 129 live states need more rows than the ring has -- a Partial note, not a red
+    verdict on a geometry upstream would not configure, and never a silent held."""
+    from metadata_builders import Compression
+
+    batch = _compressed_batch()
+    small = dataclasses.replace(batch.geometry.compression, c128_ring_size=128)
+    notes = check_p10_kv_state(get_builder("hip"), batch.replace(geometry=dataclasses.replace(batch.geometry,
+                                                                                          compression=small)))
+    assert notes and all("c128_ring_size 128 < window 128 + num_draft_tokens - 2 = 129" in n for n in notes), notes
+    assert isinstance(small, Compression)
+
+
+def _edited_function(module: Any, name: str, old: str, new: str) -> Any:
+    """``module.name`` compiled from its own source with ``old`` replaced by ``new`` (once, exactly)."""
+    import inspect
+    import textwrap
+
+    source = textwrap.dedent(inspect.getsource(getattr(module, name)))
+    assert source.count(old) == 1, old
+    namespace: dict = {}
+    exec(compile(source.replace(old, new), inspect.getsourcefile(module), "exec"), vars(module), namespace)  # noqa: S102
+    return namespace[name]
+
+
+def test_one_state_ring_mistake_in_the_reference_and_the_builder_alike_only_p10_sees(monkeypatch) -> None:
+    """The compressor-state ring wrapped at half its size (the window, ATOM #817's class) in the specification's
+    plans *and* the builder's: they agree, so P1 holds; the states land on rows of other positions, so P10 fails."""
+    import metadata_builders.builders.hip.compression as hip_compression
+    import metadata_builders.reference.plans as plans
+
+    monkeypatch.setattr(plans, "plan_for_ratio", _edited_function(
+        plans, "plan_for_ratio", "return slot * ring + p % ring", "return slot * ring + p % (ring // 2)"))
+    monkeypatch.setattr(hip_compression, "_ring_loc", _edited_function(
+        hip_compression, "_ring_loc", "torch.remainder(position, ring)", "torch.remainder(position, ring // 2)"))
+    batch = _compressed_batch()
+    hip = get_builder("hip")
+    check_p1_reference(hip, batch)
+    failure = _p10(hip, batch)
+    assert (failure.check, failure.field) == ("p10.state_write_misplaced", "c4_write_plan"), failure

@@ -116,3 +116,25 @@ def test_the_picture_of_a_store_kernel_bug_names_the_store(sglang, monkeypatch) 
     analysis = analyse(batch, builder=sglang)
     assert any(n.startswith("KV p10.") and "store_swa_into_unified" in n for n in analysis.notes), analysis.notes
     assert "KV stores or reads broken" in analysis.verdict, analysis.verdict
+
+
+def test_absorbed_slack_overwrites_a_live_compressor_state_f20(sglang) -> None:
+    """F20: upstream's graph path pads full_coverage; the last real row's absorbed tokens write c4 state round the
+    16-row ring onto the window its next compress reads. Recognised as F20; the bundled builder (pad_rows_only)
+    holds on the same batch."""
+    import json
+    from pathlib import Path
+
+    from metadata_builders import VerifyBatch
+    from metadata_builders.runs.findings import known_finding
+
+    d = json.loads((Path(__file__).parent / "regressions" / "sglang" /
+                    "f20_absorbed_slack_overwrites_live_c4_state.json").read_text())
+    batch = VerifyBatch.from_dict({k: v for k, v in d.items() if k not in ("why", "meta")})
+    if sglang.inner.upstream.release not in d["meta"]["fails_on"]:
+        pytest.skip(f"F20 is judged on {d['meta']['fails_on']} ({d['meta']['note']})")
+    with pytest.raises(PropertyFailure) as info:
+        check_p10_kv_state(sglang, batch)
+    assert (info.value.check, info.value.field, info.value.actual) == ("p10.pad_overwrites_live", "c4_write_plan", 36)
+    assert known_finding(info.value, batch) == "F20"
+    assert not [n for n in check_p10_kv_state(get_builder("hip"), batch) if "state" in n]

@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any, Callable
 
-from metadata_builders.kv_state import (Ring, Store, Token, compressed_row, layout_tokens, paged_tables, ring_unfit,
-                                        swa_stores)
+from metadata_builders.kv_state import (Ring, StateRing, Store, Token, compressed_row, layout_tokens, paged_tables,
+                                        ring_unfit, state_unfit, swa_stores)
 from metadata_builders.batch import VerifyBatch
 from metadata_builders.properties._common import Partial, _clean, _fail, _padding, _variants, tally
 from metadata_builders.variants import Variant
@@ -63,13 +63,82 @@ def judge_build(variant: Variant, batch: VerifyBatch, fields: dict[str, Any], pa
                                    {"model": 1, "kernel_declined": int(kernel is not None)}))
         _judge(variant, ring, tokens, consumer, writes, fields)
     unpaged = _compressed(variant, batch, tokens, fields)
+    unfit = _compressor_states(variant, batch, tokens, fields)
     if not stores:
         return Partial(f"P10: {variant.label} reports neither swa_loc nor verify_store_state_slot: its ring stores "
                        "are not judged", "observability")
     if unpaged is not None:
         return Partial(f"P10: the compressed pools not judged ({unpaged}: their rows cannot be derived from the "
                        "table)", "observability")
+    if unfit is not None:
+        return Partial(f"P10: a compressor-state ring not judged ({unfit})", "observability")
     return None
+
+
+def _compressor_states(variant: Variant, batch: VerifyBatch, tokens: list[Token], fields: dict[str, Any]) -> str | None:
+    """The c4/c128 compressor states the write plans store (``[ragged_id, row]`` per entry): every row inside the
+    state pool; a real token's state at its own position's row of its own slot's ring, no two real tokens on one
+    row; a padding token's (a pad row's, absorbed slack's) only on slot 0's rows or a dead row of its own slot --
+    never on a row whose state a real request's next compress reads (:class:`~metadata_builders.kv_state.StateRing`).
+    Returns why a ratio's ring could not be judged (too small for a step's live states), None otherwise."""
+    if batch.geometry.compression is None:
+        return None
+    unfit: str | None = None
+    for ratio in (4, 128):
+        name = f"c{ratio}_write_plan"
+        plan = fields.get(name)
+        if plan is None:
+            continue
+        why = state_unfit(batch, ratio)
+        tally("P10 states", **({"unfit": 1} if why is not None else {"judged": 1}))
+        if why is not None:
+            unfit = unfit or why
+            continue
+        ring = StateRing(batch, ratio)
+        live = ring.live()
+        writers: dict[int, Token] = {}
+        for entry in plan:
+            rid, row = int(entry[0]), int(entry[1])
+            if not 0 <= rid < len(tokens):
+                raise _fail("P10", variant, f"{name}: an entry names token {rid}, outside the layout's {len(tokens)} "
+                            "tokens", field=name, expected=f"0 <= ragged_id < {len(tokens)}", actual=rid,
+                            check="p10.oob_write")
+            tok = tokens[rid]
+            if not 0 <= row < ring.rows:
+                raise _fail("P10", variant, f"{name}: {tok.describe()} writes its c{ratio} state at row {row}, outside "
+                            f"the state pool's {ring.rows} rows (num_slots x c{ratio}_ring_size)", field=name,
+                            index=tok.index, expected=f"0 <= row < {ring.rows}", actual=row, check="p10.oob_write")
+            if tok.real:
+                assert tok.position is not None
+                want = ring.row(tok.slot, tok.position)
+                if ring.owner(row) != tok.slot:
+                    raise _fail("P10", variant, f"{name}: {tok.describe()} writes its c{ratio} state at row {row}, a "
+                                f"row of slot {ring.owner(row)}: a request's state in another request's ring",
+                                field=name, index=tok.index, expected=want, actual=row,
+                                check="p10.real_writes_other_slot")
+                if row != want:
+                    raise _fail("P10", variant, f"{name}: {tok.describe()} writes its c{ratio} state at row {row}; its "
+                                f"position's row is {want}, where the next compress reads it", field=name,
+                                index=tok.index, expected=want, actual=row, check="p10.state_write_misplaced")
+                other = writers.get(row)
+                if other is not None and other.index != tok.index:
+                    raise _fail("P10", variant, f"{name}: two real tokens write c{ratio} state row {row}: "
+                                f"{other.describe()} and {tok.describe()}", field=name, index=tok.index,
+                                expected="a row of its own", actual=row, check="p10.real_writes_collide")
+                writers[row] = tok
+                continue
+            held = live.get(row)
+            if held is not None:
+                raise _fail("P10", variant, f"{name}: {tok.describe()} writes c{ratio} state row {row}, which holds "
+                            f"slot {held[0]}'s position {held[1]}, live (its next compress reads it, whatever the "
+                            "request accepts): a padding token's state overwrites a live one", field=name,
+                            index=tok.index, expected=f"slot 0's rows or a dead row of slot {tok.slot}", actual=row,
+                            check="p10.pad_overwrites_live")
+            if ring.owner(row) not in (0, tok.slot):
+                raise _fail("P10", variant, f"{name}: {tok.describe()} writes c{ratio} state row {row}, a row of slot "
+                            f"{ring.owner(row)}, another request's", field=name, index=tok.index,
+                            expected=f"a row of slot 0 or {tok.slot}", actual=row, check="p10.pad_writes_other_slot")
+    return unfit
 
 
 def _compressed(variant: Variant, batch: VerifyBatch, tokens: list[Token], fields: dict[str, Any]) -> str | None:

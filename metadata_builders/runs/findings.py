@@ -145,10 +145,22 @@ def _f14(seen: Seen, batch: VerifyBatch) -> bool:
 def _f16(seen: Seen, batch: VerifyBatch) -> bool:
     # full_coverage: with no pad rows the last real row absorbs the tier's slack; past num_draft tokens a row's
     # extra tokens store into ring rows its own window still reads (P10 judges the stores, docs/FINDINGS.md F16).
+    return seen.check == "p10.pad_overwrites_live" and not seen.field.endswith("_write_plan") and _absorbs(batch)
+
+
+def _f20(seen: Seen, batch: VerifyBatch) -> bool:
+    # F16's shape on the compressor states: the absorbed tokens' write-plan entries wrap the per-request state ring
+    # (16 rows for c4, far sooner than the SWA ring) onto states the request's next compress reads.
+    return seen.check == "p10.pad_overwrites_live" and seen.field.endswith("_write_plan") and _absorbs(batch) \
+        and not _installed_release_lacks_req_ring()
+
+
+def _absorbs(batch: VerifyBatch) -> bool:
+    """A ragged graph batch whose last real row absorbs tier slack under ``full_coverage``."""
     from metadata_builders.tier import absorbed_slack
 
     tier = batch.graph
-    return seen.check == "p10.pad_overwrites_live" and tier is not None and batch.is_ragged and absorbed_slack(
+    return tier is not None and batch.is_ragged and absorbed_slack(
         batch.verify_lens, tier.padded_bs, tier.graph_num_tokens, tier.cap, "full_coverage") > 0
 
 
@@ -197,13 +209,17 @@ FINDINGS: tuple[Finding, ...] = (
     Finding("F16", ("P10",), _f16,
             "the graph path pads full_coverage: the last real row absorbs the tier's slack, and its extra tokens' "
             "SWA ring stores (swa_loc) overwrite rows the request still reads (a padding token's K in a live row)"),
+    Finding("F20", ("P10",), _f20,
+            "0.5.20+, full_coverage: the tier's slack absorbed by the last real row writes its compressor states "
+            "(c4_write_plan) round the 16-row state ring onto states the request's next compress reads"),
     Finding("F18", ("P1", "P5"), _f18,
             "0.5.22+: target verify's low-ratio token map (low_ratio_req_indices, set in-graph) is uniform, "
             "repeat_interleave(req, draft_token_num), on a ragged layout: tokens read and write another request's "
             "c1/c2 state"),
-    Finding("F11", ("P1",), _f11,
+    Finding("F11", ("P1", "P10"), _f11,
             "0.5.18/0.5.19: the c4 compress state lives in the SWA pool (no per-request ring), so their c4 plans "
-            "differ from the reference (0.5.20+ semantics) on every compressed batch"),
+            "differ from the reference (0.5.20+ semantics) on every compressed batch, and P10, which judges the "
+            "per-request state ring, finds their c4 write plans in another request's rows"),
 )
 """The findings the gate and ``check --builder sglang`` recognise."""
 

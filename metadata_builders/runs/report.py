@@ -113,9 +113,15 @@ def stores_line(run: Any) -> str | None:
     """How P10 judged the fp8 SWA ring store over the run: through the builder's own store kernel, or the harness's
     model of it (None when P10 judged no such store).  A held P10 says which it was."""
     tally = {k: v for (what, k), v in run.tallies.items() if what == "P10 stores"}
+    states = {k: v for (what, k), v in run.tallies.items() if what == "P10 states"}
     kernel, model = tally.get("kernel", 0), tally.get("model", 0)
     if not kernel + model:
         return None
+    if states:
+        suffix = (f"; compressor states: {states.get('judged', 0)} write plans judged, {states.get('unfit', 0)} not "
+                  "(a state ring too small for a step's live states)")
+    else:
+        suffix = ""
     line = (f"{run.spec.name} stores: the fp8 SWA store of {kernel + model} builds judged, {kernel} through the "
             "builder's own store kernel")
     if model:
@@ -123,4 +129,4 @@ def stores_line(run: Any) -> str | None:
         why = (f"{declined} where its kernel could not run (no store module in the release, or a pool over its "
                "size guard)" if declined else "the builder brings no store kernel")
         line += f", {model} through the harness's model of it ({why})"
-    return line
+    return line + suffix
