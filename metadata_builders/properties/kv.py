@@ -120,12 +120,7 @@ def _compressor_states(variant: Variant, batch: VerifyBatch, tokens: list[Token]
                     raise _fail("P10", variant, f"{name}: {tok.describe()} writes its c{ratio} state at row {row}; its "
                                 f"position's row is {want}, where the next compress reads it", field=name,
                                 index=tok.index, expected=want, actual=row, check="p10.state_write_misplaced")
-                other = writers.get(row)
-                if other is not None and other.index != tok.index:
-                    raise _fail("P10", variant, f"{name}: two real tokens write c{ratio} state row {row}: "
-                                f"{other.describe()} and {tok.describe()}", field=name, index=tok.index,
-                                expected="a row of its own", actual=row, check="p10.real_writes_collide")
-                writers[row] = tok
+                _claim(variant, writers, tok, row, f"{name}: two real tokens write c{ratio} state row {row}", name)
                 continue
             held = live.get(row)
             if held is not None:
@@ -205,12 +200,7 @@ def _judge(variant: Variant, ring: Ring, tokens: list[Token], consumer: str, wri
                             f"{ring.owner(row)}: a request's K stored in another request's ring", field=field,
                             index=tok.index, expected=f"a row of slot {tok.slot}", actual=row,
                             check="p10.real_writes_other_slot")
-            other = writers.get(row)
-            if other is not None and other.index != tok.index:
-                raise _fail("P10", variant, f"{consumer}: two real tokens write ring row {row}: "
-                            f"{other.describe()} and {tok.describe()}", field=field, index=tok.index,
-                            expected="a row of its own", actual=row, check="p10.real_writes_collide")
-            writers[row] = tok
+            _claim(variant, writers, tok, row, f"{consumer}: two real tokens write ring row {row}", field)
             state[row] = (tok.slot, tok.position)
             continue
         held = live.get(row)
@@ -232,6 +222,15 @@ def _judge(variant: Variant, ring: Ring, tokens: list[Token], consumer: str, wri
                         f"{_holder(state.get(row))}", field=field, expected=held, actual=state.get(row),
                         check="p10.live_row_lost")
     _reads(variant, ring, tokens, state, fields)
+
+
+def _claim(variant: Variant, writers: dict[int, Token], tok: Token, row: int, what: str, field: str) -> None:
+    """Row ``row`` written by real token ``tok``: red when another real token wrote it already (``what`` says where)."""
+    other = writers.get(row)
+    if other is not None and other.index != tok.index:
+        raise _fail("P10", variant, f"{what}: {other.describe()} and {tok.describe()}", field=field, index=tok.index,
+                    expected="a row of its own", actual=row, check="p10.real_writes_collide")
+    writers[row] = tok
 
 
 def _reads(variant: Variant, ring: Ring, tokens: list[Token], state: dict[int, Any], fields: dict[str, Any]) -> None:
