@@ -262,7 +262,7 @@ def canonical_plan(entries: list[list[int]]) -> list[list[int]]:
     key = 1 if valid and len(valid[0]) == 5 else 0
     return sorted(valid, key=lambda e: e[key])
 
-FaultKind = Literal["oob_write", "uninitialized_tail", "oob_read"]
+FaultKind = Literal["oob_write", "uninitialized_tail", "oob_read", "stale_async_copy"]
 ReadKind = Literal["scalar", "copy", "shape"]
 """What the host learns from a device read: one number, a whole tensor, or a data-dependent size."""
 
@@ -320,7 +320,8 @@ class FaultRecord:
 
     kind: FaultKind
     """``oob_write``: wrote past the buffer; ``uninitialized_tail``: left the tail unwritten;
-    ``oob_read``: gathered past the end of a table."""
+    ``oob_read``: gathered past the end of a table; ``stale_async_copy``: an asynchronous copy's pinned source
+    rewritten before the stream read it (``count`` elements the device got later bytes of: audit/streams.py)."""
     count: int
     """How many elements were written / read out of bounds or left uninitialised."""
     op: str = "repeat_interleave"

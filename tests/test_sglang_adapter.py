@@ -19,6 +19,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+import torch
 from hypothesis import given, settings
 
 from metadata_builders import Divergence, Geometry, GraphTier, Variant, VerifyBatch, get_builder, variants_for
@@ -582,7 +583,7 @@ def test_the_adapter_imports_of_the_audit_only_the_plan_kernels_launch() -> None
     runs inside ``kernel_launch``, as an interpreted Triton launch does (``audit_triton``), and reports the fault
     it commits (``kernel_fault``, F9); and it is one launch to whoever watches launches (``audit_triton.watched``:
     the graph recorder).  The builder asks for the launch memo (``audit.launch_memo.want``), which lives in the
-    audit room since 0.3."""
+    audit room since 0.3; the double asks whether an audit runs (``auditing``), to run upstream's pinned staging."""
     import ast
 
     import metadata_builders.builders.sglang as package
@@ -595,6 +596,10 @@ def test_the_adapter_imports_of_the_audit_only_the_plan_kernels_launch() -> None
                 continue
             if path.name == "builder.py" and names == ["metadata_builders.audit"]:
                 assert [a.name for a in node.names] == ["launch_memo"]
+                continue
+            if path.name == "double.py" and names == ["metadata_builders.audit"]:
+                # upstream's own pinned staging (_move_to_device) runs only where the audit can pin (audit/streams.py)
+                assert [a.name for a in node.names] == ["auditing"]
                 continue
             assert path.name == "plan_kernel.py", path.name
             assert names in (["metadata_builders.audit"], ["metadata_builders.audit.triton"]), names
@@ -619,3 +624,19 @@ def test_upstream_is_handed_the_harness_device_handle_unchanged(sglang, upstream
     monkeypatch.setattr("metadata_builders.builders.sglang.builder.make_backend", spying)
     sglang.build(EXAMPLES["single_request"], _native(upstream, EXAMPLES["single_request"]))
     assert seen and all(a is handle and b is handle for a, b in seen)
+
+
+def test_upstreams_own_pinned_staging_runs_under_the_stream_model(sglang, upstream, monkeypatch) -> None:
+    """``_move_to_device`` is upstream's own under the audit: a fresh pinned tensor per call, copied up
+    asynchronously and never written again -- so ATOM #817's race (one staging buffer reused) cannot happen on
+    this path, and the stream model finds no stale copy."""
+    from metadata_builders.audit import streams
+
+    made: list = []
+    keep = streams.pinned
+    monkeypatch.setattr(streams, "pinned", lambda t: made.append(t) or keep(t))
+    batch = make_batch([7, 3], [1, 2], 2).replace(geometry=Geometry())
+    variant = next(v for v in sglang.variants_supported(batch) if v.mirror == "host" and v.path == "eager")
+    md = sglang.build(batch, variant)
+    assert made and all(t.dtype == torch.int32 for t in made), made  # upstream's torch.tensor(x, int32, pin_memory)
+    assert not [f for f in md.audit.faults if f.kind == "stale_async_copy"]

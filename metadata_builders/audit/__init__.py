@@ -55,12 +55,13 @@ The rooms: :mod:`.residency` (where memory lives, what it was computed from),
 :mod:`.calls` (what a call is, whether its arguments can be vouched for),
 :mod:`.gathers` (the HIP model's gathers and token maps, at the function level),
 :mod:`.placement` (reads down, copies up, device factories),
-:mod:`.device_model` (the HIP model's kernels; ``sync_debug_mode``).
+:mod:`.device_model` (the HIP model's kernels; ``sync_debug_mode``),
+:mod:`.streams` (asynchronous copies as a stream orders them: a pinned source rewritten before a sync).
 """
 
 from __future__ import annotations
 
-from metadata_builders.audit.core import DeviceAudit, kernel_fault, kernel_launch
+from metadata_builders.audit.core import DeviceAudit, auditing, kernel_fault, kernel_launch
 from metadata_builders.audit.device_model import OOB_READ_VALUE, sync_debug_mode
 from metadata_builders.audit.residency import DEVICE, DEVICE_NAME, device_handle, is_device_resident
 
@@ -69,6 +70,7 @@ __all__ = [
     "DEVICE_NAME",
     "OOB_READ_VALUE",
     "DeviceAudit",
+    "auditing",
     "device_handle",
     "is_device_resident",
     "kernel_fault",

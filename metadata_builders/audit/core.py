@@ -24,7 +24,7 @@ from torch.overrides import _pop_mode, _push_mode
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from metadata_builders.harness import session
-from metadata_builders.audit import shortcuts
+from metadata_builders.audit import shortcuts, streams
 from metadata_builders.audit.device_model import _caller_stage, _HipDeviceModel, _model_bookkeeping
 from metadata_builders.audit.function_level import _FunctionLayer, _FunctionLevel
 from metadata_builders.audit.residency import (
@@ -140,6 +140,7 @@ class DeviceAudit(_FunctionLevel, _HipDeviceModel):
         return self
 
     def __exit__(self, *exc: Any) -> None:
+        self._stale_copies()  # no sync at a build's end: what is still pending stays pending for the next build
         _ACTIVE.remove(self)
         try:
             if self._direct:
@@ -155,10 +156,11 @@ class DeviceAudit(_FunctionLevel, _HipDeviceModel):
         """For a run of many audits (a property's examples, a gate batch): the direct entries installed once.
 
         Nothing else changes: each build is still audited on its own, and torch is
-        left as found when the block ends (:func:`.shortcuts.session`).  A no-op with
-        ``DIRECT = False``.
+        left as found when the block ends (:func:`.shortcuts.session`).  The asynchronous
+        copies still pending (:mod:`.streams`) are forgotten at both ends: a run's builds
+        are consecutive steps, one run is not the next run's past.
         """
-        return shortcuts.session() if cls.DIRECT else contextlib.nullcontext()
+        return _run(shortcuts.session() if cls.DIRECT else contextlib.nullcontext())
 
     def _new_dispatch_layer(self) -> _DispatchLayer:
         return _DispatchLayer(self)
@@ -180,6 +182,13 @@ class DeviceAudit(_FunctionLevel, _HipDeviceModel):
         reads = sorted(_reads_of(sources))
         name = op or (_op_name(call.func) if call is not None else "<dispatch>")
         self.host_syncs.append(SyncRecord(name, _caller_stage(), "observed", kind=kind, reads=tuple(reads)))
+        self._stale_copies()
+        streams.drain()  # a device-to-host read waits for the stream: every copy issued before it has been read
+
+    def _stale_copies(self) -> None:
+        """The asynchronous copies whose pinned source was rewritten before the stream read it (:mod:`.streams`)."""
+        for pending, changed in streams.stale():
+            self.faults.append(FaultRecord("stale_async_copy", changed, pending.op, pending.stage))
 
     def _fault(self, kind: str, count: int, op: str, output_size: int | None = None,
                device_sum: int | None = None) -> None:
@@ -214,6 +223,7 @@ class DeviceAudit(_FunctionLevel, _HipDeviceModel):
                 return out
         if (kind is _COPY and is_device_resident(args[0]) and not is_device_resident(args[1])
                 and _non_blocking(args, kwargs)):
+            streams.copy_issued(args[1], "copy_", _caller_stage())
             args = (args[0], self._delivered(args[1]), *args[2:])
         out = func(*args, **kwargs)
         if kind is _COPY or kind is _MUTATES:
@@ -236,6 +246,21 @@ class DeviceAudit(_FunctionLevel, _HipDeviceModel):
 
 
 _ACTIVE: list[DeviceAudit] = []
+
+
+@contextlib.contextmanager
+def _run(inner: contextlib.AbstractContextManager[None]) -> Iterator[None]:
+    streams.reset()
+    try:
+        with inner:
+            yield
+    finally:
+        streams.reset()
+
+
+def auditing() -> bool:
+    """A build is being audited now (an upstream stub may then run upstream's own code under the model)."""
+    return bool(_ACTIVE)
 
 
 @contextlib.contextmanager

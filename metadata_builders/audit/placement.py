@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import torch
 
+from metadata_builders.audit import streams
+from metadata_builders.audit.device_model import _caller_stage
 from metadata_builders.audit.residency import (
     _NO_READS,
     _host_copy,
@@ -87,7 +89,12 @@ class _Placement:
             if inside:
                 self._record("copy", inside)
         device = kwargs.get("device")
-        if device is None or kwargs.get("pin_memory"):
+        if kwargs.get("pin_memory"):
+            if torch.cuda.is_available():
+                return streams.pinned(func(*args, **kwargs))
+            # CPU-only torch has no pinned allocator: host memory either way, remembered as pinned (.streams)
+            return streams.pinned(func(*args, **{k: v for k, v in kwargs.items() if k != "pin_memory"}))
+        if device is None:
             return func(*args, **kwargs)
         spelling = _spelling(device)
         if spelling is None:
@@ -103,6 +110,7 @@ class _Placement:
     def _host_to_device(self, func: Callable, args: tuple, kwargs: dict) -> torch.Tensor:
         src = args[0]
         if _non_blocking(args, kwargs):
+            streams.copy_issued(src, "to", _caller_stage())
             src = self._delivered(src)
         args, kwargs = _on_host_device(args, kwargs)
         out = func(src, *args[1:], **kwargs)

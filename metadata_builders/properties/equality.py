@@ -90,7 +90,9 @@ def _check_dtypes(prop: str, variant: Variant, md: VerifyMetadata) -> None:
 def _fail_on_faults(prop: str, variant: Variant, batch: VerifyBatch, md: VerifyMetadata) -> None:
     f = md.audit.faults[0]
     what = {"oob_read": "read past the end of a device table", "oob_write": "wrote past the token map",
-            "uninitialized_tail": "left the token map's tail unwritten"}[f.kind]
+            "uninitialized_tail": "left the token map's tail unwritten",
+            "stale_async_copy": "rewrote the pinned source of an asynchronous copy before a sync (the device got "
+                                "the later bytes)"}[f.kind]
     raise _fail(prop, variant, f"the build {what} ({f.op} in {f.stage}) on a batch without divergence",
                 field="audit.faults", expected=[], actual=[(x.kind, x.count) for x in md.audit.faults],
                 check="p1.oob_read" if f.kind == "oob_read" else "p1.fault_on_clean", where=f.stage)

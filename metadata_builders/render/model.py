@@ -126,7 +126,7 @@ class Disagreement:
 
 
 _FAULT_WORDS = {"oob_write": "out-of-bounds write", "uninitialized_tail": "uninitialised tail",
-                "oob_read": "out-of-bounds read"}
+                "oob_read": "out-of-bounds read", "stale_async_copy": "stale asynchronous copy"}
 
 
 @dataclass(frozen=True, slots=True)

@@ -88,6 +88,16 @@ def _move_to_device_unpinned(device: Any, x: list[int]) -> torch.Tensor:
     return staged.to(device, non_blocking=True)
 
 
+def _move_to_device_where_it_runs(backend: Any, device: Any, x: list[int]) -> torch.Tensor:
+    """Upstream's ``_move_to_device`` itself under the audit (its pinned staging judged by the stream model), the
+    unpinned stub outside one."""
+    from metadata_builders.audit import auditing
+
+    if auditing():
+        return type(backend)._move_to_device(backend, x)
+    return _move_to_device_unpinned(device, x)
+
+
 def _decode_streams_run(geometry: Any) -> bool:
     """Whether upstream's ``build_decode_streams`` runs for this geometry (else it is stubbed).
 
@@ -181,8 +191,10 @@ def make_backend(up: Upstream, inputs: VerifyInputs, device: Any, is_dspark: boo
     else:
         compression_attributes(backend, pool, geo)
     if torch.device(device).type == "cpu" and not torch.cuda.is_available():
-        # stub: _move_to_device stages in pinned memory, which CPU-only torch cannot allocate.
-        backend._move_to_device = functools.partial(_move_to_device_unpinned, device)
+        # Upstream's own _move_to_device stages in pinned memory, which CPU-only torch cannot allocate: under the
+        # audit it runs as it is (the audit makes the buffer and tracks it as pinned: audit/streams.py); outside one
+        # (a bare timing) the unpinned stub stands in.
+        backend._move_to_device = functools.partial(_move_to_device_where_it_runs, backend, device)
     for name in ("init_forward_metadata_prefill", "make_core_attn_metadata", "_attach_unified_kv_prefill_meta"):
         setattr(backend, name, _spy(backend, getattr(up.backend_cls, name), name, seen))
     return backend

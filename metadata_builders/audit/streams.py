@@ -1,0 +1,106 @@
+"""Asynchronous host-to-device copies as a stream orders them: the source is read when the stream gets there.
+
+``h.to(device, non_blocking=True)`` from **pinned** (page-locked) memory returns at
+once; the DMA reads ``h`` when the stream reaches the copy, which may be after the
+host has written ``h`` again -- by this build or the next (an overlap scheduler
+does not synchronise between steps).  The device then gets the later bytes: ROCm
+ATOM PR #817's race, one pinned staging buffer reused every step.  A copy from
+pageable memory is staged by the driver before the call returns, so rewriting its
+source is safe; only pinned sources are tracked.
+
+The model, per source: when the copy is issued the source's bytes are kept; at the
+next synchronisation point (any device-to-host read the audit records) every copy
+issued before it has been read, so they are dropped; at a sync and at the end of
+each build a copy whose source no longer holds the bytes it held is a fault,
+``stale_async_copy`` (the device got bytes the build did not mean).  A source
+rewritten with the **same** bytes is no fault: the race cannot matter when the
+staged values are constant from step to step.
+
+Worked example -- a builder stages ``[3, 1]`` in a pinned buffer ``buf`` and copies
+it up without a sync; the next build writes ``[2, 2]`` into ``buf`` before its first
+sync: at that build's end the first copy's source differs, one fault (2 elements).
+Writing ``[3, 1]`` again: none.
+
+Pinned memory on CPU: CPU-only torch has no pinned allocator, so the audit strips
+``pin_memory=True`` from a factory and remembers the tensor as pinned
+(:func:`pinned`); the buffer is host memory either way.
+"""
+
+from __future__ import annotations
+
+import weakref
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+__all__ = ["Pending", "copy_issued", "drain", "is_pinned", "pinned", "reset", "stale"]
+
+_PINNED: dict[int, weakref.ref] = {}
+"""``id(tensor)`` -> a weak reference to a tensor made in pinned memory (tensors compare elementwise: no WeakSet)."""
+
+
+@dataclass(slots=True)
+class Pending:
+    """An asynchronous copy the stream may not have read yet."""
+
+    source: weakref.ref
+    held: torch.Tensor
+    """The source's bytes when the copy was issued."""
+    op: str
+    stage: str
+
+
+_PENDING: list[Pending] = []
+
+
+def pinned(t: torch.Tensor) -> torch.Tensor:
+    """Remember ``t`` as pinned host memory; return it."""
+    key = id(t)
+    _PINNED[key] = weakref.ref(t, lambda _ref, key=key: _PINNED.pop(key, None))
+    return t
+
+
+def is_pinned(t: Any) -> bool:
+    """``t`` (or the tensor it is a view of) was made in pinned memory."""
+    while isinstance(t, torch.Tensor):
+        ref = _PINNED.get(id(t))
+        if ref is not None and ref() is t:
+            return True
+        t = t._base
+    return False
+
+
+def copy_issued(source: Any, op: str, stage: str) -> None:
+    """A ``non_blocking`` host-to-device copy of ``source`` was issued (tracked when the source is pinned)."""
+    if isinstance(source, torch.Tensor) and is_pinned(source):
+        _PENDING.append(Pending(weakref.ref(source), source.detach().clone(), op, stage))
+
+
+def stale() -> list[tuple[Pending, int]]:
+    """The pending copies whose source was rewritten with other bytes, each with how many elements differ; they
+    are dropped (reported once)."""
+    out: list[tuple[Pending, int]] = []
+    keep: list[Pending] = []
+    for p in _PENDING:
+        source = p.source()
+        if source is None:
+            continue  # freed: the caching host allocator keeps it until the copy completes
+        if source.shape != p.held.shape or not torch.equal(source, p.held):
+            changed = int((source.reshape(-1) != p.held.reshape(-1)).sum()) if source.shape == p.held.shape \
+                else p.held.numel()
+            out.append((p, changed))
+        else:
+            keep.append(p)
+    _PENDING[:] = keep
+    return out
+
+
+def drain() -> None:
+    """A synchronisation point: every copy issued so far has been read."""
+    _PENDING.clear()
+
+
+def reset() -> None:
+    """Forget every pending copy (a new run)."""
+    _PENDING.clear()
