@@ -223,6 +223,12 @@ def _from_dlpack(original: Any, x: Any) -> Any:
 
 
 def _generate_unpinned(generate: Any, *args: Any, **kwargs: Any) -> Any:
+    """Upstream's planner as it is under the audit (which makes its pinned scratch and tracks the scratch's
+    asynchronous copies: audit/streams.py); outside one, its factories without ``pin_memory``."""
+    from metadata_builders.audit import auditing
+
+    if auditing():
+        return generate(*args, **kwargs)
     with _Unpinned():
         return generate(*args, **kwargs)
 
