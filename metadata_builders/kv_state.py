@@ -145,6 +145,23 @@ class Ring:
         """The request slot whose rows ``row`` is among."""
         return row // self.stride
 
+    def drawing(self, row: int, writer: str, *, around: int = 3) -> str:
+        """The ring of ``row``'s slot near ``row``, one cell a row: what it holds after the step should (``live``)
+        or held before it, ``row`` marked with its ``writer``.  Worked example (window 4, ring 6, slot 2 prefix 6
+        verifying 1, row 15 written by absorbed slack, F16): ``ring of slot 2 (rows 12..17): 12 pos 6 live | 13 empty |
+        14 empty | [15 pos 3 live <- token 5] | 16 pos 4 live | 17 pos 5 live``."""
+        slot = self.owner(row)
+        first, stop = slot * self.stride, (slot + 1) * self.stride
+        lo, hi = max(first, row - around), min(stop, row + around + 1)
+        live, before = self.live(), self.history()
+        cells = []
+        for r in range(lo, hi):
+            held = live.get(r) or before.get(r)
+            cell = f"{r} " + ("empty" if held is None else f"pos {held[1]}") + (" live" if r in live else "")
+            cells.append(f"[{cell} <- {writer}]" if r == row else cell)
+        more = ("... | " if lo > first else "") + " | ".join(cells) + (" | ..." if hi < stop else "")
+        return f"ring of slot {slot} (rows {first}..{stop - 1}): {more}"
+
 
 @dataclass(frozen=True, slots=True)
 class Store:

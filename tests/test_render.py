@@ -464,4 +464,8 @@ def test_a_kv_store_failure_is_what_the_picture_says() -> None:
     assert "KV stores or reads broken" in a.verdict and "agrees with the reference" not in a.verdict
     kv = [n for n in a.notes if n.startswith("KV ")]
     assert kv and "p10.pad_overwrites_live" in kv[0] and "ring row 15" in kv[0] and "position 3" in kv[0]
+    # the ring drawn near the row: slot 2's rows 12..17, row 15 (position 3, live) marked with its writer
+    # (13, 14: the slack's own positions 7, 8 are nobody's live state, so the rows hold nothing that must stay)
+    assert "ring of slot 2 (rows 12..17): 12 pos 6 live | 13 empty | 14 empty | " \
+           "[15 pos 3 live <- token 5] | 16 pos 4 live | 17 pos 5 live" in kv[0], kv[0]
     assert not [n for n in analyse(batch, "hip").notes if n.startswith("KV ")]

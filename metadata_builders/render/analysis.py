@@ -314,8 +314,22 @@ def _store_breaks(batch: VerifyBatch, labels: dict[Variant, str], built: dict[Va
         try:
             judge_build(v, batch, md.fields, padding, kernel)
         except PropertyFailure as failure:
-            groups.setdefault(f"{failure.check}: {failure.message}", []).append(labels[v])
+            groups.setdefault(f"{failure.check}: {failure.message}{_ring_drawing(batch, failure)}", []).append(
+                labels[v])
     return _grouped("KV", groups)
+
+
+def _ring_drawing(batch: VerifyBatch, failure: Any) -> str:
+    """``; <the ring near the row>`` for a failure on an SWA ring row (``swa_loc``, the fp8 store), else ``""``."""
+    from metadata_builders.kv_state import Ring
+
+    row = failure.actual
+    if failure.field not in ("swa_loc", "verify_store_state_slot") or not isinstance(row, int):
+        return ""
+    ring = Ring(batch)
+    if not 0 <= row < ring.rows:
+        return ""
+    return f"; {ring.drawing(row, f'token {failure.index}')}"
 
 
 def _grouped(kind: str, groups: dict[str, list[str]]) -> list[str]:
