@@ -223,7 +223,7 @@ class DeviceAudit(_FunctionLevel, _HipDeviceModel):
                 return out
         if (kind is _COPY and is_device_resident(args[0]) and not is_device_resident(args[1])
                 and _non_blocking(args, kwargs)):
-            streams.copy_issued(args[1], "copy_", _caller_stage())
+            streams.copy_issued(args[1], "copy_")
             args = (args[0], self._delivered(args[1]), *args[2:])
         out = func(*args, **kwargs)
         if kind is _COPY or kind is _MUTATES:
@@ -250,12 +250,12 @@ _ACTIVE: list[DeviceAudit] = []
 
 @contextlib.contextmanager
 def _run(inner: contextlib.AbstractContextManager[None]) -> Iterator[None]:
-    streams.reset()
+    streams.drain()
     try:
         with inner:
             yield
     finally:
-        streams.reset()
+        streams.drain()
 
 
 def auditing() -> bool:

@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, Any, Callable
 import torch
 
 from metadata_builders.audit import streams
-from metadata_builders.audit.device_model import _caller_stage
 from metadata_builders.audit.residency import (
     _NO_READS,
     _host_copy,
@@ -110,7 +109,7 @@ class _Placement:
     def _host_to_device(self, func: Callable, args: tuple, kwargs: dict) -> torch.Tensor:
         src = args[0]
         if _non_blocking(args, kwargs):
-            streams.copy_issued(src, "to", _caller_stage())
+            streams.copy_issued(src, "to")
             src = self._delivered(src)
         args, kwargs = _on_host_device(args, kwargs)
         out = func(src, *args[1:], **kwargs)

@@ -34,7 +34,9 @@ from typing import Any
 
 import torch
 
-__all__ = ["Pending", "copy_issued", "drain", "is_pinned", "pinned", "reset", "stale"]
+from metadata_builders.audit.device_model import _caller_stage
+
+__all__ = ["Pending", "copy_issued", "drain", "is_pinned", "pinned", "stale"]
 
 _PINNED: dict[int, weakref.ref] = {}
 """``id(tensor)`` -> a weak reference to a tensor made in pinned memory (tensors compare elementwise: no WeakSet)."""
@@ -71,10 +73,11 @@ def is_pinned(t: Any) -> bool:
     return False
 
 
-def copy_issued(source: Any, op: str, stage: str) -> None:
-    """A ``non_blocking`` host-to-device copy of ``source`` was issued (tracked when the source is pinned)."""
+def copy_issued(source: Any, op: str) -> None:
+    """A ``non_blocking`` host-to-device copy of ``source`` was issued by ``op`` (tracked when the source is pinned;
+    the stage that issued it is looked up only then: most copies come from pageable memory)."""
     if isinstance(source, torch.Tensor) and is_pinned(source):
-        _PENDING.append(Pending(weakref.ref(source), source.detach().clone(), op, stage))
+        _PENDING.append(Pending(weakref.ref(source), source.detach().clone(), op, _caller_stage()))
 
 
 def stale() -> list[tuple[Pending, int]]:
@@ -86,21 +89,15 @@ def stale() -> list[tuple[Pending, int]]:
         source = p.source()
         if source is None:
             continue  # freed: the caching host allocator keeps it until the copy completes
-        if source.shape != p.held.shape or not torch.equal(source, p.held):
-            changed = int((source.reshape(-1) != p.held.reshape(-1)).sum()) if source.shape == p.held.shape \
-                else p.held.numel()
-            out.append((p, changed))
-        else:
+        same_shape = source.shape == p.held.shape
+        if same_shape and torch.equal(source, p.held):
             keep.append(p)
+        else:
+            out.append((p, int((source != p.held).sum()) if same_shape else p.held.numel()))
     _PENDING[:] = keep
     return out
 
 
 def drain() -> None:
-    """A synchronisation point: every copy issued so far has been read."""
-    _PENDING.clear()
-
-
-def reset() -> None:
-    """Forget every pending copy (a new run)."""
+    """A synchronisation point -- or a new run -- : every copy issued so far has been read (or is forgotten)."""
     _PENDING.clear()
