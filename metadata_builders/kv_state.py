@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     from metadata_builders.batch import VerifyBatch
 
 __all__ = ["Ring", "StateRing", "Store", "Token", "compressed_row", "layout_tokens", "paged_tables", "ring_unfit",
-           "state_live_from", "state_unfit", "state_window", "swa_stores"]
+           "state_live_from", "state_unfit", "state_window", "swa_stores", "unpaged_slots"]
 
 TokenKind = Literal["real", "pad row", "absorbed", "tail"]
 
@@ -213,28 +213,35 @@ def swa_stores(fields: dict[str, Any], tokens: list[Token], ring: Ring,
 # -- the compressed pools (c4, c128): a group's entry is stored by the token that completes it ------------------
 
 
-def paged_tables(batch: VerifyBatch) -> str | None:
-    """Why the compressed pools' addressing cannot be derived from the batch's tables (None: it can).
+def unpaged_slots(batch: VerifyBatch) -> dict[int, str]:
+    """The request slots whose compressed pools' addressing cannot be derived from the table, each with why.
 
     Position ``p`` of slot ``s`` lives at full location ``req_to_token[s][p]``; the compressed entry of
     the ``ratio``-group ending at ``p`` at ``req_to_token[s][p] // ratio``.  That is where the page-based
-    reads look only when every row is page-contiguous and page-aligned (a paged allocator's table) and
-    the real tokens' ``out_cache_loc`` are their positions' table entries.
+    reads look only when the row is page-contiguous and page-aligned (a paged allocator's table) over the
+    positions the step stores and reads, and the request's real tokens' ``out_cache_loc`` are their
+    positions' table entries.  The strategies' deliberate table holes (``-1``, the sentinel) make a row so.
     """
     page = batch.geometry.page_size
-    for slot, prefix, width in zip(batch.req_pool_indices, batch.seq_lens, batch.extend_lens):
-        row = batch.req_to_token[slot][: prefix + width]  # the positions the step stores and reads
+    why: dict[int, str] = {}
+    token = 0
+    for i, (slot, prefix, width) in enumerate(zip(batch.req_pool_indices, batch.seq_lens, batch.extend_lens)):
+        row = batch.req_to_token[slot][: prefix + width]
         for start in range(0, len(row), page):
             chunk = row[start:start + page]
             if chunk[0] < 0 or chunk[0] % page or list(chunk) != list(range(chunk[0], chunk[0] + len(chunk))):
-                return f"req_to_token[{slot}] is not page-contiguous at column {start}"
-    token = 0
-    for i, (prefix, width) in enumerate(zip(batch.seq_lens, batch.extend_lens)):
+                why.setdefault(slot, f"req_to_token[{slot}] is not page-contiguous at column {start}")
+                break
         for j in range(width):
-            if batch.out_cache_loc[token] != batch.req_to_token[batch.req_pool_indices[i]][prefix + j]:
-                return f"out_cache_loc[{token}] is not req_to_token's entry of its position"
-            token += 1
-    return None
+            if slot not in why and batch.out_cache_loc[token + j] != batch.req_to_token[slot][prefix + j]:
+                why[slot] = f"out_cache_loc[{token + j}] is not req_to_token's entry of its position"
+        token += width
+    return why
+
+
+def paged_tables(batch: VerifyBatch) -> str | None:
+    """Why some request's compressed pools cannot be addressed from the table (None: every request's can)."""
+    return next(iter(unpaged_slots(batch).values()), None)
 
 
 def compressed_row(batch: VerifyBatch, slot: int, group: int, ratio: int) -> int:

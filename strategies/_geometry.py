@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 
 from metadata_builders.batch import Compression, Geometry
+from metadata_builders.kv_state import state_window
 
 __all__ = ["COMPRESSED_PAGE_SIZES", "HUGE_RING_SIZES", "LOW_RATIO_CHOICES", "UPSTREAM", "compressions", "geometries"]
 
@@ -39,18 +40,28 @@ _HAS_COMPRESSION = st.sampled_from((False, False, True))
 
 
 @st.composite
-def compressions(draw: st.DrawFn) -> Compression:
+def compressions(draw: st.DrawFn, *, num_draft_tokens: int | None = None) -> Compression:
     """A :class:`Compression`: upstream's top-k (512, 1024) or a small one the c4 lengths reach (8, 64).
 
     Rings: c4 8 (no speculation) / 16 (speculation) / 32, c128 128 / 256, so a
     verify batch wraps them; ``unified_swa_pages`` 1 or upstream-sized; the V4.1
     low ratios one time in three (:data:`LOW_RATIO_CHOICES`).  Shrinks towards the
     first of each: top-k 512, rings 8 and 128, one unified page, no low ratios.
+
+    With ``num_draft_tokens`` only the rings that serve that many draft tokens are
+    drawn (``window + num_draft_tokens - 2 <= ring``, the bound upstream's pool
+    configurator asserts, ``get_compress_state_write_pad``): a c128 ring of 128 with
+    three drafts is a configuration upstream refuses to start, and P10 cannot judge it.
     """
+    def serving(ratio: int, rings: tuple[int, ...]) -> tuple[int, ...]:
+        if num_draft_tokens is None:
+            return rings
+        return tuple(r for r in rings if state_window(ratio) + num_draft_tokens - 2 <= r) or (rings[-1],)
+
     return Compression(
         index_topk=draw(st.sampled_from((512, 1024, 8, 64))),
-        c4_ring_size=draw(st.sampled_from((8, 16, 32))),
-        c128_ring_size=draw(st.sampled_from((128, 256))),
+        c4_ring_size=draw(st.sampled_from(serving(4, (8, 16, 32)))),
+        c128_ring_size=draw(st.sampled_from(serving(128, (128, 256)))),
         unified_swa_pages=draw(st.sampled_from((1, 1024))),
         low_ratios=draw(st.sampled_from(LOW_RATIO_CHOICES)),
     )
@@ -158,7 +169,7 @@ def geometries(
         if pinned_page is not None and pinned_page % 128:
             raise InvalidArgument(f"page_size={pinned_page} cannot take compression (a multiple of 128 is needed)")
         page_size = draw(st.sampled_from(COMPRESSED_PAGE_SIZES)) if pinned_page is None else pinned_page
-        compressed = draw(compressions())
+        compressed = draw(compressions(num_draft_tokens=draft))
         if pinned_align is None:
             # Upstream pads the compressed page indices with its module constant 64 bound at
             # definition time (``_pad_last_dim``'s default): other alignments exist only uncompressed.

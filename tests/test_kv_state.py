@@ -217,16 +217,27 @@ def test_a_table_that_is_not_paged_is_not_judged_in_the_compressed_pools() -> No
     assert "req_to_token[1] is not page-contiguous at column 0" in paged_tables(batch.replace(req_to_token=rows))
 
 
-def test_compressed_pools_it_cannot_address_are_said_not_judged() -> None:
-    """A table that is not paged leaves the compressed half of P10 unjudged: a Partial note says so, never a
-    silent held."""
+def test_compressed_pools_it_cannot_address_are_counted_not_judged_and_the_rest_still_is() -> None:
+    """A request whose table row is not paged has no compressed row to hold its tokens to: it is counted (the
+    ``P10 stores:`` line), never silently held, and the other requests and every padding token are still judged."""
+    from types import SimpleNamespace
+
+    from metadata_builders.properties import collecting_tallies
+    from metadata_builders.runs.report import stores_line
+
     batch = _compressed_batch()
     rows = [list(r) for r in batch.req_to_token]
     rows[1][3] = rows[1][4]
-    notes = check_p10_kv_state(get_builder("hip"), batch.replace(req_to_token=rows))
-    assert notes and all(getattr(n, "about", None) == "observability" and "compressed pools not judged" in n
-                         for n in notes)
-    assert check_p10_kv_state(get_builder("hip"), batch) == []
+    holey = batch.replace(req_to_token=rows)
+    with collecting_tallies() as counts:
+        assert check_p10_kv_state(get_builder("hip"), holey) == []
+    line = stores_line(SimpleNamespace(tallies=counts, spec=SimpleNamespace(name="P10")))
+    # two requests per build, one of them (slot 1) unpaged
+    assert line is not None and "compressed pools: 18 request builds judged, 18 not (a table row" in line, line
+
+    def edit(fields: dict[str, list]) -> None:  # slot 2's position 7 (token 5) completes c4 group 1: moved, red
+        fields["c4_out_loc"][5] += 1
+    assert _p10(_Edited(edit, graph_only=False), holey).check == "p10.compressed_store"
 
 
 def test_p10_says_whether_it_judged_a_store_kernel_of_the_builders_or_the_harness_model() -> None:
@@ -292,17 +303,24 @@ def test_each_compressor_state_check_fails_on_the_write_it_names(edit, check) ->
     assert failure.check == check and failure.field.endswith("_write_plan"), failure
 
 
-def test_a_state_ring_too_small_for_a_steps_live_states_is_said_not_judged() -> None:
-    """c128 ring 128 with 3 drafts: 129 live states need more rows than the ring has -- a Partial note, not a red
-    verdict on a geometry upstream would not configure, and never a silent held."""
-    from metadata_builders import Compression
+def test_a_state_ring_too_small_for_a_steps_live_states_is_counted_not_judged() -> None:
+    """c128 ring 128 with 3 drafts: 129 live states need more rows than the ring has (a geometry upstream's pool
+    configurator refuses to start with, and the strategies never draw): counted on the ``P10 stores:`` line, not a
+    red verdict, and never a silent held."""
+    from types import SimpleNamespace
+
+    from metadata_builders.kv_state import state_unfit
+    from metadata_builders.properties import collecting_tallies
+    from metadata_builders.runs.report import stores_line
 
     batch = _compressed_batch()
     small = dataclasses.replace(batch.geometry.compression, c128_ring_size=128)
-    notes = check_p10_kv_state(get_builder("hip"), batch.replace(geometry=dataclasses.replace(batch.geometry,
-                                                                                          compression=small)))
-    assert notes and all("c128_ring_size 128 < window 128 + num_draft_tokens - 2 = 129" in n for n in notes), notes
-    assert isinstance(small, Compression)
+    unfit = batch.replace(geometry=dataclasses.replace(batch.geometry, compression=small))
+    assert "c128_ring_size 128 < window 128 + num_draft_tokens - 2 = 129" in state_unfit(unfit, 128)
+    with collecting_tallies() as counts:
+        assert check_p10_kv_state(get_builder("hip"), unfit) == []
+    line = stores_line(SimpleNamespace(tallies=counts, spec=SimpleNamespace(name="P10")))
+    assert line is not None and "compressor states: 18 write plans judged, 18 not (a state ring too small" in line, line
 
 
 def _edited_function(module: Any, name: str, old: str, new: str) -> Any:

@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any, Callable
 
-from metadata_builders.kv_state import (Ring, StateRing, Store, Token, compressed_row, layout_tokens, paged_tables,
-                                        ring_unfit, state_unfit, swa_stores)
+from metadata_builders.kv_state import (Ring, StateRing, Store, Token, compressed_row, layout_tokens, ring_unfit,
+                                        state_unfit, swa_stores, unpaged_slots)
 from metadata_builders.batch import VerifyBatch
 from metadata_builders.properties._common import Partial, _clean, _fail, _padding, _variants, tally
 from metadata_builders.variants import Variant
@@ -62,28 +62,23 @@ def judge_build(variant: Variant, batch: VerifyBatch, fields: dict[str, Any], pa
             tally("P10 stores", **({"kernel": 1} if writes[0].by_kernel else
                                    {"model": 1, "kernel_declined": int(kernel is not None)}))
         _judge(variant, ring, tokens, consumer, writes, fields)
-    unpaged = _compressed(variant, batch, tokens, fields)
-    unfit = _compressor_states(variant, batch, tokens, fields)
+    _compressed(variant, batch, tokens, fields)
+    _compressor_states(variant, batch, tokens, fields)
     if not stores:
         return Partial(f"P10: {variant.label} reports neither swa_loc nor verify_store_state_slot: its ring stores "
                        "are not judged", "observability")
-    if unpaged is not None:
-        return Partial(f"P10: the compressed pools not judged ({unpaged}: their rows cannot be derived from the "
-                       "table)", "observability")
-    if unfit is not None:
-        return Partial(f"P10: a compressor-state ring not judged ({unfit})", "observability")
     return None
 
 
-def _compressor_states(variant: Variant, batch: VerifyBatch, tokens: list[Token], fields: dict[str, Any]) -> str | None:
+def _compressor_states(variant: Variant, batch: VerifyBatch, tokens: list[Token], fields: dict[str, Any]) -> None:
     """The c4/c128 compressor states the write plans store (``[ragged_id, row]`` per entry): every row inside the
     state pool; a real token's state at its own position's row of its own slot's ring, no two real tokens on one
     row; a padding token's (a pad row's, absorbed slack's) only on slot 0's rows or a dead row of its own slot --
     never on a row whose state a real request's next compress reads (:class:`~metadata_builders.kv_state.StateRing`).
-    Returns why a ratio's ring could not be judged (too small for a step's live states), None otherwise."""
+    A ring too small for a step's live states (a geometry upstream's pool configurator refuses) is counted, not
+    judged: the ``P10 stores:`` line says how many."""
     if batch.geometry.compression is None:
-        return None
-    unfit: str | None = None
+        return
     for ratio in (4, 128):
         name = f"c{ratio}_write_plan"
         plan = fields.get(name)
@@ -92,7 +87,6 @@ def _compressor_states(variant: Variant, batch: VerifyBatch, tokens: list[Token]
         why = state_unfit(batch, ratio)
         tally("P10 states", **({"unfit": 1} if why is not None else {"judged": 1}))
         if why is not None:
-            unfit = unfit or why
             continue
         ring = StateRing(batch, ratio)
         live = ring.live()
@@ -133,37 +127,44 @@ def _compressor_states(variant: Variant, batch: VerifyBatch, tokens: list[Token]
                 raise _fail("P10", variant, f"{name}: {tok.describe()} writes c{ratio} state row {row}, a row of slot "
                             f"{ring.owner(row)}, another request's", field=name, index=tok.index,
                             expected=f"a row of slot 0 or {tok.slot}", actual=row, check="p10.pad_writes_other_slot")
-    return unfit
 
 
-def _compressed(variant: Variant, batch: VerifyBatch, tokens: list[Token], fields: dict[str, Any]) -> str | None:
+def _compressed(variant: Variant, batch: VerifyBatch, tokens: list[Token], fields: dict[str, Any]) -> None:
     """The c4/c128 pools: a group's entry is stored by the real token that completes it, at the row the
     page-based reads look it up (``req_to_token[s][p] // ratio`` of its last position ``p``); every other
     token stores row 0 (nobody's); each real token's c128 reads are exactly its completed groups' rows.
-    Returns why they could not be judged (a table that is not paged), None when judged or absent."""
+    A request whose table row is not paged (:func:`~metadata_builders.kv_state.unpaged_slots`) has no row
+    to hold its tokens to: its real tokens are counted, not judged (the ``P10 stores:`` line); padding is
+    judged always (it stores row 0 whatever the table holds)."""
     geo = batch.geometry
     if geo.compression is None:
-        return None
-    unpaged = paged_tables(batch)
-    if unpaged is not None:
-        return unpaged
+        return
+    unpaged = unpaged_slots(batch)
+    tally("P10 compressed", judged=sum(s not in unpaged for s in batch.req_pool_indices), unpaged=len(unpaged))
+    judged = [tok for tok in tokens if not (tok.real and tok.slot in unpaged)]
+    skipped = {tok.index for tok in tokens if tok.real and tok.slot in unpaged}
     for ratio in (4, 128):
         for name, base in ((f"c{ratio}_out_loc", 0), (f"unified_c{ratio}_out_loc", geo.compression.unified_swa_pages)):
-            for tok, loc in zip(tokens, fields.get(name, ())):
+            locs = fields.get(name)
+            if locs is None:
+                continue
+            for tok, loc in zip(tokens, map(int, locs)):
+                if tok.index in skipped:
+                    continue
                 completes = tok.real and (tok.position + 1) % ratio == 0
                 want = base + (compressed_row(batch, tok.slot, (tok.position + 1) // ratio - 1, ratio) if completes else 0)
-                if int(loc) == want:
+                if loc == want:
                     continue
                 if not tok.real:
-                    raise _fail("P10", variant, f"{name}: {tok.describe()} stores a c{ratio} entry at row {int(loc)}: "
+                    raise _fail("P10", variant, f"{name}: {tok.describe()} stores a c{ratio} entry at row {loc}: "
                                 f"padding completes no group of anyone's (row {base}, nobody's)", field=name,
-                                index=tok.index, expected=want, actual=int(loc), check="p10.pad_compressed_store")
+                                index=tok.index, expected=want, actual=loc, check="p10.pad_compressed_store")
                 what = (f"completes its c{ratio} group {(tok.position + 1) // ratio - 1}, whose entry the reads look up "
                         f"at row {want}" if completes else f"completes no c{ratio} group (row {base}, nobody's)")
-                raise _fail("P10", variant, f"{name}: {tok.describe()} {what}, but stores at row {int(loc)}",
-                            field=name, index=tok.index, expected=want, actual=int(loc), check="p10.compressed_store")
+                raise _fail("P10", variant, f"{name}: {tok.describe()} {what}, but stores at row {loc}",
+                            field=name, index=tok.index, expected=want, actual=loc, check="p10.compressed_store")
     pages, lengths = fields.get("c128_page_indices"), fields.get("c128_topk_lengths_raw")
-    for tok in (t for t in tokens if t.real and pages and lengths):
+    for tok in (t for t in judged if t.real and pages and lengths):
         # The attention reads the first c128_topk_lengths_raw entries: exactly the groups completed so far.
         n = (tok.position + 1) // 128
         want = [compressed_row(batch, tok.slot, k, 128) for k in range(n)]
@@ -172,7 +173,6 @@ def _compressed(variant: Variant, batch: VerifyBatch, tokens: list[Token], field
             raise _fail("P10", variant, f"c128_page_indices: {tok.describe()} reads c128 rows {got} where its {n} "
                         f"completed groups were stored at {want}", field="c128_page_indices", index=tok.index,
                         expected=want, actual=got, check="p10.compressed_read")
-    return None
 
 
 def _judge(variant: Variant, ring: Ring, tokens: list[Token], consumer: str, writes: list[Store],

@@ -117,11 +117,14 @@ def stores_line(run: Any) -> str | None:
     kernel, model = tally.get("kernel", 0), tally.get("model", 0)
     if not kernel + model:
         return None
+    pools = {k: v for (what, k), v in run.tallies.items() if what == "P10 compressed"}
+    suffix = ""
+    if pools:
+        suffix += (f"; compressed pools: {pools.get('judged', 0)} request builds judged, {pools.get('unpaged', 0)} not (a "
+                   "table row that is not paged: the strategies' deliberate holes)")
     if states:
-        suffix = (f"; compressor states: {states.get('judged', 0)} write plans judged, {states.get('unfit', 0)} not "
-                  "(a state ring too small for a step's live states)")
-    else:
-        suffix = ""
+        suffix += (f"; compressor states: {states.get('judged', 0)} write plans judged, {states.get('unfit', 0)} not "
+                   "(a state ring too small for a step's live states)")
     line = (f"{run.spec.name} stores: the fp8 SWA store of {kernel + model} builds judged, {kernel} through the "
             "builder's own store kernel")
     if model:
