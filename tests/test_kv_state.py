@@ -201,6 +201,37 @@ def test_each_compressed_store_check_fails_on_the_store_it_names(edit, check) ->
     assert failure.check == check, failure
 
 
+def _low_ratio_batch() -> Any:
+    """The compressed batch with V4.1's c1 and c2 pools."""
+    batch = _compressed_batch()
+    low = dataclasses.replace(batch.geometry.compression, low_ratios=(1, 2))
+    return batch.replace(geometry=dataclasses.replace(batch.geometry, compression=low))
+
+
+def test_the_full_pool_and_the_low_ratio_pools_hold_on_the_bundled_builder_and_the_reference() -> None:
+    check_p10_kv_state(get_builder("hip"), _low_ratio_batch())
+    check_p10_kv_state(ReferenceBuilder("pad_rows_only"), _low_ratio_batch())
+
+
+def _copy(name: str, index: int, source: int) -> Callable[[dict[str, list]], None]:
+    def edit(fields: dict[str, list]) -> None:
+        fields[name][index] = fields[name][source]
+    return edit
+
+
+@pytest.mark.parametrize(("edit", "check", "index"), [
+    (_copy("raw_out_loc", 7, 5), "p10.pad_full_store", 7),  # a pad row's K on the last real token's location
+    (_copy("raw_out_loc", 1, 0), "p10.full_store_misplaced", 1),  # a real token's K on its neighbour's location
+    (_set("raw_out_loc", 7, 10**9), "p10.oob_write", 7),
+    (_set("c2_out_loc", 0, -1), "p10.compressed_store", 0),  # position 127 completes c2 group 63: no store
+    (_copy("c1_out_loc", 2, 1), "p10.compressed_store", 2),  # position 129's c1 entry on position 128's row
+    (_set("c2_out_loc", 7, 5), "p10.pad_compressed_store", 7),  # a pad row's token stores a c2 entry
+])
+def test_each_full_and_low_ratio_pool_check_fails_on_the_store_it_names(edit, check, index) -> None:
+    failure = _p10(_Edited(edit), _low_ratio_batch())
+    assert (failure.check, failure.index) == (check, index), failure
+
+
 def test_a_c128_read_of_another_row_fails_the_compressed_read() -> None:
     def edit(fields: dict[str, list]) -> None:
         fields["c128_page_indices"][1][0] = 7  # position 128 reads group 0 at row 7, not row 2

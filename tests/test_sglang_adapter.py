@@ -641,3 +641,33 @@ def test_upstreams_own_pinned_staging_runs_under_the_stream_model(sglang, upstre
     md = sglang.build(batch, variant)
     assert made and all(t.dtype == torch.int32 for t in made), made  # upstream's torch.tensor(x, int32, pin_memory)
     assert not [f for f in md.audit.faults if f.kind == "stale_async_copy"]
+
+
+def test_the_draft_extend_pad_length_lead_upstreams_graph_pad_rows_get_nonpositive_swa_lengths(sglang, upstream,
+                                                                                                 monkeypatch) -> None:
+    """Issue 26's lead, answered on the installed release (docs/FINDINGS.md "L2"): a draft-extend graph bucket's
+    pad rows (``seq_len`` 1, the runner's fill value) extended by ``n = 3`` tokens get ``seq_lens_casual = 2 - n + j``
+    = -1, 0, 1, and ``swa_topk_lengths = clamp(max=window)`` passes the -1 through (no floor).  Their index rows are
+    all -1 and every HIP decode kernel compares the length as a signed int, so nothing is read; the CUDA backend
+    clamps it to 1 only for trtllm-gen.  Pinned here so a release that changes either side is seen."""
+    from metadata_builders.builders.sglang import double
+
+    entry = getattr(upstream.backend_cls, "init_forward_metadata_draft_extend", None)
+    if entry is None or "num_tokens_per_req" not in inspect.signature(entry).parameters:
+        pytest.skip(f"SGLang {upstream.release} has no init_forward_metadata_draft_extend(num_tokens_per_req=)")
+    made: list = []
+    make = double.make_backend
+    monkeypatch.setattr("metadata_builders.builders.sglang.builder.make_backend",
+                        lambda *a: made.append((a[1], make(*a))) or made[-1][1])
+    batch = make_batch([7, 3], [1, 2], 3).replace(geometry=Geometry())
+    sglang.build(batch, next(v for v in sglang.variants_supported(batch) if v.mirror == "host" and v.path == "eager"))
+    inputs, backend = made[-1]
+    with double.upstream_patched(upstream, inputs):
+        md = backend.init_forward_metadata_draft_extend(
+            max_seq_len=256, req_pool_indices=torch.tensor([1, 2, 0, 0]), seq_lens=torch.tensor([10, 6, 1, 1]),
+            seq_lens_cpu=[10, 6, 1, 1], num_tokens_per_req=3, out_cache_loc=None, use_prefill_cuda_graph=True)
+    core = md.core_attn_metadata
+    assert core.swa_topk_lengths.tolist() == [8, 9, 10, 4, 5, 6, -1, 0, 1, -1, 0, 1]
+    assert core.raw_out_loc[6:].tolist() == [0] * 6  # pad tokens store at the reserved location 0
+    for t in (6, 7, 9, 10):  # a non-positive length: its index row reads nothing either
+        assert set(core.swa_page_indices[t].tolist()) == {-1}

@@ -1,8 +1,10 @@
 """P10: what the metadata makes the kernels do to the KV state -- an oracle independent of the reference.
 
-Part 1 judges the unified SWA ring (:mod:`metadata_builders.kv_state`): the
-stores each consumer performs from a build's metadata, applied to a ring whose rows
-record who holds them, and the window reads of the decode streams.
+It judges the unified SWA ring (:mod:`metadata_builders.kv_state`): the stores
+each consumer performs from a build's metadata, applied to a ring whose rows record
+who holds them, and the window reads of the decode streams; the full KV pool
+(``raw_out_loc``); the compressed pools (c4, c128 and the V4.1 c1/c2) and their
+c128 reads; the c4/c128 compressor states the write plans store.
 """
 
 from __future__ import annotations
@@ -62,7 +64,9 @@ def judge_build(variant: Variant, batch: VerifyBatch, fields: dict[str, Any], pa
             tally("P10 stores", **({"kernel": 1} if writes[0].by_kernel else
                                    {"model": 1, "kernel_declined": int(kernel is not None)}))
         _judge(variant, ring, tokens, consumer, writes, fields)
+    _full_pool(variant, batch, tokens, fields)
     _compressed(variant, batch, tokens, fields)
+    _low_ratio_pools(variant, batch, tokens, fields)
     _compressor_states(variant, batch, tokens, fields)
     if not stores:
         return Partial(f"P10: {variant.label} reports neither swa_loc nor verify_store_state_slot: its ring stores "
@@ -127,6 +131,73 @@ def _compressor_states(variant: Variant, batch: VerifyBatch, tokens: list[Token]
                 raise _fail("P10", variant, f"{name}: {tok.describe()} writes c{ratio} state row {row}, a row of slot "
                             f"{ring.owner(row)}, another request's", field=name, index=tok.index,
                             expected=f"a row of slot 0 or {tok.slot}", actual=row, check="p10.pad_writes_other_slot")
+
+
+def _full_pool(variant: Variant, batch: VerifyBatch, tokens: list[Token], fields: dict[str, Any]) -> None:
+    """The full KV pool, which the store writes at ``raw_out_loc[t]`` for every token of the layout: a real token at
+    the location the caller allocated its position (the batch's ``out_cache_loc``, where the page table's reads find
+    it), inside the pool, no two real tokens on one location; every other token at location 0, the pool's
+    reserved padding location (upstream's allocator never hands it out).  The reference is not consulted: a pad
+    token given the last real request's location fails here even where the reference makes the same mistake."""
+    locs = fields.get("raw_out_loc")
+    if locs is None:
+        return
+    pool = len(batch.full_to_swa) - 1  # one entry per full location, then the -1 sentinel
+    real = iter(batch.out_cache_loc)
+    writers: dict[int, Token] = {}
+    for tok, loc in zip(tokens, map(int, locs)):
+        if not 0 <= loc < pool:
+            raise _fail("P10", variant, f"raw_out_loc: {tok.describe()} writes full pool location {loc}, outside the "
+                        f"pool's {pool} locations", field="raw_out_loc", index=tok.index,
+                        expected=f"0 <= location < {pool}", actual=loc, check="p10.oob_write")
+        if tok.real:
+            want = next(real)
+            if loc != want:
+                raise _fail("P10", variant, f"raw_out_loc: {tok.describe()} writes its K at full location {loc}; the "
+                            f"caller allocated its position location {want} (out_cache_loc), where the page table's "
+                            "reads look", field="raw_out_loc", index=tok.index, expected=want, actual=loc,
+                            check="p10.full_store_misplaced")
+            _claim(variant, writers, tok, loc, f"raw_out_loc: two real tokens write full location {loc}", "raw_out_loc")
+        elif loc != 0:
+            owner = writers.get(loc)
+            whose = f", where {owner.describe()} wrote its K" if owner is not None else ""
+            raise _fail("P10", variant, f"raw_out_loc: {tok.describe()} writes full location {loc}{whose}: padding "
+                        "writes only location 0, the pool's reserved padding location", field="raw_out_loc",
+                        index=tok.index, expected=0, actual=loc, check="p10.pad_full_store")
+
+
+def _low_ratio_pools(variant: Variant, batch: VerifyBatch, tokens: list[Token], fields: dict[str, Any]) -> None:
+    """The V4.1 low-ratio compressed pools (c1, c2): ``c{R}_out_loc[t]`` is where the store writes the token's
+    entry, ``-1`` for none.  A real token that completes its ``R``-group (every token for ``R = 1``) stores at its
+    last position's table location ``// R``, where the low-ratio reads look it up; one that completes none stores
+    nothing; padding stores nothing or row 0 (its zero location ``// R``: nobody's).  Requests whose table row is
+    not paged are counted, not judged, as for c4/c128 (:func:`_compressed`)."""
+    geo = batch.geometry
+    if geo.compression is None or not geo.compression.low_ratios:
+        return
+    unpaged = unpaged_slots(batch)
+    for ratio in geo.compression.low_ratios:
+        name = f"c{ratio}_out_loc"
+        locs = fields.get(name)
+        if locs is None:
+            continue
+        for tok, loc in zip(tokens, map(int, locs)):
+            if not tok.real:
+                if loc not in (-1, 0):
+                    raise _fail("P10", variant, f"{name}: {tok.describe()} stores a c{ratio} entry at row {loc}: "
+                                "padding completes no group of anyone's (-1, or row 0: nobody's)", field=name,
+                                index=tok.index, expected="-1 or 0", actual=loc, check="p10.pad_compressed_store")
+                continue
+            if tok.slot in unpaged:
+                continue
+            assert tok.position is not None
+            completes = (tok.position + 1) % ratio == 0
+            want = batch.req_to_token[tok.slot][tok.position] // ratio if completes else -1
+            if loc != want:
+                what = (f"completes its c{ratio} group {(tok.position + 1) // ratio - 1}, whose entry the reads look up "
+                        f"at row {want}" if completes else f"completes no c{ratio} group (-1: no store)")
+                raise _fail("P10", variant, f"{name}: {tok.describe()} {what}, but stores at row {loc}", field=name,
+                            index=tok.index, expected=want, actual=loc, check="p10.compressed_store")
 
 
 def _compressed(variant: Variant, batch: VerifyBatch, tokens: list[Token], fields: dict[str, Any]) -> None:
