@@ -226,6 +226,8 @@ def _copy(name: str, index: int, source: int) -> Callable[[dict[str, list]], Non
     (_set("c2_out_loc", 0, -1), "p10.compressed_store", 0),  # position 127 completes c2 group 63: no store
     (_copy("c1_out_loc", 2, 1), "p10.compressed_store", 2),  # position 129's c1 entry on position 128's row
     (_set("c2_out_loc", 7, 5), "p10.pad_compressed_store", 7),  # a pad row's token stores a c2 entry
+    (_set("low_ratio_req_indices", 4, 1), "p10.real_writes_other_slot", 4),  # slot 2's c2 state in slot 1's ring
+    (_set("low_ratio_req_indices", 7, 3), "p10.oob_write", 7),  # a pad token's ring load past the 3 slots
 ])
 def test_each_full_and_low_ratio_pool_check_fails_on_the_store_it_names(edit, check, index) -> None:
     failure = _p10(_Edited(edit), _low_ratio_batch())

@@ -4,7 +4,7 @@ It judges the unified SWA ring (:mod:`metadata_builders.kv_state`): the stores
 each consumer performs from a build's metadata, applied to a ring whose rows record
 who holds them, and the window reads of the decode streams; the full KV pool
 (``raw_out_loc``); the compressed pools (c4, c128 and the V4.1 c1/c2) and their
-c128 reads; the c4/c128 compressor states the write plans store.
+c128 reads; the c4/c128 compressor states the write plans store; the c2 state ring's slots.
 """
 
 from __future__ import annotations
@@ -67,6 +67,7 @@ def judge_build(variant: Variant, batch: VerifyBatch, fields: dict[str, Any], pa
     _full_pool(variant, batch, tokens, fields)
     _compressed(variant, batch, tokens, fields)
     _low_ratio_pools(variant, batch, tokens, fields)
+    _low_ratio_states(variant, batch, tokens, fields)
     _compressor_states(variant, batch, tokens, fields)
     if not stores:
         return Partial(f"P10: {variant.label} reports neither swa_loc nor verify_store_state_slot: its ring stores "
@@ -198,6 +199,32 @@ def _low_ratio_pools(variant: Variant, batch: VerifyBatch, tokens: list[Token], 
                         f"at row {want}" if completes else f"completes no c{ratio} group (-1: no store)")
                 raise _fail("P10", variant, f"{name}: {tok.describe()} {what}, but stores at row {loc}", field=name,
                             index=tok.index, expected=want, actual=loc, check="p10.compressed_store")
+
+
+def _low_ratio_states(variant: Variant, batch: VerifyBatch, tokens: list[Token], fields: dict[str, Any]) -> None:
+    """The V4.1 c2 compressor-state ring, as upstream's fused c2 store addresses it (``low_ratio_compress.py``:
+    ``c2_decode_norm_rope_store``): every token loads its pair partner from ring row ``req * ring + pos % ring``
+    with ``req = low_ratio_req_indices[t]`` *before* checking whether it is padding, so every token's ``req``
+    must name a slot of the pool; a real token's must be its own slot (its state in its own ring); a padding
+    token writes nothing because its ``raw_out_loc`` is 0 (the kernel's mark: :func:`_full_pool` holds every
+    padding token to it).  The positions are the forward batch's, not the metadata's: the row within the
+    ring is the kernel's business."""
+    geo = batch.geometry
+    reqs = fields.get("low_ratio_req_indices")
+    if geo.compression is None or 2 not in geo.compression.low_ratios or reqs is None:
+        return
+    slots = len(batch.req_to_token)
+    for tok, req in zip(tokens, map(int, reqs)):
+        if not 0 <= req < slots:
+            raise _fail("P10", variant, f"low_ratio_req_indices: {tok.describe()} loads its c2 state from request "
+                        f"slot {req}'s ring, outside the state pool's {slots} slots (the fused c2 store loads before "
+                        "it skips padding)", field="low_ratio_req_indices", index=tok.index,
+                        expected=f"0 <= slot < {slots}", actual=req, check="p10.oob_write")
+        if tok.real and req != tok.slot:
+            raise _fail("P10", variant, f"low_ratio_req_indices: {tok.describe()} reads and writes its c2 state in "
+                        f"slot {req}'s ring: a request's state in another request's ring",
+                        field="low_ratio_req_indices", index=tok.index, expected=tok.slot, actual=req,
+                        check="p10.real_writes_other_slot")
 
 
 def _compressed(variant: Variant, batch: VerifyBatch, tokens: list[Token], fields: dict[str, Any]) -> None:

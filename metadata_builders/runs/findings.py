@@ -166,7 +166,9 @@ def _absorbs(batch: VerifyBatch) -> bool:
 
 def _f18(seen: Seen, batch: VerifyBatch) -> bool:
     # L1: token_req_indices repeats each request draft_token_num times for target verify, ragged or not.
-    return seen.field == "low_ratio_req_indices" and seen.check in ("p1.vs_reference", "p5.in_graph_vs_reference") \
+    # P10 sees it as a c2 state in another request's ring (or a ring load past the pool).
+    return seen.field == "low_ratio_req_indices" and seen.check in (
+        "p1.vs_reference", "p5.in_graph_vs_reference", "p10.real_writes_other_slot", "p10.oob_write") \
         and batch.is_ragged
 
 
@@ -212,7 +214,7 @@ FINDINGS: tuple[Finding, ...] = (
     Finding("F20", ("P10",), _f20,
             "0.5.20+, full_coverage: the tier's slack absorbed by the last real row writes its compressor states "
             "(c4_write_plan) round the 16-row state ring onto states the request's next compress reads"),
-    Finding("F18", ("P1", "P5"), _f18,
+    Finding("F18", ("P1", "P5", "P10"), _f18,
             "0.5.22+: target verify's low-ratio token map (low_ratio_req_indices, set in-graph) is uniform, "
             "repeat_interleave(req, draft_token_num), on a ragged layout: tokens read and write another request's "
             "c1/c2 state"),
