@@ -213,6 +213,12 @@ def test_the_full_pool_and_the_low_ratio_pools_hold_on_the_bundled_builder_and_t
     check_p10_kv_state(ReferenceBuilder("pad_rows_only"), _low_ratio_batch())
 
 
+def _set_cell(name: str, row: int, column: int, value: int) -> Callable[[dict[str, list]], None]:
+    def edit(fields: dict[str, list]) -> None:
+        fields[name][row][column] = value
+    return edit
+
+
 def _copy(name: str, index: int, source: int) -> Callable[[dict[str, list]], None]:
     def edit(fields: dict[str, list]) -> None:
         fields[name][index] = fields[name][source]
@@ -228,6 +234,7 @@ def _copy(name: str, index: int, source: int) -> Callable[[dict[str, list]], Non
     (_set("c2_out_loc", 7, 5), "p10.pad_compressed_store", 7),  # a pad row's token stores a c2 entry
     (_set("low_ratio_req_indices", 4, 1), "p10.real_writes_other_slot", 4),  # slot 2's c2 state in slot 1's ring
     (_set("low_ratio_req_indices", 7, 3), "p10.oob_write", 7),  # a pad token's ring load past the 3 slots
+    (_set_cell("page_table", 1, 1, 0), "p10.page_read", 1),  # position 128 finds its own page at page 0
 ])
 def test_each_full_and_low_ratio_pool_check_fails_on_the_store_it_names(edit, check, index) -> None:
     failure = _p10(_Edited(edit), _low_ratio_batch())

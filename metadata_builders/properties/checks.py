@@ -36,6 +36,7 @@ CheckId = Literal[
     "p10.pad_writes_other_slot", "p10.live_row_lost", "p10.window_read", "p10.compressed_store",
     "p10.pad_compressed_store", "p10.compressed_read", "p10.store_dropped", "p10.real_writes_other_slot",
     "p10.state_write_misplaced", "p10.full_store_misplaced", "p10.pad_full_store",
+    "p10.page_read",
     "run.worker_died",
 ]
 """Every check id; ``raised`` is any property whose builder raised (its origin says where)."""

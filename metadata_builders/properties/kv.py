@@ -3,7 +3,7 @@
 It judges the unified SWA ring (:mod:`metadata_builders.kv_state`): the stores
 each consumer performs from a build's metadata, applied to a ring whose rows record
 who holds them, and the window reads of the decode streams; the full KV pool
-(``raw_out_loc``); the compressed pools (c4, c128 and the V4.1 c1/c2) and their
+(``raw_out_loc``) and its page-table reads; the compressed pools (c4, c128 and the V4.1 c1/c2) and their
 c128 reads; the c4/c128 compressor states the write plans store; the c2 state ring's slots.
 """
 
@@ -65,6 +65,7 @@ def judge_build(variant: Variant, batch: VerifyBatch, fields: dict[str, Any], pa
                                    {"model": 1, "kernel_declined": int(kernel is not None)}))
         _judge(variant, ring, tokens, consumer, writes, fields)
     _full_pool(variant, batch, tokens, fields)
+    _page_reads(variant, batch, tokens, fields)
     _compressed(variant, batch, tokens, fields)
     _low_ratio_pools(variant, batch, tokens, fields)
     _low_ratio_states(variant, batch, tokens, fields)
@@ -165,6 +166,32 @@ def _full_pool(variant: Variant, batch: VerifyBatch, tokens: list[Token], fields
             raise _fail("P10", variant, f"raw_out_loc: {tok.describe()} writes full location {loc}{whose}: padding "
                         "writes only location 0, the pool's reserved padding location", field="raw_out_loc",
                         index=tok.index, expected=0, actual=loc, check="p10.pad_full_store")
+
+
+def _page_reads(variant: Variant, batch: VerifyBatch, tokens: list[Token], fields: dict[str, Any]) -> None:
+    """The full pool's reads: the attention finds position ``q`` of a real token's context through its
+    ``page_table`` row, at page ``page_table[t][q // page]``; so the row's first ``position // page + 1`` entries
+    must be the pages that hold its positions ``0 .. position`` (``req_to_token[s][k * page] // page``), its own
+    one included.  Requests whose table row is not paged are counted, not judged (:func:`_compressed`)."""
+    table = fields.get("page_table")
+    if table is None:
+        return
+    page = batch.geometry.page_size
+    unpaged = unpaged_slots(batch)
+    for tok in tokens:
+        if not tok.real or tok.slot in unpaged:
+            continue
+        assert tok.position is not None
+        row = batch.req_to_token[tok.slot]
+        want = [row[k * page] // page for k in range(tok.position // page + 1)]
+        got = [int(v) for v in table[tok.index][: len(want)]]
+        if got != want:
+            k = next((k for k, (a, b) in enumerate(zip(got, want)) if a != b), len(got))
+            raise _fail("P10", variant, f"page_table: {tok.describe()} finds its context through pages {got[:8]}"
+                        f"{'...' if len(got) > 8 else ''}; its positions 0..{tok.position} live in pages {want[:8]}"
+                        f"{'...' if len(want) > 8 else ''} (first wrong or missing: column {k}, positions "
+                        f"{k * page}..{min(tok.position, k * page + page - 1)})", field="page_table", index=tok.index,
+                        expected=want, actual=got, check="p10.page_read")
 
 
 def _low_ratio_pools(variant: Variant, batch: VerifyBatch, tokens: list[Token], fields: dict[str, Any]) -> None:

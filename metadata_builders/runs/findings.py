@@ -188,7 +188,7 @@ def _installed_release_lacks(capability: str) -> bool:
 FINDINGS: tuple[Finding, ...] = (
     Finding("F2c", ("P1", "P5", "P6"), _f2c,
             "tier slack absorbed past req_to_token's width is gathered out of bounds (get_swa_page_indices)"),
-    Finding("F5", ("P1", "P5"), _f5,
+    Finding("F5", ("P1", "P5", "P10"), _f5,
             "0.5.18/0.5.19: max_seq_len lacks + num_draft_tokens; the page table misses the verify tokens' page"),
     Finding("F6", ("P1", "P5"), _f6,
             "0.5.18-0.5.20: pf_* stop at num_tokens on a tier with an uncovered tail"),
