@@ -22,7 +22,7 @@ from metadata_builders import gate
 from metadata_builders.batch import Geometry, GraphTier, VerifyBatch
 from metadata_builders.builders import get_builder, registration, routes_of
 from metadata_builders.devices import DEVICE_HELP, usable_device
-from metadata_builders.errors import MetadataBuildersError, UsageError
+from metadata_builders.errors import MetadataBuildersError, ModeNotBuilt, UsageError
 from metadata_builders.properties import PROPERTIES, PropertySpec
 from metadata_builders.reference import expected_faults, expected_host_syncs, verify_extension
 from metadata_builders.runs.report import (format_table, replay_command, runner_line, stores_line, write_junit,
@@ -274,6 +274,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
     args.device = usable_device(args.device)
     batch, history, why, written_for = _load_batch(args.file)
+    if batch.mode != "target_verify":  # said once, before any builder is blamed for it
+        raise ModeNotBuilt(batch.mode)
     if args.builder is None:
         args.builder = written_for or "hip"
         whose = " (the file's meta.builder)" if written_for else " (the default; the file names no builder)"

@@ -24,6 +24,7 @@ __all__ = [
     "InvalidMetadata",
     "InvalidVariant",
     "MetadataBuildersError",
+    "ModeNotBuilt",
     "MutantDoesNotApply",
     "Origin",
     "PlotExtraMissing",
@@ -83,6 +84,19 @@ class InvalidVariant(MetadataBuildersError, ValueError):
     def __init__(self, field: str, expected: Any, actual: Any) -> None:
         self._data(field, None, expected, actual)
         super().__init__(f"Variant.{field}={actual!r} must be {expected}")
+
+
+class ModeNotBuilt(MetadataBuildersError, NotImplementedError):
+    """A valid batch of an MTP-step mode no builder builds yet: said loudly, never judged as target verify.
+
+    ``ModeNotBuilt("draft_extend")`` reads ``batch mode 'draft_extend' is not built yet: the reference and the
+    builders build target_verify only (docs/DESIGN.md section 3, "Beyond target verify")``.
+    """
+
+    def __init__(self, mode: str) -> None:
+        self._data("mode", None, "target_verify", mode)
+        super().__init__(f"batch mode {mode!r} is not built yet: the reference and the builders build target_verify "
+                         "only (docs/DESIGN.md section 3, \"Beyond target verify\")")
 
 
 class InvalidMetadata(MetadataBuildersError, ValueError):

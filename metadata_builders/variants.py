@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, get_args
 
-from metadata_builders.errors import InvalidVariant
+from metadata_builders.errors import InvalidVariant, ModeNotBuilt
 
 if TYPE_CHECKING:
     from metadata_builders.batch import VerifyBatch
@@ -84,7 +84,10 @@ class Variant:
 
 
 def variants_for(batch: VerifyBatch) -> list[Variant]:
-    """Every valid variant of ``batch``: eager ones, then graph ones if it has a tier."""
+    """Every valid variant of ``batch``: eager ones, then graph ones if it has a tier.  A batch of another mode of
+    the MTP step than target verify raises :class:`~metadata_builders.errors.ModeNotBuilt` (none is built yet)."""
+    if batch.mode != "target_verify":
+        raise ModeNotBuilt(batch.mode)
     paths: list[Path] = ["eager"] + (["graph"] if batch.graph is not None else [])
     out: list[Variant] = []
     for path in paths:
@@ -98,7 +101,10 @@ def variants_for(batch: VerifyBatch) -> list[Variant]:
 
 
 def check_variant(batch: VerifyBatch, variant: Variant) -> None:
-    """Raise :class:`InvalidVariant` if ``variant`` is not one of ``variants_for(batch)``."""
+    """Raise :class:`InvalidVariant` if ``variant`` is not one of ``variants_for(batch)`` (``ModeNotBuilt`` for a
+    batch of a mode no builder builds yet)."""
+    if batch.mode != "target_verify":
+        raise ModeNotBuilt(batch.mode)
     if variant.path == "graph" and batch.graph is None:
         raise InvalidVariant("path", "'eager' for a batch without a graph tier", variant.path)
     if batch.is_ragged and variant.mirror != "host":

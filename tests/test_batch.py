@@ -405,3 +405,85 @@ def test_building_with_a_variant_that_does_not_apply_raises(
     with pytest.raises(InvalidVariant) as info:
         get_builder(builder).build(batch, variant)
     assert info.value.field == knob
+
+
+# -- the modes of the MTP step (docs/DESIGN.md section 3, "Beyond target verify") ------------------------------
+
+
+def _mode_batch(mode: str, **changes: Any) -> VerifyBatch:
+    """Slots 2 and 1 with prefixes 5 and 3, three draft tokens, on the 4 x 12 example tables."""
+    from _examples import kv_tables
+
+    table, full_to_swa = kv_tables(4, 12)
+    draft, step = 3, changes.pop("draft_step", 1 if mode == "draft_decode" else None)
+    seq, slots = ([5, 3], [2, 1]) if mode != "idle" else ([], [])
+    per_request = {"target_verify": 3, "draft_extend": 3, "decode": 1, "draft_decode": draft - 1, "idle": 0}[mode]
+    # draft decode's buffer holds every step's location, request-major
+    out = [slot * 12 + s + j for s, slot in zip(seq, slots) for j in range(per_request)]
+    d = dict(seq_lens=seq, req_pool_indices=slots, verify_lens=None, num_draft_tokens=draft, out_cache_loc=out,
+             req_to_token=table, full_to_swa=full_to_swa, geometry=GEOMETRY, mode=mode, draft_step=step,
+             graph=GraphTier(4, 4) if mode == "idle" else None)
+    d.update(changes)
+    return VerifyBatch(**d)
+
+
+@pytest.mark.parametrize("mode", ["target_verify", "draft_extend", "draft_decode", "decode", "idle"])
+def test_each_mode_is_a_valid_batch_and_round_trips(mode: str) -> None:
+    batch = _mode_batch(mode)
+    assert VerifyBatch.from_json(batch.to_json()) == batch
+    tokens = {"target_verify": 6, "draft_extend": 6, "draft_decode": 2, "decode": 2, "idle": 0}[mode]
+    assert batch.num_real_tokens == tokens
+    if mode == "draft_decode":  # step 1: one token each at seq_lens + 1; the buffer holds both steps
+        assert batch.first_positions == (6, 4) and batch.num_out_cache_loc == 4
+        assert "draft decode step 1" in batch.describe()
+
+
+def test_a_target_verify_file_has_no_mode_key_and_one_without_it_is_target_verify() -> None:
+    """Replay files written before the modes existed read unchanged, and a target-verify batch writes none."""
+    d = EXAMPLES[RAGGED].to_dict()
+    assert "mode" not in d and "draft_step" not in d
+    assert VerifyBatch.from_dict(d).mode == "target_verify"
+    assert _mode_batch("draft_extend").to_dict()["mode"] == "draft_extend"
+
+
+@pytest.mark.parametrize(("mode", "changes", "field"), [
+    ("nosuch", {}, "mode"),
+    ("decode", {"verify_lens": [1, 1]}, "verify_lens"),  # only target verify is ragged
+    ("draft_extend", {"divergence": Divergence(seq_lens_cpu=(5, 4))}, "divergence"),
+    ("draft_decode", {"draft_step": 2}, "draft_step"),  # three drafts: steps 0 and 1
+    ("draft_decode", {"draft_step": None}, "draft_step"),
+    ("decode", {"draft_step": 0}, "draft_step"),
+    ("idle", {"graph": None}, "graph"),
+    ("decode", {"seq_lens": [], "req_pool_indices": [], "out_cache_loc": []}, "seq_lens"),  # no request: idle
+    ("decode", {"graph": GraphTier(4, 8)}, "graph.graph_num_tokens"),  # one token a row
+    ("decode", {"out_cache_loc": [1, 2, 3]}, "out_cache_loc"),
+])
+def test_a_batch_its_mode_cannot_take_is_invalid_naming_the_field(mode: str, changes: dict, field: str) -> None:
+    with pytest.raises(InvalidBatch) as info:
+        if mode == "nosuch":
+            _mode_batch("decode").replace(mode="nosuch")
+        else:
+            _mode_batch(mode, **changes)
+    assert info.value.field == field, info.value
+
+
+def test_a_mode_no_builder_builds_yet_is_said_loudly_never_built_as_target_verify() -> None:
+    from metadata_builders.errors import ModeNotBuilt
+
+    batch = _mode_batch("draft_extend")
+    with pytest.raises(ModeNotBuilt, match="'draft_extend' is not built yet"):
+        variants_for(batch)
+    with pytest.raises(ModeNotBuilt):
+        get_builder("reference").build(batch, Variant())
+    with pytest.raises(ModeNotBuilt):
+        get_builder("hip").build(batch, Variant())
+
+
+def test_replaying_a_file_of_a_mode_not_built_yet_exits_2_naming_the_mode(tmp_path, capsys) -> None:
+    from metadata_builders.cli import main
+
+    path = tmp_path / "draft_extend.json"
+    path.write_text(_mode_batch("draft_extend").to_json())
+    assert main(["replay", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "batch mode 'draft_extend' is not built yet" in err and "FAILED" not in err

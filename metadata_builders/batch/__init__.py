@@ -23,8 +23,8 @@ The package knows nothing of the builders (``tests/test_layout.py`` checks it).
 
 from __future__ import annotations
 
-from metadata_builders.batch.model import VerifyBatch
+from metadata_builders.batch.model import MODES, VerifyBatch
 from metadata_builders.batch.parts import Compression, Divergence, Geometry, GraphTier
 from metadata_builders.batch.schema import SCHEMA
 
-__all__ = ["SCHEMA", "Compression", "Divergence", "Geometry", "GraphTier", "VerifyBatch"]
+__all__ = ["MODES", "SCHEMA", "Compression", "Divergence", "Geometry", "GraphTier", "VerifyBatch"]

@@ -22,7 +22,26 @@ from metadata_builders.batch.schema import (
 from metadata_builders.batch.validation import validate
 from metadata_builders.errors import InvalidBatch
 
-__all__ = ["VerifyBatch"]
+__all__ = ["MODES", "Mode", "VerifyBatch"]
+
+Mode = str
+"""One of :data:`MODES`."""
+
+MODES: tuple[str, ...] = ("target_verify", "draft_extend", "draft_decode", "decode", "idle")
+"""The metadata builds of one MTP step (docs/DESIGN.md section 3, "Beyond target verify").
+
+``target_verify``: the target model verifies each request's draft tokens at positions
+``seq_lens[i] + j`` (uniform or ragged).  ``draft_extend``: the draft model extends every
+request by ``num_draft_tokens`` tokens at the same positions (upstream's
+``init_forward_metadata_draft_extend``, ``num_tokens_per_req``; uniform).  ``draft_decode``:
+one step (``draft_step``) of EAGLE's multi-step draft decode, one token per request at
+position ``seq_lens[i] + draft_step``; ``out_cache_loc`` is the whole shared buffer of the
+``num_draft_tokens - 1`` steps, request-major (upstream's ``per_step_draft_out_cache_loc``).
+``decode``: one token per request at position ``seq_lens[i]``.  ``idle``: a DP rank with no
+request -- no real row, every row of the graph tier a pad row on slot 0.  ``seq_lens`` is
+always the prefix *before* the step's tokens (upstream passes ``seq_lens + n`` to draft
+extend and decode, whose lengths include them).
+"""
 
 
 def _short(values: tuple[int, ...], shown: int = 16) -> str:
@@ -65,6 +84,10 @@ class VerifyBatch:
     """The captured tier for the graph path; None for an eager-only batch."""
     divergence: Divergence | None = None
     """Fault injection: the device-resident extend lengths (P6); None = none."""
+    mode: Mode = "target_verify"
+    """Which build of the MTP step this is (:data:`MODES`); a replay file without one is ``target_verify``."""
+    draft_step: int | None = None
+    """``draft_decode`` only: the step, ``0 .. num_draft_tokens - 2``; None for every other mode."""
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
@@ -85,6 +108,8 @@ class VerifyBatch:
             raise InvalidBatch("graph", None, "a GraphTier or None", self.graph)
         if self.divergence is not None and not isinstance(self.divergence, Divergence):
             raise InvalidBatch("divergence", None, "a Divergence or None", self.divergence)
+        if not isinstance(self.mode, str) or self.mode not in MODES:
+            raise InvalidBatch("mode", None, "one of " + ", ".join(MODES), self.mode)
         validate(self)
 
     # -- derived sizes -------------------------------------------------------------
@@ -111,10 +136,31 @@ class VerifyBatch:
 
     @property
     def extend_lens(self) -> tuple[int, ...]:
-        """(bs,): verify tokens per real request, uniform or ragged."""
+        """(bs,): the step's tokens per real request: verify tokens (uniform or ragged), draft-extend tokens
+        (``num_draft_tokens``), or one for a decode step."""
+        if self.mode in ("decode", "draft_decode"):
+            return (1,) * self.bs
         if self.verify_lens is None:
             return (self.num_draft_tokens,) * self.bs
         return self.verify_lens
+
+    @property
+    def first_positions(self) -> tuple[int, ...]:
+        """(bs,): each request's first position this step: ``seq_lens[i]``, plus ``draft_step`` in draft decode."""
+        step = self.draft_step or 0
+        return tuple(s + step for s in self.seq_lens)
+
+    @property
+    def num_draft_steps(self) -> int:
+        """Steps of EAGLE's multi-step draft decode (topk 1): ``num_draft_tokens - 1``."""
+        return self.num_draft_tokens - 1
+
+    @property
+    def num_out_cache_loc(self) -> int:
+        """Entries of ``out_cache_loc``: the step's real tokens, or draft decode's shared buffer of every step."""
+        if self.mode == "draft_decode":
+            return self.bs * self.num_draft_steps
+        return self.num_real_tokens
 
     @property
     def num_real_tokens(self) -> int:
@@ -159,6 +205,8 @@ class VerifyBatch:
                  f"full_to_swa=<{len(self.full_to_swa)} entries, last {self.full_to_swa[-1] if self.full_to_swa else None}>",
                  f"is_dspark={self.is_dspark}", f"geometry={self.geometry!r}", f"graph={self.graph!r}",
                  f"divergence={self.divergence!r}"]
+        if self.mode != "target_verify":
+            parts.append(f"mode={self.mode!r}" + ("" if self.draft_step is None else f", draft_step={self.draft_step}"))
         return "VerifyBatch(" + ", ".join(parts) + ")"
 
     def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
@@ -180,7 +228,9 @@ class VerifyBatch:
             div += f", device extend diverges: {list(self.divergence.extend_seq_lens)}"
         if self.divergence is not None and self.divergence.seq_lens_cpu is not None:
             div += f", stale host mirror seq_lens_cpu={list(self.divergence.seq_lens_cpu)}"
-        return (f"{kind} {algo}, bs={self.bs}, num_draft={self.num_draft_tokens}, "
+        mode = "" if self.mode == "target_verify" else (
+            self.mode.replace("_", " ") + ("" if self.draft_step is None else f" step {self.draft_step}") + ", ")
+        return (f"{mode}{kind} {algo}, bs={self.bs}, num_draft={self.num_draft_tokens}, "
                 f"{self.num_real_tokens} real tokens, {tier}{div}")
 
     # -- serialisation (metadata_builders.batch.schema) --------------------------------

@@ -48,6 +48,9 @@ def batch_to_dict(batch: VerifyBatch) -> dict[str, Any]:
         "geometry": batch.geometry.to_dict(),
         "graph": None if batch.graph is None else batch.graph.to_dict(),
         "divergence": None if batch.divergence is None else batch.divergence.to_dict(),
+        # A target-verify batch's file stays byte-identical to the ones written before modes existed.
+        **({} if batch.mode == "target_verify" else {"mode": batch.mode}),
+        **({} if batch.draft_step is None else {"draft_step": batch.draft_step}),
     }
 
 
@@ -74,6 +77,8 @@ def batch_from_dict(cls: type[VerifyBatch], d: Mapping[str, Any]) -> VerifyBatch
         geometry=Geometry() if geometry is None else Geometry.from_dict(geometry),
         graph=None if graph is None else GraphTier.from_dict(graph),
         divergence=None if divergence is None else Divergence.from_dict(divergence),
+        mode=d.get("mode", "target_verify"),
+        draft_step=d.get("draft_step"),
     )
 
 

@@ -30,8 +30,9 @@ INT32_MAX = 2**31 - 1
 def validate(batch: VerifyBatch) -> None:
     """Every cross-field rule of ``batch``; the first one broken raises ``InvalidBatch``."""
     bs = batch.bs
-    if bs == 0:
-        raise InvalidBatch("seq_lens", None, "non-empty", [])
+    _validate_mode(batch)
+    if bs == 0 and batch.mode != "idle":
+        raise InvalidBatch("seq_lens", None, "non-empty (only an idle batch has no request)", [])
     check_int("num_draft_tokens", batch.num_draft_tokens, minimum=1)
     if len(batch.req_pool_indices) != bs:
         raise InvalidBatch("req_pool_indices", None, f"of length len(seq_lens)={bs}", len(batch.req_pool_indices))
@@ -70,17 +71,16 @@ def validate(batch: VerifyBatch) -> None:
         for i, v in enumerate(batch.verify_lens):
             if not 1 <= v <= batch.num_draft_tokens:
                 raise InvalidBatch("verify_lens", i, f"in 1..num_draft_tokens={batch.num_draft_tokens}", v)
-    if len(batch.out_cache_loc) != batch.num_real_tokens:
-        raise InvalidBatch(
-            "out_cache_loc", None, f"of length num_real_tokens={batch.num_real_tokens}", len(batch.out_cache_loc)
-        )
-    for b, (s, e) in enumerate(zip(batch.seq_lens, batch.extend_lens)):
+    if len(batch.out_cache_loc) != batch.num_out_cache_loc:
+        what = (f"bs * (num_draft_tokens - 1)={batch.num_out_cache_loc} (draft decode's buffer of every step)"
+                if batch.mode == "draft_decode" else f"num_real_tokens={batch.num_real_tokens}")
+        raise InvalidBatch("out_cache_loc", None, f"of length {what}", len(batch.out_cache_loc))
+    for b, (s, e) in enumerate(zip(batch.first_positions, batch.extend_lens)):
         if s + e > width:
             raise InvalidBatch(
                 "seq_lens", b,
-                f"such that its last verify position seq_lens+verify_len-1={s + e - 1} fits req_to_token's "
-                f"width max_context={width}",
-                s,
+                f"such that its last position this step ({s + e - 1}) fits req_to_token's width max_context={width}",
+                batch.seq_lens[b],
             )
     if batch.graph is not None:
         _validate_graph(batch, batch.graph)
@@ -103,6 +103,36 @@ def validate(batch: VerifyBatch) -> None:
         _validate_divergence(batch, batch.divergence)
 
 
+def _validate_mode(batch: VerifyBatch) -> None:
+    """What each mode of the MTP step takes (:data:`~metadata_builders.batch.MODES`): only target verify is ragged
+    or diverges; draft decode names its step; an idle batch has no request and a graph tier of pad rows."""
+    mode = batch.mode
+    if batch.verify_lens is not None and mode != "target_verify":
+        raise InvalidBatch("verify_lens", None, f"None for a {mode} batch (only target verify is ragged)",
+                           list(batch.verify_lens))
+    if batch.divergence is not None and mode != "target_verify":
+        raise InvalidBatch("divergence", None, f"None for a {mode} batch (the fault model is target verify's, P6)",
+                           batch.divergence)
+    if mode == "draft_decode":
+        if batch.num_draft_tokens < 2:
+            raise InvalidBatch("num_draft_tokens", None, ">= 2 for draft decode (num_draft_tokens - 1 steps)",
+                               batch.num_draft_tokens)
+        if isinstance(batch.draft_step, bool) or not isinstance(batch.draft_step, int) or \
+                not 0 <= batch.draft_step < batch.num_draft_tokens - 1:
+            raise InvalidBatch("draft_step", None, f"an int in 0..num_draft_tokens-2={batch.num_draft_tokens - 2} "
+                               "for draft decode", batch.draft_step)
+    elif batch.draft_step is not None:
+        raise InvalidBatch("draft_step", None, f"None for a {mode} batch (draft decode's step only)", batch.draft_step)
+    if batch.graph is not None and batch.graph.cap is not None and mode != "target_verify":
+        raise InvalidBatch("graph.cap", None, f"None for a {mode} tier (the cap is ragged verify's)", batch.graph.cap)
+    if mode == "idle":
+        if batch.seq_lens:
+            raise InvalidBatch("seq_lens", None, "empty for an idle batch (a DP rank with no request)",
+                               list(batch.seq_lens))
+        if batch.graph is None:
+            raise InvalidBatch("graph", None, "a GraphTier for an idle batch (its rows are the tier's pad rows)", None)
+
+
 def _validate_graph(batch: VerifyBatch, graph: GraphTier) -> None:
     """The tier holds the real requests: enough rows and tokens, a cap no real row exceeds, pad rows that fit."""
     bs = batch.bs
@@ -120,7 +150,11 @@ def _validate_graph(batch: VerifyBatch, graph: GraphTier) -> None:
             "graph.graph_num_tokens", None, f">= the real token count {batch.num_real_tokens}", graph.graph_num_tokens
         )
     if batch.verify_lens is None:
-        tier = graph.padded_bs * batch.num_draft_tokens
+        per_row = 1 if batch.mode in ("decode", "draft_decode", "idle") else batch.num_draft_tokens
+        tier = graph.padded_bs * per_row
+        if batch.mode != "target_verify" and graph.graph_num_tokens != tier:
+            raise InvalidBatch("graph.graph_num_tokens", None, f"padded_bs*{per_row}={tier} for a {batch.mode} tier "
+                               "(every row of it takes the same tokens)", graph.graph_num_tokens)
         if graph.graph_num_tokens < tier:
             # Every row of a uniform tier verifies num_draft_tokens; tokens past
             # padded_bs*num_draft_tokens (upstream never captures such a tier) would be

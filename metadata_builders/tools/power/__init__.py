@@ -11,7 +11,7 @@ generators get the same time budget and the same oracle:
   independent), with no boundary targeting and no shrinking.  So what random
   sampling misses, it misses for want of aim, not for want of reach.
 
-The oracle is the harness's properties P1..P7 in order on each batch, stopping
+The oracle is the harness's properties (P1..P10) in order on each batch, stopping
 at the first failure (builds are memoised per batch, so properties share them).
 A generator *kills* a mutant when the oracle fails within the budget.  Reported
 per mutant: kill rate over seeds, median examples and seconds to the first kill,
