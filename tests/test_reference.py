@@ -587,3 +587,27 @@ def test_each_padding_convention_pads_a_tier_as_derived_by_hand(name: str, paddi
     if num_tokens < len(md.fields["seq_lens_casual"]):  # an uncovered tail: inert
         assert set(md.fields["seq_lens_casual"][num_tokens:]) == {1}
         assert set(md.fields["pf_final_pos"][num_tokens:]) == {batch.geometry.unified_swa_window}
+
+
+def test_the_draft_extend_reference_gives_its_worked_example() -> None:
+    """reference/draft_extend.py's docstring: slots 1 and 2, prefixes 7 and 3, n = 3, a 4-row tier (two pad rows of
+    length 1 *with* their three tokens: casual 2 - n + j)."""
+    from _examples import kv_tables
+
+    from metadata_builders import Geometry, GraphTier, VerifyBatch
+    from metadata_builders.reference.draft_extend import FIELDS, draft_extend_fields
+
+    table, full_to_swa = kv_tables(4, 12)
+    batch = VerifyBatch(seq_lens=[7, 3], req_pool_indices=[1, 2], verify_lens=None, num_draft_tokens=3,
+                        out_cache_loc=[19, 20, 21, 27, 28, 29], req_to_token=table, full_to_swa=full_to_swa,
+                        geometry=Geometry(), graph=GraphTier(4, 12), mode="draft_extend")
+    graph = draft_extend_fields(batch, graph=True)
+    assert tuple(graph) == FIELDS
+    assert graph["seq_lens_casual"] == graph["swa_topk_lengths"] == [8, 9, 10, 4, 5, 6, -1, 0, 1, -1, 0, 1]
+    assert graph["pf_chunk_start"] == [7, 7, 7, 3, 3, 3, -2, -2, -2, -2, -2, -2]
+    assert graph["pf_final_pos"] == [9, 9, 9, 5, 5, 5, 0, 0, 0, 0, 0, 0]
+    assert graph["raw_out_loc"] == [19, 20, 21, 27, 28, 29] + [0] * 6
+    assert all(len(row) == 1 for row in graph["page_table"])  # max_seq_len = page_size: one column
+    assert all(set(row) == {-1} for row in graph["swa_page_indices"][6:8])  # a length <= 0 reads nothing
+    eager = draft_extend_fields(batch)
+    assert eager["seq_lens_casual"] == [8, 9, 10, 4, 5, 6] and eager["pf_cu_q"] == [0, 0, 0, 3, 3, 3]

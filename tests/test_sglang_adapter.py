@@ -671,3 +671,41 @@ def test_the_draft_extend_pad_length_lead_upstreams_graph_pad_rows_get_nonpositi
     assert core.raw_out_loc[6:].tolist() == [0] * 6  # pad tokens store at the reserved location 0
     for t in (6, 7, 9, 10):  # a non-positive length: its index row reads nothing either
         assert set(core.swa_page_indices[t].tolist()) == {-1}
+
+
+@pytest.mark.parametrize("graph", [False, True], ids=["eager", "graph"])
+def test_the_draft_extend_reference_is_upstreams_draft_extend(sglang, upstream, monkeypatch, graph) -> None:
+    """Mode ``draft_extend``'s reference (``reference/draft_extend.py``) field for field against upstream's own
+    ``init_forward_metadata_draft_extend`` on the installed release, eager and with the graph runner's pad rows
+    (``seq_len`` 1, slot 0, ``out_cache_loc`` 0): the harness's rows, upstream's numbers."""
+    from metadata_builders.builders.sglang import double
+    from metadata_builders.reference.draft_extend import FIELDS, draft_extend_fields
+
+    entry = getattr(upstream.backend_cls, "init_forward_metadata_draft_extend", None)
+    if entry is None or "num_tokens_per_req" not in inspect.signature(entry).parameters:
+        pytest.skip(f"SGLang {upstream.release} has no init_forward_metadata_draft_extend(num_tokens_per_req=)")
+    made: list = []
+    make = double.make_backend
+    monkeypatch.setattr("metadata_builders.builders.sglang.builder.make_backend",
+                        lambda *a: made.append((a[1], make(*a))) or made[-1][1])
+    verify = make_batch([7, 3], [1, 2], 3).replace(geometry=Geometry())
+    sglang.build(verify, next(v for v in sglang.variants_supported(verify) if v.mirror == "host" and v.path == "eager"))
+    inputs, backend = made[-1]
+    batch = verify.replace(mode="draft_extend", graph=GraphTier(4, 12) if graph else None)
+    n, pad = 3, 2 if graph else 0
+    seq = [s + n for s in batch.seq_lens] + [1] * pad
+    out = list(batch.out_cache_loc) + [0] * (n * pad)
+    with double.upstream_patched(upstream, inputs):
+        md = backend.init_forward_metadata_draft_extend(
+            max_seq_len=256, req_pool_indices=torch.tensor(list(batch.req_pool_indices) + [0] * pad),
+            seq_lens=torch.tensor(seq), seq_lens_cpu=seq, num_tokens_per_req=n, out_cache_loc=torch.tensor(out),
+            use_prefill_cuda_graph=graph)
+    core = md.core_attn_metadata
+    want = draft_extend_fields(batch, graph=graph)
+    for name in FIELDS:
+        holder = core.unified if name.startswith("pf_") else core
+        got = getattr(holder, name, None)
+        if got is None and name == "req_pool_indices_repeated":
+            continue  # upstream keeps it local to the build: not a field of its metadata
+        assert got is not None, name
+        assert got.tolist() == want[name], (name, got.tolist()[:12], want[name][:12])

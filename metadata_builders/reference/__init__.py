@@ -16,6 +16,8 @@ module           what it specifies
 ``low_ratios``   group ``low_ratios``: the V4.1 c1/c2 store locations, lengths, sparse
                  buffers and indexer metadata
 ``streams``      group ``streams``: the decode index streams (swa/hca/csa)
+``draft_extend`` mode ``draft_extend`` of the MTP step: the core and unified prefill fields of
+                 the draft model's extend, eager and on the graph runner's pad rows
 ===============  ===========================================================================
 """
 
