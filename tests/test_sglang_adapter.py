@@ -643,13 +643,10 @@ def test_upstreams_own_pinned_staging_runs_under_the_stream_model(sglang, upstre
     assert not [f for f in md.audit.faults if f.kind == "stale_async_copy"]
 
 
-def test_the_draft_extend_pad_length_lead_upstreams_graph_pad_rows_get_nonpositive_swa_lengths(sglang, upstream,
-                                                                                                 monkeypatch) -> None:
-    """Issue 26's lead, answered on the installed release (docs/FINDINGS.md "L2"): a draft-extend graph bucket's
-    pad rows (``seq_len`` 1, the runner's fill value) extended by ``n = 3`` tokens get ``seq_lens_casual = 2 - n + j``
-    = -1, 0, 1, and ``swa_topk_lengths = clamp(max=window)`` passes the -1 through (no floor).  Their index rows are
-    all -1 and every HIP decode kernel compares the length as a signed int, so nothing is read; the CUDA backend
-    clamps it to 1 only for trtllm-gen.  Pinned here so a release that changes either side is seen."""
+def _draft_extend_backend(sglang, upstream, monkeypatch) -> tuple:
+    """Upstream's backend double as a target-verify build of slots 1, 2 (prefixes 7, 3, three drafts) made it,
+    with that build's inputs and batch -- to call its ``init_forward_metadata_draft_extend`` (skips where the
+    release has none taking ``num_tokens_per_req``)."""
     from metadata_builders.builders.sglang import double
 
     entry = getattr(upstream.backend_cls, "init_forward_metadata_draft_extend", None)
@@ -662,6 +659,19 @@ def test_the_draft_extend_pad_length_lead_upstreams_graph_pad_rows_get_nonpositi
     batch = make_batch([7, 3], [1, 2], 3).replace(geometry=Geometry())
     sglang.build(batch, next(v for v in sglang.variants_supported(batch) if v.mirror == "host" and v.path == "eager"))
     inputs, backend = made[-1]
+    return inputs, backend, batch
+
+
+def test_the_draft_extend_pad_length_lead_upstreams_graph_pad_rows_get_nonpositive_swa_lengths(sglang, upstream,
+                                                                                                 monkeypatch) -> None:
+    """Issue 26's lead, answered on the installed release (docs/FINDINGS.md "L2"): a draft-extend graph bucket's
+    pad rows (``seq_len`` 1, the runner's fill value) extended by ``n = 3`` tokens get ``seq_lens_casual = 2 - n + j``
+    = -1, 0, 1, and ``swa_topk_lengths = clamp(max=window)`` passes the -1 through (no floor).  Their index rows are
+    all -1 and every HIP decode kernel compares the length as a signed int, so nothing is read; the CUDA backend
+    clamps it to 1 only for trtllm-gen.  Pinned here so a release that changes either side is seen."""
+    from metadata_builders.builders.sglang import double
+
+    inputs, backend, _ = _draft_extend_backend(sglang, upstream, monkeypatch)
     with double.upstream_patched(upstream, inputs):
         md = backend.init_forward_metadata_draft_extend(
             max_seq_len=256, req_pool_indices=torch.tensor([1, 2, 0, 0]), seq_lens=torch.tensor([10, 6, 1, 1]),
@@ -681,16 +691,7 @@ def test_the_draft_extend_reference_is_upstreams_draft_extend(sglang, upstream, 
     from metadata_builders.builders.sglang import double
     from metadata_builders.reference.draft_extend import FIELDS, draft_extend_fields
 
-    entry = getattr(upstream.backend_cls, "init_forward_metadata_draft_extend", None)
-    if entry is None or "num_tokens_per_req" not in inspect.signature(entry).parameters:
-        pytest.skip(f"SGLang {upstream.release} has no init_forward_metadata_draft_extend(num_tokens_per_req=)")
-    made: list = []
-    make = double.make_backend
-    monkeypatch.setattr("metadata_builders.builders.sglang.builder.make_backend",
-                        lambda *a: made.append((a[1], make(*a))) or made[-1][1])
-    verify = make_batch([7, 3], [1, 2], 3).replace(geometry=Geometry())
-    sglang.build(verify, next(v for v in sglang.variants_supported(verify) if v.mirror == "host" and v.path == "eager"))
-    inputs, backend = made[-1]
+    inputs, backend, verify = _draft_extend_backend(sglang, upstream, monkeypatch)
     batch = verify.replace(mode="draft_extend", graph=GraphTier(4, 12) if graph else None)
     n, pad = 3, 2 if graph else 0
     seq = [s + n for s in batch.seq_lens] + [1] * pad
