@@ -371,6 +371,32 @@ def test_mutants_cli_prints_kills_and_writes_json(tmp_path, capsys) -> None:
 
 
 
+
+def test_a_recorded_killer_is_tried_first_and_the_verdict_is_the_same(tmp_path, capsys) -> None:
+    """`--killers` (an earlier kill table) runs a mutant's recorded killer first: a mutant P7 kills no longer waits on
+    P1..P6's full runs; a wrong or missing record falls back to the plain order; an unreadable table is a usage
+    error."""
+    from metadata_builders.errors import UsageError
+    from metadata_builders.tools.mutants.runner import property_order, recorded_killers
+
+    assert [p.name for p in property_order("P7")][:2] == ["P7", "P1"]
+    assert [p.name for p in property_order(None)][0] == [p.name for p in property_order("P99")][0] == "P1"
+    table = tmp_path / "killers.json"
+    table.write_text(json.dumps({"mutants": [
+        {"mutant": "debug_log_formats_device_tensor", "killed": True, "property": "P7"},
+        {"mutant": "causal_start_off_by_one", "killed": True, "property": "P9"},  # stale: P9 does not kill it
+    ]}))
+    assert recorded_killers(str(table))["debug_log_formats_device_tensor"] == "P7"
+    out = tmp_path / "mutants.json"
+    assert cli_main(["mutants", "--only", "debug_log_formats_device_tensor,causal_start_off_by_one",
+                     "--max-examples", "10", "--jobs", "1", "--json", str(out), "--killers", str(table)]) == 0
+    rows = json.loads(out.read_text())["mutants"]
+    assert [(r["mutant"], r["property"]) for r in rows] == [("debug_log_formats_device_tensor", "P7"),
+                                                           ("causal_start_off_by_one", "P1")]
+    assert "recorded killer" in capsys.readouterr().out
+    with pytest.raises(UsageError):
+        recorded_killers(str(tmp_path / "missing.json"))
+
 # -- the power benchmark's baseline ------------------------------------------------------------------
 
 
