@@ -64,10 +64,11 @@ def judge_build(variant: Variant, batch: VerifyBatch, fields: dict[str, Any], pa
             tally("P10 stores", **({"kernel": 1} if writes[0].by_kernel else
                                    {"model": 1, "kernel_declined": int(kernel is not None)}))
         _judge(variant, ring, tokens, consumer, writes, fields)
+    unpaged = unpaged_slots(batch)  # the requests whose table rows the model cannot address: one scan per build
     _full_pool(variant, batch, tokens, fields)
-    _page_reads(variant, batch, tokens, fields)
-    _compressed(variant, batch, tokens, fields)
-    _low_ratio_pools(variant, batch, tokens, fields)
+    _page_reads(variant, batch, tokens, fields, unpaged)
+    _compressed(variant, batch, tokens, fields, unpaged)
+    _low_ratio_pools(variant, batch, tokens, fields, unpaged)
     _low_ratio_states(variant, batch, tokens, fields)
     _compressor_states(variant, batch, tokens, fields)
     if not stores:
@@ -168,7 +169,8 @@ def _full_pool(variant: Variant, batch: VerifyBatch, tokens: list[Token], fields
                         index=tok.index, expected=0, actual=loc, check="p10.pad_full_store")
 
 
-def _page_reads(variant: Variant, batch: VerifyBatch, tokens: list[Token], fields: dict[str, Any]) -> None:
+def _page_reads(variant: Variant, batch: VerifyBatch, tokens: list[Token], fields: dict[str, Any],
+                unpaged: dict[int, str]) -> None:
     """The full pool's reads: the attention finds position ``q`` of a real token's context through its
     ``page_table`` row, at page ``page_table[t][q // page]``; so the row's first ``position // page + 1`` entries
     must be the pages that hold its positions ``0 .. position`` (``req_to_token[s][k * page] // page``), its own
@@ -177,7 +179,6 @@ def _page_reads(variant: Variant, batch: VerifyBatch, tokens: list[Token], field
     if table is None:
         return
     page = batch.geometry.page_size
-    unpaged = unpaged_slots(batch)
     for tok in tokens:
         if not tok.real or tok.slot in unpaged:
             continue
@@ -194,7 +195,8 @@ def _page_reads(variant: Variant, batch: VerifyBatch, tokens: list[Token], field
                         expected=want, actual=got, check="p10.page_read")
 
 
-def _low_ratio_pools(variant: Variant, batch: VerifyBatch, tokens: list[Token], fields: dict[str, Any]) -> None:
+def _low_ratio_pools(variant: Variant, batch: VerifyBatch, tokens: list[Token], fields: dict[str, Any],
+                     unpaged: dict[int, str]) -> None:
     """The V4.1 low-ratio compressed pools (c1, c2): ``c{R}_out_loc[t]`` is where the store writes the token's
     entry, ``-1`` for none.  A real token that completes its ``R``-group (every token for ``R = 1``) stores at its
     last position's table location ``// R``, where the low-ratio reads look it up; one that completes none stores
@@ -203,7 +205,6 @@ def _low_ratio_pools(variant: Variant, batch: VerifyBatch, tokens: list[Token], 
     geo = batch.geometry
     if geo.compression is None or not geo.compression.low_ratios:
         return
-    unpaged = unpaged_slots(batch)
     for ratio in geo.compression.low_ratios:
         name = f"c{ratio}_out_loc"
         locs = fields.get(name)
@@ -254,7 +255,8 @@ def _low_ratio_states(variant: Variant, batch: VerifyBatch, tokens: list[Token],
                         check="p10.real_writes_other_slot")
 
 
-def _compressed(variant: Variant, batch: VerifyBatch, tokens: list[Token], fields: dict[str, Any]) -> None:
+def _compressed(variant: Variant, batch: VerifyBatch, tokens: list[Token], fields: dict[str, Any],
+                unpaged: dict[int, str]) -> None:
     """The c4/c128 pools: a group's entry is stored by the real token that completes it, at the row the
     page-based reads look it up (``req_to_token[s][p] // ratio`` of its last position ``p``); every other
     token stores row 0 (nobody's); each real token's c128 reads are exactly its completed groups' rows.
@@ -264,9 +266,7 @@ def _compressed(variant: Variant, batch: VerifyBatch, tokens: list[Token], field
     geo = batch.geometry
     if geo.compression is None:
         return
-    unpaged = unpaged_slots(batch)
     tally("P10 compressed", judged=sum(s not in unpaged for s in batch.req_pool_indices), unpaged=len(unpaged))
-    judged = [tok for tok in tokens if not (tok.real and tok.slot in unpaged)]
     skipped = {tok.index for tok in tokens if tok.real and tok.slot in unpaged}
     for ratio in (4, 128):
         for name, base in ((f"c{ratio}_out_loc", 0), (f"unified_c{ratio}_out_loc", geo.compression.unified_swa_pages)):
@@ -289,7 +289,7 @@ def _compressed(variant: Variant, batch: VerifyBatch, tokens: list[Token], field
                 raise _fail("P10", variant, f"{name}: {tok.describe()} {what}, but stores at row {loc}",
                             field=name, index=tok.index, expected=want, actual=loc, check="p10.compressed_store")
     pages, lengths = fields.get("c128_page_indices"), fields.get("c128_topk_lengths_raw")
-    for tok in (t for t in judged if t.real and pages and lengths):
+    for tok in (t for t in tokens if t.real and t.index not in skipped and pages and lengths):
         # The attention reads the first c128_topk_lengths_raw entries: exactly the groups completed so far.
         n = (tok.position + 1) // 128
         want = [compressed_row(batch, tok.slot, k, 128) for k in range(n)]
