@@ -25,10 +25,10 @@ from metadata_builders.devices import DEVICE_HELP, usable_device
 from metadata_builders.errors import MetadataBuildersError, ModeNotBuilt, UsageError
 from metadata_builders.properties import PROPERTIES, PropertySpec
 from metadata_builders.reference import expected_faults, expected_host_syncs, verify_extension
-from metadata_builders.runs.report import (format_table, replay_command, runner_line, stores_line, write_junit,
-                                           write_replay_file)
+from metadata_builders.runs.report import (format_table, modes_table, replay_command, runner_line, stores_line,
+                                           write_junit, write_replay_file)
 from metadata_builders.tools import bench, mutants, power
-from metadata_builders.variants import divergence_applies, variants_for
+from metadata_builders.variants import BUILT_MODES, divergence_applies, variants_for
 from metadata_builders.runs.check_runs import check_settings, resolve_workers, run_check_in_workers, run_in_order
 
 __all__ = ["main"]
@@ -167,6 +167,8 @@ def _check_one(args: argparse.Namespace, family: str) -> int:
     rows, replay_files = _check_rows(args, runs, known, builder)
     _out()
     _out(format_table(["property", "what", "examples", "failures", "time", "result"], rows))
+    if (by_mode := modes_table([(r.spec.name, r.judged_by_mode) for r in runs])) is not None:
+        _out("\n" + by_mode)
     if builds:
         seen = functools.reduce(lambda a, b: a.combine(b), builds)
         _out(seen.line())
@@ -274,7 +276,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
     args.device = usable_device(args.device)
     batch, history, why, written_for = _load_batch(args.file)
-    if batch.mode != "target_verify":  # said once, before any builder is blamed for it
+    if batch.mode not in BUILT_MODES:  # said once, before any builder is blamed for it
         raise ModeNotBuilt(batch.mode)
     if args.builder is None:
         args.builder = written_for or "hip"

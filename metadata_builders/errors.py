@@ -89,14 +89,14 @@ class InvalidVariant(MetadataBuildersError, ValueError):
 class ModeNotBuilt(MetadataBuildersError, NotImplementedError):
     """A valid batch of an MTP-step mode no builder builds yet: said loudly, never judged as target verify.
 
-    ``ModeNotBuilt("draft_extend")`` reads ``batch mode 'draft_extend' is not built yet: the reference and the
-    builders build target_verify only (docs/DESIGN.md section 3, "Beyond target verify")``.
+    ``ModeNotBuilt("draft_decode")`` reads ``batch mode 'draft_decode' is not built yet: the reference and the
+    builders build target_verify and draft_extend only (docs/DESIGN.md section 3, "Beyond target verify")``.
     """
 
     def __init__(self, mode: str) -> None:
-        self._data("mode", None, "target_verify", mode)
+        self._data("mode", None, "target_verify or draft_extend", mode)
         super().__init__(f"batch mode {mode!r} is not built yet: the reference and the builders build target_verify "
-                         "only (docs/DESIGN.md section 3, \"Beyond target verify\")")
+                         "and draft_extend only (docs/DESIGN.md section 3, \"Beyond target verify\")")
 
 
 class InvalidMetadata(MetadataBuildersError, ValueError):

@@ -13,31 +13,12 @@ from types import MappingProxyType
 from typing import Any, Literal, Mapping
 
 __all__ = [
-    "BASE_FIELD_NAMES",
-    "COMPRESSION_GROUPS",
-    "FIELDS",
-    "FIELD_NAMES",
-    "GROUPS",
-    "PER_ENTRY",
-    "PER_ROW",
-    "PLANNER_OP",
-    "SHAPE_VARIES",
-    "STREAM_FIELD_NAMES",
-    "Audit",
-    "Decision",
-    "FaultKind",
-    "FieldSpec",
-    "FaultRecord",
-    "InputChange",
-    "Mismatch",
-    "ReadKind",
-    "TokenMap",
-    "SyncRecord",
-    "VerifyMetadata",
-    "canonical_plan",
-    "fields_for",
-    "first_difference",
+    "BASE_FIELD_NAMES", "COMPRESSION_GROUPS", "DRAFT_EXTEND_FIELD_NAMES", "FIELDS", "FIELD_NAMES", "GROUPS",
+    "MODE_FIELD_NAMES", "PER_ENTRY", "PER_ROW", "PLANNER_OP", "SHAPE_VARIES", "STREAM_FIELD_NAMES", "Audit",
+    "Decision", "FaultKind", "FieldSpec", "FaultRecord", "InputChange", "Mismatch", "ReadKind", "TokenMap",
+    "SyncRecord", "VerifyMetadata", "canonical_plan", "fields_for", "first_difference",
 ]
+
 
 @dataclass(frozen=True, slots=True)
 class FieldSpec:
@@ -232,8 +213,23 @@ Elsewhere upstream's window kernel writes ``min(pos + 1, unified_swa_window)`` e
 ``min(pos + 1, swa_window)``: half a segment unwritten, or an overrun into the next token's."""
 
 
-def fields_for(geometry: Any) -> tuple[str, ...]:
-    """The fields a build of a batch with ``geometry`` produces, in pipeline order."""
+DRAFT_EXTEND_FIELD_NAMES: tuple[str, ...] = tuple(n for n in BASE_FIELD_NAMES if n not in (
+    "extend_start_loc", "verify_store_state_slot", "swa_loc"))
+"""Mode ``draft_extend``'s fields (0.5.23 ``init_forward_metadata_draft_extend``, ``need_compress=False``): rows (no
+``extend_start_loc``: upstream passes none), core with a one-column page table, unified prefill mapping; no ring store,
+streams or compression whatever the geometry.
+Specs as :data:`FIELDS`; ``extend_seq_lens`` is ``n`` on every row, ``seq_lens`` prefix + n (a pad row: 1)."""
+
+MODE_FIELD_NAMES: Mapping[str, tuple[str, ...] | None] = MappingProxyType({
+    "target_verify": None, "draft_extend": DRAFT_EXTEND_FIELD_NAMES})
+"""The fields each built mode of the MTP step produces (None: by geometry, :func:`fields_for`)."""
+
+
+def fields_for(geometry: Any, mode: str = "target_verify") -> tuple[str, ...]:
+    """The fields a build of a batch with ``geometry`` in ``mode`` produces, in pipeline order."""
+    fixed = MODE_FIELD_NAMES.get(mode)
+    if fixed is not None:
+        return fixed
     streams = geometry.swa_window == geometry.unified_swa_window
     compression = geometry.compression
     low_ratios = () if compression is None else getattr(compression, "low_ratios", ())
@@ -441,12 +437,14 @@ class VerifyMetadata:
     lists have none.  P1 holds them to ``FIELDS[name].dtype``."""
 
     def __post_init__(self) -> None:
-        missing = [n for n in BASE_FIELD_NAMES if n not in self.fields and n not in self.not_observable]
+        # What every built mode produces; a field of one mode only is held by P1 (a dropped field fails it).
+        missing = [n for n in BASE_FIELD_NAMES if n in DRAFT_EXTEND_FIELD_NAMES
+                   and n not in self.fields and n not in self.not_observable]
         if missing:
             from metadata_builders.errors import InvalidMetadata
 
-            raise InvalidMetadata("fields", "every BASE_FIELD_NAMES entry, or its name in not_observable",
-                                  f"missing {missing}")
+            raise InvalidMetadata("fields", "every BASE_FIELD_NAMES entry every mode has (DRAFT_EXTEND_FIELD_NAMES), "
+                                  "or its name in not_observable", f"missing {missing}")
 
     def to_dict(self) -> dict[str, Any]:
         return {"fields": self.fields, "decision": self.decision.to_dict(), "audit": self.audit.to_dict(),

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from metadata_builders.batch import VerifyBatch
 
 __all__ = [
+    "BUILT_MODES",
     "Gate",
     "LayoutTotal",
     "Mirror",
@@ -83,12 +84,22 @@ class Variant:
         return {"path": self.path, "mirror": self.mirror, "layout_total": self.layout_total, "gate": self.gate}
 
 
+BUILT_MODES: tuple[str, ...] = ("target_verify", "draft_extend")
+"""The modes of the MTP step the harness builds and judges; a batch of another raises
+:class:`~metadata_builders.errors.ModeNotBuilt`."""
+
+
 def variants_for(batch: VerifyBatch) -> list[Variant]:
-    """Every valid variant of ``batch``: eager ones, then graph ones if it has a tier.  A batch of another mode of
-    the MTP step than target verify raises :class:`~metadata_builders.errors.ModeNotBuilt` (none is built yet)."""
-    if batch.mode != "target_verify":
+    """Every valid variant of ``batch``: eager ones, then graph ones if it has a tier.
+
+    A ``draft_extend`` batch has the path only (its knobs are fixed: the caller always passes the host mirror, the
+    lengths are uniform, and the token count is exact without a gate); a batch of a mode no builder builds yet
+    raises :class:`~metadata_builders.errors.ModeNotBuilt`."""
+    if batch.mode not in BUILT_MODES:
         raise ModeNotBuilt(batch.mode)
     paths: list[Path] = ["eager"] + (["graph"] if batch.graph is not None else [])
+    if batch.mode == "draft_extend":
+        return [Variant(path) for path in paths]
     out: list[Variant] = []
     for path in paths:
         if not batch.is_ragged:
@@ -103,10 +114,17 @@ def variants_for(batch: VerifyBatch) -> list[Variant]:
 def check_variant(batch: VerifyBatch, variant: Variant) -> None:
     """Raise :class:`InvalidVariant` if ``variant`` is not one of ``variants_for(batch)`` (``ModeNotBuilt`` for a
     batch of a mode no builder builds yet)."""
-    if batch.mode != "target_verify":
+    if batch.mode not in BUILT_MODES:
         raise ModeNotBuilt(batch.mode)
     if variant.path == "graph" and batch.graph is None:
         raise InvalidVariant("path", "'eager' for a batch without a graph tier", variant.path)
+    if batch.mode == "draft_extend":
+        fixed = Variant(variant.path)
+        for name in ("mirror", "layout_total", "gate"):
+            if getattr(variant, name) != getattr(fixed, name):
+                raise InvalidVariant(name, f"{getattr(fixed, name)!r} for a draft_extend batch (its only knob is the "
+                                     "path)", getattr(variant, name))
+        return
     if batch.is_ragged and variant.mirror != "host":
         raise InvalidVariant("mirror", "'host' for a ragged batch (the mirror knob is for uniform batches)", variant.mirror)
     if (not batch.is_ragged or variant.path == "graph") and variant.layout_total != "host":

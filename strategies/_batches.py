@@ -40,6 +40,7 @@ from hypothesis.errors import InvalidArgument
 from metadata_builders.batch import Geometry, GraphTier, VerifyBatch
 from metadata_builders.tier import tier_verify_lens
 from metadata_builders.variants import Path, Variant, variants_for
+from strategies._arguments import _check_batch_arguments, _check_count, _check_mode, _check_range
 from strategies._coverage import boundary_hits
 from strategies._divergences import draw_divergence, stale_mirrors
 from strategies._geometry import HUGE_RING_SIZES, geometries
@@ -67,21 +68,6 @@ _RAGGED_TIER_SHAPES: tuple[tuple[tuple[str, int, int], ...], ...] = (
     (("exact", 0, 0), ("absorbed", 0, 0), ("capped_no_pad_rows", 0, 0)),
     (("spread", 1, _ANY), ("spread_partial", 2, _ANY), ("upstream", 1, _ANY)),
 )
-
-
-def _check_count(name: str, value: int | None, minimum: int, *, optional: bool = True) -> None:
-    if value is None and optional:
-        return
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        what = "None (draw it) or an int" if optional else "an int"
-        raise InvalidArgument(f"{name}={value!r} must be {what} >= {minimum}")
-
-
-def _check_range(min_name: str, lo: int, max_name: str, hi: int, minimum: int) -> None:
-    _check_count(min_name, lo, minimum, optional=False)
-    _check_count(max_name, hi, minimum, optional=False)
-    if hi < lo:
-        raise InvalidArgument(f"{max_name}={hi} must be >= {min_name}={lo}")
 
 
 # Strategies are built once and reused: building one validates it, which costs
@@ -399,14 +385,15 @@ def variants(batch: VerifyBatch, *, path: Path | None = None) -> st.SearchStrate
     return st.sampled_from(options)
 
 
-def _check_batch_arguments(
-    min_requests: int, max_requests: int, num_draft_tokens: int | None, max_pad_rows: int, geometry: Geometry | None
-) -> None:
-    _check_range("min_requests", min_requests, "max_requests", max_requests, 1)
-    _check_count("num_draft_tokens", num_draft_tokens, 1)
-    _check_count("max_pad_rows", max_pad_rows, 0, optional=False)
-    if geometry is not None and not isinstance(geometry, Geometry):
-        raise InvalidArgument(f"geometry={geometry!r} must be None (draw it) or a Geometry")
+def _tier_rows(draw: st.DrawFn, plan: _TierPlan, real: list[int], is_ragged: bool, draft: int,
+               mode: str) -> tuple[GraphTier, list[int]]:
+    """The tier of ``plan`` and every row's verify length on it (the pad rows' shares included)."""
+    tier = _draw_tier(draw, plan, real if is_ragged else None, len(real), draft)
+    if mode != "target_verify" and tier.cap is not None:
+        tier = GraphTier(tier.padded_bs, tier.graph_num_tokens)  # the cap is ragged verify's
+    if is_ragged:
+        return tier, tier_verify_lens(real, tier.padded_bs, tier.graph_num_tokens, tier.cap)
+    return tier, [draft] * tier.padded_bs
 
 
 def _fit_compression(geo: Geometry, tier: GraphTier | None) -> Geometry:
@@ -431,8 +418,10 @@ def verify_batches(
     num_draft_tokens: int | None = None,
     max_pad_rows: int = _MAX_PAD_ROWS,
     compression: bool | None = None,
+    mode: str = "target_verify",
 ) -> VerifyBatch:
-    """A valid :class:`VerifyBatch`; each ``None`` argument is drawn.
+    """A valid :class:`VerifyBatch` of ``mode`` (``draft_extend``: drawn as a uniform verify batch, without
+    divergence or cap); each ``None`` argument is drawn.
 
     ``ragged`` pins uniform/ragged, ``graph`` forces (``True``) or forbids (``False``)
     a graph tier, ``divergence=True`` attaches one (:func:`divergences`; batches that
@@ -451,6 +440,9 @@ def verify_batches(
     token, no padding, no divergence and the small geometry with every dimension 1.
     """
     _check_batch_arguments(min_requests, max_requests, num_draft_tokens, max_pad_rows, geometry)
+    if mode != "target_verify":
+        ragged = divergence = stale_mirror = _check_mode(mode, ragged=ragged, divergence=divergence,
+                                                         stale_mirror=stale_mirror)
     # The categorical choices come first, where their odds hold best (see _TierPlan).
     dspark = draw(st.booleans()) if is_dspark is None else is_dspark
     attach = draw(st.booleans()) if divergence is None else divergence
@@ -465,15 +457,7 @@ def verify_batches(
     geo = geometry if geometry is not None else draw(geometries(num_draft_tokens=draft, compression=compression))
     bs = draw(_request_counts(min_requests, max_requests))
     real = draw(verify_lens(num_requests=bs, num_draft_tokens=draft)) if is_ragged else [draft] * bs
-    tier = None
-    lens = list(real)
-    if plan is not None:
-        tier = _draw_tier(draw, plan, real if is_ragged else None, bs, draft)
-        if is_ragged:
-            lens = tier_verify_lens(real, tier.padded_bs, tier.graph_num_tokens, tier.cap)
-        else:
-            lens = [draft] * tier.padded_bs
-
+    tier, lens = (None, list(real)) if plan is None else _tier_rows(draw, plan, real, is_ragged, draft, mode)
     geo = _fit_compression(geo, tier)
     seq_lens, max_context = _draw_prefixes(draw, geo, draft, real, lens, tier)
     spare_slots = draw(_SPARE_SLOTS)
@@ -485,7 +469,7 @@ def verify_batches(
     out_cache_loc = [table[slot][s + j] for slot, s, e in zip(slots, seq_lens, real) for j in range(e)]
     _draw_holes(draw, table, full_to_swa, [(slot, s + e) for slot, s, e in zip(slots, seq_lens, real)], geo)
     batch = VerifyBatch(seq_lens, slots, real if is_ragged else None, draft, out_cache_loc, table, full_to_swa,
-                        dspark, geo, tier)
+                        dspark, geo, tier, mode=mode)
     if attach:
         drawn_divergence, _ = draw_divergence(draw, batch, None)
         # divergence=True promises one: reject the rare batch that cannot take any.

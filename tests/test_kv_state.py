@@ -155,7 +155,7 @@ def test_a_stream_that_reads_another_position_fails_the_window_read() -> None:
 def test_one_mistake_in_the_reference_and_the_builder_alike_only_p10_sees(monkeypatch) -> None:
     """The ring stride taken as the window (ROCm ATOM #817's class) in the specification *and* the builder: they
     agree, so P1 holds; the stores land on rows the window still reads, so P10 fails."""
-    import metadata_builders.reference.pipeline as spec
+    import metadata_builders.reference.builder as spec  # where ReferenceBuilder looks its stages up
 
     def by_window(batch, slots, positions):
         win = batch.geometry.swa_window

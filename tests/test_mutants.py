@@ -72,8 +72,11 @@ EXTRA_BATCHES: dict[str, VerifyBatch] = {
         geometry=Geometry(page_size=128, swa_window=4, ring_size=6, unified_swa_window=4, page_index_align=64,
                           compression=Compression(index_topk=8, c4_ring_size=16, c128_ring_size=256,
                                                   unified_swa_pages=5, low_ratios=(1, 2)))),
+    "draft_extend_tier_with_pad_rows": make_batch([7, 3], [1, 2], 3, graph=GraphTier(4, 12)).replace(
+        mode="draft_extend"),
 }
-"""Witnesses the shared examples do not cover: a diverging device length, a stale mirror with the same sum,
+"""Witnesses the shared examples do not cover (the draft-extend one: reference/draft_extend.py's worked example,
+two real rows and two pad rows on a tier of 4): a diverging device length, a stale mirror with the same sum,
 a capped tier a later, larger batch can fill (slot 3 is spare), a uniform DSpark tier two tokens wider than
 its rows (an exact total below the buffer: the only tier pad_rows_only ever passes output_size on), a compressed geometry whose first row crosses
 the first c4 and c128 group (positions 127..129) while pad rows have no compressed entry yet, and a ragged
@@ -138,6 +141,10 @@ WITNESSES: dict[str, str] = {
     "capture_slots_from_uniform_width": "ragged_tier_slack_spread_over_pad_rows",
     "last_row_absorbs_the_slack": "tier_slack_absorbed_by_last_real_row",
     "low_ratio_map_uniform": "low_ratios_capped_tier_with_tail_pads",
+    "draft_extend_count_real_rows": "draft_extend_tier_with_pad_rows",
+    "draft_extend_prefix_plus_step": "draft_extend_tier_with_pad_rows",
+    "draft_extend_full_page_table": "draft_extend_tier_with_pad_rows",
+    "draft_extend_replay_keeps_captured_out_loc": "draft_extend_tier_with_pad_rows",
 }
 """Each mutant's witness: a named batch on which it must differ from ``hip`` and fail a property."""
 

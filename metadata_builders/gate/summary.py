@@ -108,9 +108,11 @@ def _pre_existing(result: GateResult) -> str | None:
 
 def text(result: GateResult) -> str:
     """The gate's report for a terminal or CI log, ending with the verdict line."""
-    from metadata_builders.runs.report import format_table
+    from metadata_builders.runs.report import format_table, modes_table
 
     out = ["", format_table(["property", "what", "gate", "verdicts (batches)"], result.rows())]
+    if (by_mode := modes_table([(pv.prop, pv.by_mode) for pv in result.verdicts])) is not None:
+        out += ["", by_mode]
     for replay in result.replays:
         label = "crash at head" if replay.prop == "crash" else f"{replay.prop} NEW at head"
         out += ["", f"{label}: {replay.new}", f"  replay: {replay.command}"]
@@ -138,6 +140,8 @@ def _cell(text_: str) -> str:
 
 def markdown(result: GateResult, *, relative_to: str | None) -> str:
     """The summary as GitHub-flavoured Markdown; pictures linked relative to ``relative_to`` (None: named only)."""
+    from metadata_builders.runs.report import modes_table
+
     if result.blocking:
         icon = "🔴 RED"
     elif result.unjudged_files:
@@ -150,6 +154,8 @@ def markdown(result: GateResult, *, relative_to: str | None) -> str:
            (f"base = `{result.base.label}`, head = `{result.head.label}`; {result.batches} batches; "
             f"{result.seconds:.0f}s"), "", "| property | what | gate | verdicts (batches) |", "|---|---|---|---|"]
     out += ["| " + " | ".join(_cell(c) for c in row) + " |" for row in result.rows()]
+    if (by_mode := modes_table([(pv.prop, pv.by_mode) for pv in result.verdicts])) is not None:
+        out += ["", "```", by_mode, "```"]
     spots = result.blind_spots()
     out += ["", "### Not judged", ""]
     out += [f"- **{prop}**: {_cell(why)}" for prop, why in spots] or ["Nothing: every property ran in full."]

@@ -49,6 +49,8 @@ class PropertyVerdict:
     """Why the property could not fully run (``partial``), -> batches."""
     seconds: float = 0.0
     """What the property took at head, over the corpus (CPU seconds of the evaluating processes)."""
+    by_mode: Counter = field(default_factory=Counter)
+    """Mode of the MTP step -> batches of the corpus the property judged (any verdict but ``not applicable``)."""
 
     @property
     def blocking(self) -> bool:
@@ -174,6 +176,7 @@ def classify(corpus: list[VerifyBatch], props: list[PropertySpec], base: list[Ou
                 continue
             pv.seconds += h.seconds
             pv.batches += 1
+            pv.by_mode[batch.mode] += 1
             pv.counts[verdict] += 1
             pv.examples[verdict].append((index, b, h))
             if verdict == "partial":

@@ -166,5 +166,5 @@ def _capture_inputs(template: VerifyBatch, variant: Variant, tier: GraphTier, bu
         seq_lens_cpu=mirror, verify_lens_cpu=lens, num_tokens_cpu=ragged_total,
         max_seq_len=template.max_context, bs=rows, num_draft_tokens=template.num_draft_tokens,
         is_dspark=template.is_dspark, geometry=template.geometry, graph=tier, variant=variant, padding=padding,
-        runner=runner,
+        runner=runner, mode=template.mode,
     )

@@ -109,6 +109,10 @@ class VerifyInputs:
     path is what it leaves on the host (docs/DESIGN.md section 2)."""
     runner: Runner | None = None
     """At a capture: the graph runner (its tiers, the backend's ``shared`` room); None for an eager build."""
+    mode: str = "target_verify"
+    """The step of the MTP step this call builds (:data:`~metadata_builders.batch.MODES`).  ``draft_extend``:
+    upstream's ``init_forward_metadata_draft_extend(seq_lens=..., num_tokens_per_req=num_draft_tokens)``, whose
+    ``seq_lens`` (and mirror) *include* the step's tokens; graph pad rows hold 1 all the same."""
 
     @property
     def rows(self) -> int:
@@ -237,7 +241,7 @@ def _host_values(batch: VerifyBatch, variant: Variant, padding: Padding) -> dict
     rows, _ = _rows_and_tokens(batch, variant)
     pads = [1] * (rows - batch.bs)
     div = batch.divergence
-    mirror = list(div.seq_lens_cpu) if div is not None and div.seq_lens_cpu is not None else list(batch.seq_lens)
+    mirror = list(div.seq_lens_cpu) if div is not None and div.seq_lens_cpu is not None else _caller_seq_lens(batch)
     seq_lens_cpu = mirror + pads if batch.is_ragged or variant.mirror == "host" else None
     verify_lens_cpu = num_tokens_cpu = None
     if batch.verify_lens is not None:
@@ -253,6 +257,13 @@ def _host_values(batch: VerifyBatch, variant: Variant, padding: Padding) -> dict
     max_seq_len = batch.max_context if variant.path == "graph" else max(mirror)
     return {"seq_lens_cpu": seq_lens_cpu, "verify_lens_cpu": verify_lens_cpu, "num_tokens_cpu": num_tokens_cpu,
             "max_seq_len": max_seq_len}
+
+
+def _caller_seq_lens(batch: VerifyBatch) -> list[int]:
+    """The real rows' ``seq_lens`` as upstream's caller passes them: the prefixes, plus the step's tokens in draft
+    extend (its forward batch already holds them)."""
+    extra = batch.num_draft_tokens if batch.mode == "draft_extend" else 0
+    return [s + extra for s in batch.seq_lens]
 
 
 def _device_verify_lens(batch: VerifyBatch) -> list[int] | None:
@@ -319,6 +330,7 @@ def make_inputs(batch: VerifyBatch, variant: Variant, device: str | torch.device
         graph=batch.graph if variant.path == "graph" else None,
         variant=variant,
         padding=padding,
+        mode=batch.mode,
         **_host_values(batch, variant, padding),
     )
 
@@ -330,7 +342,7 @@ def _fill_rows(seq_lens: torch.Tensor, req_pool_indices: torch.Tensor, out_cache
     seq_lens.fill_(1)
     req_pool_indices.fill_(0)
     out_cache_loc.fill_(0)
-    seq_lens[: batch.bs] = torch.tensor(batch.seq_lens, dtype=seq_lens.dtype)
+    seq_lens[: batch.bs] = torch.tensor(_caller_seq_lens(batch), dtype=seq_lens.dtype)
     req_pool_indices[: batch.bs] = torch.tensor(batch.req_pool_indices, dtype=req_pool_indices.dtype)
     out_cache_loc[: batch.num_real_tokens] = torch.tensor(batch.out_cache_loc, dtype=out_cache_loc.dtype)
 
@@ -349,6 +361,8 @@ def refill_inputs(inputs: VerifyInputs, batch: VerifyBatch) -> None:
 
     variant = inputs.variant
     check_variant(batch, variant)
+    if batch.mode != inputs.mode:
+        raise InvalidBatch("mode", None, f"the captured graph's mode {inputs.mode!r}", batch.mode)
     if batch.graph != inputs.graph:
         raise InvalidBatch("graph", None, f"the captured tier {inputs.graph}", batch.graph)
     for name, values in (("req_to_token", batch.req_to_token), ("full_to_swa", batch.full_to_swa)):

@@ -23,7 +23,7 @@ CheckId = Literal[
     "p3.vs_synced", "p3.map_synced",
     "p4.used_output_size", "p4.exact_num_tokens", "p4.output_size_value", "p4.gate_vs_gate",
     "p5.graph_vs_eager_row", "p5.graph_vs_eager_token", "p5.plan_entries", "p5.pad_plan_ring", "p5.field_short",
-    "p5.pads_cover_tier", "p5.pad_slot", "p5.tail_inert", "p5.tail_store_guard", "p5.tail_ring",
+    "p5.pads_cover_tier", "p5.pad_slot", "p5.pad_reads_nothing", "p5.tail_inert", "p5.tail_store_guard", "p5.tail_ring",
     "p5.capture_sync", "p5.replay_shape", "p5.replay_storage", "p5.replay_writes_input", "p5.replay_vs_fresh", "p5.in_graph_vs_reference",
     "p5.runner_replay_storage", "p5.runner_replay_vs_fresh", "p5.runner_geometry", "p5.capture_geometry",
     "p6.planner_overflow", "p6.oob_read", "p6.synced_map_faulted", "p6.eagle_faulted_under_dspark",

@@ -159,6 +159,7 @@ def _check_pads_inert(batch: VerifyBatch, variant: Variant, md: VerifyMetadata) 
             if slot != 0:
                 raise _fail("P5", variant, "a pad-row token must use the dummy slot 0",
                             field="req_pool_indices_repeated", index=(t,), expected=0, actual=slot, check="p5.pad_slot")
+            _check_pad_reads_nothing(variant, f, t)
             for name in (n for n in f if n in FIELDS and FIELDS[n].pad_slot):
                 if f[name][t] != 0:
                     raise _fail("P5", variant, "a pad-row token must store into slot 0",
@@ -180,6 +181,17 @@ def _check_pads_inert(batch: VerifyBatch, variant: Variant, md: VerifyMetadata) 
                         field="swa_loc", index=(t,),
                         expected=f"in [{slot * ring}, {(slot + 1) * ring}) or [0, {ring})", actual=f["swa_loc"][t],
                         check="p5.tail_ring")
+
+
+def _check_pad_reads_nothing(variant: Variant, f: dict, t: int) -> None:
+    """A pad token whose SWA length is not positive reads nothing: its index row is ``-1`` only (docs/DESIGN.md
+    section 3, FINDINGS L2).  A draft-extend pad row (``seq_len`` 1 with ``n`` tokens) has lengths ``2 - n + j``;
+    a consumer that reads the length unsigned reads the whole row, so a live index there is the fault."""
+    length, row = f["swa_topk_lengths"][t], f["swa_page_indices"][t]
+    if length <= 0 and any(x != -1 for x in row):
+        raise _fail("P5", variant, "a pad token with a non-positive SWA length has a live index (an unsigned reader "
+                    "of the length would read it)", field="swa_page_indices", index=(t,), expected="-1 only",
+                    actual=row, check="p5.pad_reads_nothing")
 
 
 def _shapes(fields: dict[str, Any]) -> dict[str, tuple[int, ...]]:

@@ -15,6 +15,7 @@ from metadata_builders.properties.kv import check_p10_kv_state, p10_applies
 from metadata_builders.properties.mirror import check_p2_mirror
 from metadata_builders.properties.state import check_p8_inputs_untouched, check_p9_no_hidden_state
 from metadata_builders.properties.syncs import check_p7_capture_safety
+from metadata_builders.variants import BUILT_MODES
 
 
 def _always(batch: VerifyBatch) -> str | None:
@@ -35,7 +36,29 @@ class PropertySpec:
     absorbs, a capped tail) far more reliably than one run of the same total size,
     because a run's examples are mutations of each other."""
     applies: Callable[[VerifyBatch], str | None] = _always
-    """Why the property has nothing to check on ``batch`` (None: it applies)."""
+    """Why the property has nothing to check on ``batch`` of a mode it judges (None: it applies)."""
+    modes: tuple[str, ...] = ("target_verify",)
+    """The modes of the MTP step it judges (docs/DESIGN.md section 3, "Beyond target verify"); on a batch of
+    another it is ``not applicable``, saying why (:data:`MODE_REASONS`)."""
+
+    def why_not(self, batch: VerifyBatch) -> str | None:
+        """Why the property does not apply to ``batch`` (its mode, then ``applies``); None: it applies."""
+        if batch.mode not in self.modes:
+            return MODE_REASONS.get((self.name, batch.mode), f"{self.name} does not judge mode {batch.mode}")
+        return self.applies(batch)
+
+
+MODE_REASONS: dict[tuple[str, str], str] = {
+    ("P2", "draft_extend"): "draft extend has no mirror knob (the caller always passes seq_lens_cpu; lengths are "
+                            "full_like(seq_lens, n) on the device)",
+    ("P3", "draft_extend"): "draft extend's token map always passes output_size = n * rows, exact by construction "
+                            "(P1 judges any fault the HIP model sees)",
+    ("P4", "draft_extend"): "draft extend has no dspark gate (exact_num_tokens is True on every path)",
+    ("P6", "draft_extend"): "draft extend's lengths cannot diverge from its count (both are n on every row)",
+    ("P10", "draft_extend"): "P10's token model is target verify's; draft extend's SWA stores are not judged yet "
+                             "(issue 26)",
+}
+"""Why a property does not judge a mode, by (property, mode): what the run prints for it."""
 
 
 def _needs_graph(batch: VerifyBatch) -> str | None:
@@ -53,19 +76,26 @@ whole metadata into the graph (``DSV4RawVerifyMetadata``, 0.5.20+), so its recor
 Drawn by chance it is one graph batch in eight; its own focus gives P5's and P7's replays (and the gate's
 corpus) a share of it."""
 
+_DRAFT_EXTEND = {"mode": "draft_extend"}
+"""Draft extend's own focus (its batches are uniform: ``verify_batches(mode="draft_extend")``)."""
+
+_BUILT = BUILT_MODES
+
 PROPERTIES: tuple[PropertySpec, ...] = (
     PropertySpec("P1", "every variant = reference", check_p1_reference,
-                 ({}, {"graph": True, "ragged": True}, {"ragged": False})),
+                 ({}, {"graph": True, "ragged": True}, {"ragged": False}, _DRAFT_EXTEND), modes=_BUILT),
     PropertySpec("P2", "mirrors agree, only tolist syncs, stale mirrors caught", check_p2_mirror,
                  ({"ragged": False}, {"stale_mirror": True}, {"ragged": False, "compression": True}), _needs_uniform),
     PropertySpec("P3", "output_size map = synced map", check_p3_sync_free, ({},)),
     PropertySpec("P4", "gate decision table", check_p4_gate, ({},)),
     PropertySpec("P5", "graph = eager, pads inert, replay", check_p5_graph_vs_eager,
-                 ({"graph": True}, {"graph": True, "ragged": True}, _DSPARK_UNIFORM_GRAPH), _needs_graph),
+                 ({"graph": True}, {"graph": True, "ragged": True}, _DSPARK_UNIFORM_GRAPH,
+                  {**_DRAFT_EXTEND, "graph": True}), _needs_graph, modes=_BUILT),
     PropertySpec("P6", "HIP fault model", check_p6_fault_model, ({"divergence": True},)),
-    PropertySpec("P7", "sync contract, capture safety", check_p7_capture_safety, ({}, _DSPARK_UNIFORM_GRAPH)),
-    PropertySpec("P8", "inputs untouched", check_p8_inputs_untouched, ({},)),
-    PropertySpec("P9", "no hidden state between builds", check_p9_no_hidden_state, ({},)),
+    PropertySpec("P7", "sync contract, capture safety", check_p7_capture_safety, ({}, _DSPARK_UNIFORM_GRAPH, _DRAFT_EXTEND),
+                 modes=_BUILT),
+    PropertySpec("P8", "inputs untouched", check_p8_inputs_untouched, ({}, _DRAFT_EXTEND), modes=_BUILT),
+    PropertySpec("P9", "no hidden state between builds", check_p9_no_hidden_state, ({}, _DRAFT_EXTEND), modes=_BUILT),
     PropertySpec("P10", "KV state: stores and reads", check_p10_kv_state,
                  ({}, {"graph": True, "ragged": True}), p10_applies),
 )
@@ -119,7 +149,7 @@ class PropertyResult:
 
 def verdict(spec: PropertySpec, builder: Any, batch: VerifyBatch) -> PropertyResult:
     """Run one property on one batch; a crashing builder fails the property, with the exception named."""
-    reason = spec.applies(batch)
+    reason = spec.why_not(batch)
     if reason is not None:
         return PropertyResult(spec.name, "not applicable", (reason,))
     try:

@@ -8,8 +8,8 @@ where importing torch fails).  Where DESIGN.md is silent it follows upstream
 module           what it specifies
 ===============  ===========================================================================
 ``pipeline``     stages 1-5 (verify extension, causal expansion, core, unified prefill,
-                 store), the sync contract, the fault model, :class:`ReferenceBuilder`;
-                 start here
+                 store), the sync contract, the fault model; start here
+``builder``      :class:`ReferenceBuilder`: the stages chained, per mode
 ``compressed``   groups ``compressed`` (c4/c128 lengths, store locations, c128 page
                  indices, unified locations), ``sparse`` and ``indexer``
 ``plans``        group ``plans``: the c4/c128 compress and write plans
@@ -24,6 +24,7 @@ module           what it specifies
 from __future__ import annotations
 
 from metadata_builders.reference import pipeline
+from metadata_builders.reference.builder import ReferenceBuilder
 from metadata_builders.reference.pipeline import *  # noqa: F403 - the package's face is the pipeline's
 
-__all__ = list(pipeline.__all__)
+__all__ = sorted([*pipeline.__all__, "ReferenceBuilder"])

@@ -33,18 +33,19 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from metadata_builders.metadata import DRAFT_EXTEND_FIELD_NAMES, Audit, Decision, VerifyMetadata
 from metadata_builders.reference.pipeline import Rows, causal_expansion, core_metadata, exclusive_cumsum, \
     unified_prefill_meta
 
 if TYPE_CHECKING:
     from metadata_builders.batch import VerifyBatch
+    from metadata_builders.variants import Variant
 
-__all__ = ["FIELDS", "draft_extend_fields", "draft_extend_rows"]
+__all__ = ["FIELDS", "draft_extend_build", "draft_extend_fields", "draft_extend_rows"]
 
-FIELDS: tuple[str, ...] = ("seq_lens_casual", "positions_casual", "req_pool_indices_repeated", "swa_topk_lengths",
-                           "page_table", "swa_page_indices", "raw_out_loc", "pf_state_slot", "pf_chunk_start",
-                           "pf_cu_q", "pf_final_pos")
-"""What a draft-extend build fills on the HIP backend (0.5.23): the core group and the unified prefill mapping."""
+FIELDS: tuple[str, ...] = DRAFT_EXTEND_FIELD_NAMES
+"""What a draft-extend build fills on the HIP backend (0.5.23): the rows, the core group and the unified prefill
+mapping (:data:`~metadata_builders.metadata.DRAFT_EXTEND_FIELD_NAMES`)."""
 
 
 def draft_extend_rows(batch: VerifyBatch, graph: bool) -> Rows:
@@ -74,7 +75,20 @@ def draft_extend_fields(batch: VerifyBatch, graph: bool = False) -> dict[str, li
     """Every field of :data:`FIELDS` for a ``draft_extend`` batch, eager or on its graph tier."""
     rows = draft_extend_rows(batch, graph)
     casual, slots = causal_expansion(rows)
-    fields = core_metadata(batch, rows, casual, slots)
+    fields: dict[str, list] = {"seq_lens": rows.seq_lens, "extend_seq_lens": rows.extend_seq_lens}
+    fields.update(core_metadata(batch, rows, casual, slots))
     fields.update(unified_prefill_meta(batch, rows, slots))
     assert tuple(fields) == FIELDS, tuple(fields)
     return fields
+
+
+def draft_extend_build(batch: VerifyBatch, variant: Variant) -> VerifyMetadata:
+    """The reference's draft-extend build along ``variant`` (``eager`` or ``graph``; no other knob applies).
+
+    The sync contract: none at all.  Every length the build reads is on the host (the mirror, ``n``), the token
+    count ``n * rows`` is exact, so the token map passes ``output_size``; nothing faults (no count the device can
+    contradict: the lengths are built on the device from ``n``, upstream's ``full_like``).
+    """
+    fields = draft_extend_fields(batch, variant.path == "graph")
+    num_tokens = len(fields["seq_lens_casual"])  # n * rows: every token of every row, pads included
+    return VerifyMetadata(fields, Decision(num_tokens, True, True, batch.geometry.page_size), Audit([], []))

@@ -1,8 +1,8 @@
 """The pipeline in pure Python: verify extension, causal expansion, core, unified store, faults, syncs.
 
 This package never imports torch (a test runs it where importing torch fails).
-Each pipeline stage of DESIGN.md section 2 is one function; the builder at the
-bottom chains them, with the compression groups of :mod:`.compressed` and
+Each pipeline stage of DESIGN.md section 2 is one function; the builder
+(:mod:`.builder`) chains them, with the compression groups of :mod:`.compressed` and
 :mod:`.plans` when the geometry has compression.  Where DESIGN.md is silent we follow upstream
 ``deepseek_v4_backend_hip_radix.py`` and say so in the docstring.
 
@@ -20,15 +20,15 @@ leftover ``10 - 6 = 4`` tokens over them: ``extend = [3, 1, 2, 2, 2]``.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from metadata_builders.metadata import Audit, Decision, FaultRecord, SyncRecord, VerifyMetadata
+from metadata_builders.metadata import FaultRecord, SyncRecord
 from metadata_builders.reference.compressed import compressed_attention, indexer_metadata, sparse_buffers
 from metadata_builders.reference.low_ratios import low_ratio_groups
 from metadata_builders.reference.plans import compress_plans
 from metadata_builders.reference.streams import decode_index_streams, tail_lengths
 from metadata_builders.tier import DEFAULT_PADDING, Padding, host_total, tier_verify_lens
-from metadata_builders.variants import apply_gate, check_variant, divergence_applies
+from metadata_builders.variants import apply_gate, divergence_applies
 
 if TYPE_CHECKING:
     from metadata_builders.batch import VerifyBatch
@@ -36,7 +36,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CONTRACT_STAGES",
-    "ReferenceBuilder",
     "Rows",
     "causal_expansion",
     "compression_groups",
@@ -282,8 +281,10 @@ def expected_host_syncs(batch: VerifyBatch, variant: Variant, rows: Rows | None 
     ``target_verify``; the ragged total a ``scalar`` read of the device lengths in
     ``verify_extension``; a token map without ``output_size`` a ``scalar`` read
     (the host learns ``sum(extend)``) in ``unified_prefill_meta``.  ``int(t.sum())``
-    and ``t.sum().item()`` are the same read.
+    and ``t.sum().item()`` are the same read.  Mode ``draft_extend``: none (:mod:`.draft_extend`).
     """
+    if batch.mode == "draft_extend":
+        return []
     rows = rows or verify_extension(batch, variant, padding)
     out: list[SyncRecord] = []
     if not batch.is_ragged and variant.mirror == "tolist":
@@ -358,6 +359,8 @@ def expected_faults(batch: VerifyBatch, variant: Variant, rows: Rows | None = No
       itself never performs it (:func:`core_metadata`), and no builder may: the
       record says how many elements a literal implementation would read.
     """
+    if batch.mode == "draft_extend":
+        return []  # no host count the device can contradict, no window past the table (:mod:`.draft_extend`)
     rows = rows or verify_extension(batch, variant, padding)
     out: list[FaultRecord] = []
     if rows.used_output_size and not batch.is_ragged:
@@ -405,46 +408,3 @@ def index_streams(batch: VerifyBatch, fields: dict[str, list]) -> dict[str, list
     return decode_index_streams(fields["req_pool_indices_repeated"], fields["positions_casual"],
                                 fields["swa_topk_lengths"], hca, csa, pages, csa_width=csa_width,
                                 win=geo.unified_swa_window, ring_size=geo.ring_size, swa_pages=swa_pages)
-
-
-class ReferenceBuilder:
-    """Builder ``"reference"``: the five stages above, chained; keeps no state.
-
-    ``padding``: the tier padding convention its graph path follows.  The properties
-    judge a builder against the reference of the builder's own convention;
-    ``get_builder("reference")`` is the ``pad_rows_only`` one (a real row never widens,
-    so the specification never reads past its own table: DESIGN.md section 2).
-    """
-
-    name = "reference"
-
-    def __init__(self, padding: Padding = DEFAULT_PADDING) -> None:
-        self.padding: Padding = padding
-
-    @property
-    def capabilities(self) -> Any:
-        """The specification's: every variant, no graph replay of its own (it *is* the graph path's answer)."""
-        from metadata_builders.builders.capabilities import Capabilities
-
-        return Capabilities(build="batch", padding=self.padding)
-
-    def build(self, batch: VerifyBatch, variant: Variant) -> VerifyMetadata:
-        check_variant(batch, variant)
-        rows = verify_extension(batch, variant, self.padding)
-        casual, slots = causal_expansion(rows)
-        fields: dict[str, list] = {
-            "seq_lens": rows.seq_lens,
-            "extend_seq_lens": rows.extend_seq_lens,
-            "extend_start_loc": rows.extend_start_loc,
-        }
-        fields.update(core_metadata(batch, rows, casual, slots))
-        fields.update(unified_prefill_meta(batch, rows, slots))
-        fields.update(decode_streams(batch, store_slots(rows, slots, self.padding), fields["positions_casual"]))
-        if batch.geometry.compression is not None:
-            fields.update(compression_groups(batch, rows, fields))
-        if batch.geometry.swa_window == batch.geometry.unified_swa_window:
-            fields.update(index_streams(batch, fields))
-        decision = Decision(rows.num_tokens, rows.used_output_size, rows.used_output_size, rows.max_seq_len)
-        audit = Audit(expected_host_syncs(batch, variant, rows, self.padding),
-                      expected_faults(batch, variant, rows, self.padding))
-        return VerifyMetadata(fields, decision, audit)

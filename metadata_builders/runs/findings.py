@@ -81,7 +81,12 @@ def _f2c(seen: Seen, batch: VerifyBatch) -> bool:
 
 
 def _f5(seen: Seen, batch: VerifyBatch) -> bool:
-    return seen.field in ("decision.max_seq_len", "page_table")
+    return batch.mode == "target_verify" and seen.field in ("decision.max_seq_len", "page_table")
+
+
+def _f21(seen: Seen, batch: VerifyBatch) -> bool:
+    return (batch.mode == "draft_extend" and seen.field in ("decision.max_seq_len", "page_table")
+            and _installed_release_lacks("draft_extend_one_page"))
 
 
 def _f6(seen: Seen, batch: VerifyBatch) -> bool:
@@ -218,6 +223,10 @@ FINDINGS: tuple[Finding, ...] = (
             "0.5.22+: target verify's low-ratio token map (low_ratio_req_indices, set in-graph) is uniform, "
             "repeat_interleave(req, draft_token_num), on a ragged layout: tokens read and write another request's "
             "c1/c2 state"),
+    Finding("F21", ("P1",), _f21,
+            "0.5.18-0.5.21: draft extend sizes its page-table placeholder (never read: draft extend attends only to "
+            "SWA) by the caller's max_seq_len -- max_context columns per token on a graph tier -- where 0.5.22+ "
+            "allocate one page"),
     Finding("F11", ("P1", "P10"), _f11,
             "0.5.18/0.5.19: the c4 compress state lives in the SWA pool (no per-request ring), so their c4 plans "
             "differ from the reference (0.5.20+ semantics) on every compressed batch, and P10, which judges the "

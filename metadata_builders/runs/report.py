@@ -6,12 +6,12 @@ import hashlib
 import json
 import os
 import xml.etree.ElementTree as ET
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 from metadata_builders.batch import VerifyBatch
 from metadata_builders.errors import PropertyFailure
 
-__all__ = ["format_table", "replay_command", "runner_line", "stores_line", "write_junit", "write_replay_file"]
+__all__ = ["format_table", "modes_table", "replay_command", "runner_line", "stores_line", "write_junit", "write_replay_file"]
 
 
 def format_table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
@@ -96,6 +96,22 @@ def write_junit(path: str, suite: str, cases: Iterable[tuple[str, float, str | N
     if directory:
         os.makedirs(directory, exist_ok=True)
     ET.ElementTree(root).write(path, encoding="utf-8", xml_declaration=True)
+
+
+def modes_table(judged: Sequence[tuple[str, Mapping[str, int]]]) -> str | None:
+    """Examples (or batches) judged per (mode of the MTP step, property), from ``(property, mode -> count)``
+    pairs: one row per mode, ``-`` where the property does not judge the mode (None when only target verify was
+    judged, as before the modes existed)."""
+    from metadata_builders.properties import PROPERTIES
+    from metadata_builders.variants import BUILT_MODES
+
+    if {mode for _, counts in judged for mode, n in counts.items() if n} <= {"target_verify"}:
+        return None
+    modes = {spec.name: spec.modes for spec in PROPERTIES}
+    rows = [[mode, *(str(counts.get(mode, 0)) if mode in modes.get(prop, BUILT_MODES) else "-"
+                     for prop, counts in judged)] for mode in BUILT_MODES]
+    return ("judged per mode of the MTP step (- = the property does not judge the mode):\n"
+            + format_table(["mode", *(prop for prop, _ in judged)], rows))
 
 
 def runner_line(run: Any) -> str | None:

@@ -53,6 +53,8 @@ class PropertyRun:
     (:func:`~metadata_builders.properties._common.tally`): e.g. P5's runners, tiers and keys captured."""
     generated: int = 0
     """Examples of the generation phase (the denominator of ``events``)."""
+    judged_by_mode: Counter = field(default_factory=Counter)
+    """Mode of the MTP step -> examples the property judged (held, partial or failed; not ``not applicable``)."""
 
     @property
     def passed(self) -> bool:
@@ -126,6 +128,8 @@ def _run_focus(
             progress(run)
         before = () if isinstance(builder, ReferenceBuilder) else tuple(builder.history)
         result = verdict(spec, builder, batch)
+        if result.status != "not applicable":
+            run.judged_by_mode[batch.mode] += 1
         if result.failure is not None:
             if run.examples_to_failure is None:
                 run.examples_to_failure = run.examples

@@ -17,6 +17,10 @@ is one stage of ``DeepseekV4HipRadixBackend`` so a backend engineer recognises i
 :mod:`.hip_compression`    with compression: ``init_compression_metadata``,
                            ``init_flashmla_related``, the indexer, the compress plans
 ``index_streams``          ``build_decode_streams`` (:mod:`.hip_streams`)
+``draft_extend``           ``init_forward_metadata_draft_extend``: mode ``draft_extend``,
+                           the stages above with ``extend = n`` on every row, no
+                           compression; graph replay: all of it out-graph
+                           (:class:`DraftExtendState`)
 ``HipBuilder.out_graph``   ``init_forward_metadata_out_graph``: before every replay, in
                            Python: the mirror, stage 1, the token map, into :class:`GraphState`
 ``HipBuilder.in_graph``    ``init_forward_metadata_in_graph``: recorded at capture,
@@ -34,14 +38,14 @@ the tier's constants, so re-executing what it recorded equals a fresh build.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.nn.functional as F
 
 from metadata_builders.builders.hip import compression
 from metadata_builders.errors import StaleMirror
+from metadata_builders.builders.hip.state import DraftExtendState, GraphState, Layout
 from metadata_builders.builders.hip.streams import decode_index_streams_torch
 from metadata_builders.metadata import Decision, VerifyMetadata
 from metadata_builders.variants import apply_gate
@@ -49,29 +53,11 @@ from metadata_builders.variants import apply_gate
 if TYPE_CHECKING:
     from metadata_builders.harness.inputs import VerifyInputs
 
-__all__ = ["GraphState", "HipBuilder", "Layout"]
+__all__ = ["DraftExtendState", "GraphState", "HipBuilder", "Layout"]
 
 _I32 = torch.int32
 _I64 = torch.int64
 _log = logging.getLogger(__name__)
-
-
-@dataclass(slots=True)
-class Layout:
-    """Stage 1's result: the extended batch and the token-count decision."""
-
-    seq_lens: torch.Tensor
-    """(rows,) int32: prefixes plus verify tokens."""
-    extend_seq_lens: torch.Tensor
-    """(rows,) int32: verify tokens per row, as device memory holds them."""
-    extend_start_loc: torch.Tensor
-    """(rows,) int32: exclusive cumsum of ``extend_seq_lens``."""
-    num_tokens: int | None
-    """Tokens the host believes the rows cover; None in-graph (a host value, out-graph work's)."""
-    exact_num_tokens: bool | None
-    """After the gate: the token map may pass ``output_size=num_tokens``; None in-graph."""
-    max_seq_len: int
-    """After verify extension."""
 
 
 def target_verify(inputs: VerifyInputs, *, check_mirror: bool = False) -> VerifyMetadata:
@@ -84,6 +70,31 @@ def target_verify(inputs: VerifyInputs, *, check_mirror: bool = False) -> Verify
     fields.update(unified_prefill_meta(layout, inputs, slots))
     _downstream_fields(layout, inputs, fields, seq_lens_cpu)
     return VerifyMetadata(fields, _decision(layout))
+
+
+def draft_extend(inputs: VerifyInputs) -> VerifyMetadata:
+    """Entry point (``init_forward_metadata_draft_extend``): the prefill builder, every row extending by ``n``.
+
+    ``seq_lens`` already hold the step's tokens (a graph pad row: 1, its ``n`` tokens included, so they see
+    ``2 - n + j``: zero or negative lengths, upstream's values, reference ``draft_extend``).  ``need_compress=False``:
+    the core fields with a one-column page table (``max_seq_len = page_size``) and the unified prefill mapping,
+    nothing else.  No sync: the lengths are built on the device from ``n`` and the count ``n * rows`` is exact.
+    """
+    layout = draft_extend_layout(inputs)
+    seq_lens_casual, slots = causal_expansion(layout, inputs)
+    fields = _core_fields(layout, inputs, seq_lens_casual, slots)
+    del fields["extend_start_loc"]  # upstream passes the prefill builder none (the kernel cumsums on the device)
+    fields.update(unified_prefill_meta(layout, inputs, slots))
+    return VerifyMetadata(fields, _decision(layout))
+
+
+def draft_extend_layout(inputs: VerifyInputs) -> Layout:
+    """Draft extend's rows: ``extend = full_like(seq_lens, n)`` on the device, exact ``n * rows`` tokens."""
+    n = inputs.num_draft_tokens
+    extend = torch.full_like(inputs.seq_lens, n)
+    start = torch.cumsum(extend, 0, dtype=_I32) - extend
+    return Layout(seq_lens=inputs.seq_lens, extend_seq_lens=extend, extend_start_loc=start,
+                  num_tokens=n * inputs.rows, exact_num_tokens=True, max_seq_len=inputs.geometry.page_size)
 
 
 def host_mirror(inputs: VerifyInputs, *, check_mirror: bool = False) -> list[int] | None:
@@ -330,43 +341,6 @@ def index_streams(inputs: VerifyInputs, fields: dict[str, torch.Tensor]) -> dict
                                       win=geo.unified_swa_window, ring_size=geo.ring_size, swa_pages=swa_pages)
 
 
-@dataclass(slots=True)
-class GraphState:
-    """One captured tier's graph state: the raw verify metadata out-graph work refreshes in place.
-
-    Allocated once per capture (:meth:`HipBuilder.graph_state`, outside the graph);
-    :meth:`HipBuilder.out_graph` writes it before the capture and before every replay,
-    and the recorded in-graph work reads it (upstream: the decode graph runner's
-    static buffers and ``init_forward_metadata_out_graph``).  Worked example: an
-    uncapped ragged tier of 4 rows / 8 tokens, ``seq_lens=[5, 2, 4]``, ``verify_lens=[3, 1, 2]``
-    (the pad row takes the 2 tokens left over)::
-
-        seq_lens           [8, 3, 6, 3]                 prefixes + extend; the pad row 1 + 2
-        extend_seq_lens    [3, 1, 2, 2]
-        extend_start_loc   [0, 3, 4, 6]
-        token_rows         [0, 0, 0, 1, 2, 2, 3, 3]     the token map, 0 past its end
-        num_tokens_host    8                            on the host, like a runner's pinned buffer
-        num_tokens         8                            its device copy, made in-graph
-    """
-
-    seq_lens: torch.Tensor
-    """(rows,) int32: prefixes plus verify tokens."""
-    extend_seq_lens: torch.Tensor
-    """(rows,) int32: verify tokens per row, tier-padded."""
-    extend_start_loc: torch.Tensor
-    """(rows,) int32: exclusive cumsum of ``extend_seq_lens``."""
-    token_rows: torch.Tensor
-    """(padded_num_tokens,) int64: the token map (``bid``) up to its length, 0 past it."""
-    num_tokens_host: torch.Tensor
-    """() int64, host memory: the tokens the host believes the rows cover (the pad boundary)."""
-    num_tokens: torch.Tensor
-    """() int64, device memory: ``num_tokens_host`` copied over asynchronously in-graph."""
-    bs: int
-    """The captured batch's real requests (a replay's may differ: in-graph work never reads it)."""
-    max_seq_len: int = 0
-    """After verify extension; a tier constant (``max_context`` on the graph path), set out-graph."""
-
-
 def token_map(layout: Layout) -> torch.Tensor:
     """Stage 4's ``repeat_interleave``, out-graph: with ``output_size`` when exact, else synced (the contract's read)."""
     rows = layout.extend_seq_lens.shape[0]
@@ -405,11 +379,12 @@ def graph_key(inputs: VerifyInputs) -> int:
     return inputs.graph.graph_num_tokens if inputs.verify_lens is not None else inputs.rows
 
 
-def _captured_tiers(inputs: VerifyInputs) -> dict[int, GraphState]:
-    """The runner's captured tiers by key (the backend's own room, ``inputs.runner.shared``)."""
+def _captured_tiers(inputs: VerifyInputs) -> dict[int, Any]:
+    """The runner's captured tiers of the call's bucket by key (the backend's own room, ``inputs.runner.shared``):
+    target verify's and draft extend's apart, as upstream's ``cuda_graph_metadata_of_bucket_and_bs``."""
     if inputs.runner is None:
         return {}
-    return inputs.runner.shared.setdefault("hip", {})
+    return inputs.runner.shared.setdefault("hip" if inputs.mode == "target_verify" else f"hip/{inputs.mode}", {})
 
 
 class HipBuilder:
@@ -435,6 +410,8 @@ class HipBuilder:
         return HipBuilder(self.device, validate_mirror=True)
 
     def build(self, inputs: VerifyInputs) -> VerifyMetadata:
+        if inputs.mode == "draft_extend":
+            return draft_extend(inputs)
         return target_verify(inputs, check_mirror=self.validate_mirror)
 
     def graph_state(self, inputs: VerifyInputs) -> GraphState:
@@ -446,8 +423,10 @@ class HipBuilder:
             graphs[key] = self._new_state(inputs)
         return graphs[key]
 
-    def _new_state(self, inputs: VerifyInputs) -> GraphState:
-        """Device buffers and the host count of one tier."""
+    def _new_state(self, inputs: VerifyInputs) -> GraphState | DraftExtendState:
+        """Device buffers and the host count of one tier (draft extend: one buffer per field)."""
+        if inputs.mode == "draft_extend":
+            return DraftExtendState({name: t.clone() for name, t in draft_extend(inputs).fields.items()})
         rows, tokens, device = inputs.rows, inputs.padded_num_tokens, inputs.seq_lens.device
         return GraphState(
             seq_lens=torch.zeros(rows, dtype=_I32, device=device),
@@ -468,6 +447,8 @@ class HipBuilder:
         contract allows happens here, outside the graph.  All of it lands in
         ``state`` in place, so the addresses the graph recorded stay valid.
         """
+        if inputs.mode == "draft_extend":
+            return self._draft_extend_out_graph(inputs)
         graphs, key = _captured_tiers(inputs), graph_key(inputs)
         if key not in graphs:  # upstream on a miss: a new metadata object, stored under the key
             graphs[key] = self._new_state(inputs)
@@ -484,6 +465,17 @@ class HipBuilder:
         state.max_seq_len = layout.max_seq_len
         return _decision(layout)
 
+    def _draft_extend_out_graph(self, inputs: VerifyInputs) -> Decision:
+        """Draft extend's out-graph work: the whole build, copied into the tier's buffers (upstream's
+        ``replay_cuda_graph_metadata_from`` into the ``DRAFT_EXTEND`` bucket, keyed by ``bs``)."""
+        graphs, key = _captured_tiers(inputs), graph_key(inputs)
+        if key not in graphs:
+            graphs[key] = self._new_state(inputs)
+        state, built = graphs[key], draft_extend(inputs)
+        for name, value in built.fields.items():
+            state.fields[name].copy_(value)
+        return built.decision
+
     def in_graph(self, state: GraphState, inputs: VerifyInputs) -> dict[str, torch.Tensor]:
         """In-graph work (``init_forward_metadata_in_graph``): every field, materialised from graph state.
 
@@ -491,6 +483,8 @@ class HipBuilder:
         static inputs and the tier's constants only -- never ``inputs.bs``, the host
         mirror or ``inputs.verify_lens``, which change from call to call.
         """
+        if isinstance(state, DraftExtendState):
+            return dict(state.fields)  # upstream's in-graph work only reads the buffers out-graph work filled
         state.num_tokens.copy_(state.num_tokens_host, non_blocking=True)
         layout = Layout(state.seq_lens, state.extend_seq_lens, state.extend_start_loc, None, None, state.max_seq_len)
         seq_lens_casual, slots = causal_expansion(layout, inputs)

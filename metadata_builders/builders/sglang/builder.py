@@ -39,7 +39,7 @@ from metadata_builders.builders.sglang.compression import unobservable
 from metadata_builders.builders.sglang.coverage import record
 from metadata_builders.builders.sglang.double import make_backend, upstream_patched
 from metadata_builders.builders.sglang.entry import PATCH_LOCK, entry_and_is_dspark, ragged_layout
-from metadata_builders.builders.sglang.reading import read, streams_unobservable
+from metadata_builders.builders.sglang.reading import read, read_mode, streams_unobservable
 from metadata_builders.builders.sglang.releases import load_upstream
 from metadata_builders.builders.sglang.routing import KERNEL_ROUTES, KernelRoute, kernel_routes
 from metadata_builders.variants import variants_for
@@ -102,6 +102,8 @@ class SGLangBuilder:
         The torch route has no mirror-less uniform verify: upstream's CPU fallback
         of ``ExpandPrefillCausally`` asserts host mirrors (docs/FINDINGS.md F1).
         """
+        if batch.mode == "draft_extend":
+            return variants_for(batch)  # the path only: no gate, no mirror knob (every release 0.5.18+)
         caps = self.upstream.capabilities
         gates = caps.gates(batch.is_dspark)
         mirrorless = caps.mirrorless and (self.kernels == "triton" or batch.is_ragged)
@@ -109,6 +111,8 @@ class SGLangBuilder:
 
     def build(self, inputs: VerifyInputs) -> VerifyMetadata:
         with PATCH_LOCK, upstream_patched(self.upstream, inputs), kernel_routes(self.upstream, inputs, self.kernels):
+            if inputs.mode == "draft_extend":
+                return draft_extend(self.upstream, inputs, self.device)
             return target_verify(self.upstream, inputs, self.device)
 
     # Graph replay as upstream's decode graph runner does it (:mod:`.graph`): the harness records
@@ -191,6 +195,22 @@ def target_verify(up: Upstream, inputs: VerifyInputs, device: Any) -> VerifyMeta
     metadata = read(md, seen, inputs.geometry, missing if inputs.geometry.compression is not None else None)
     record(md, metadata.fields, {**missing, **streams_unobservable(inputs.geometry, metadata.not_observable)},
            entry=entry)
+    return metadata
+
+
+def draft_extend(up: Upstream, inputs: VerifyInputs, device: Any) -> VerifyMetadata:
+    """One call of upstream's ``init_forward_metadata_draft_extend`` (mode ``draft_extend``) on harness-made inputs:
+    ``seq_lens`` with the step's tokens, the host mirror, ``num_tokens_per_req = n``; the graph path's pad rows as
+    upstream's runner fills them (``use_prefill_cuda_graph=True``)."""
+    seen: dict[str, dict[str, Any]] = {}
+    backend = make_backend(up, inputs, device, inputs.is_dspark, seen)
+    md = backend.init_forward_metadata_draft_extend(
+        max_seq_len=inputs.max_seq_len, req_pool_indices=inputs.req_pool_indices, seq_lens=inputs.seq_lens,
+        seq_lens_cpu=inputs.seq_lens_cpu, num_tokens_per_req=inputs.num_draft_tokens,
+        out_cache_loc=inputs.out_cache_loc, use_prefill_cuda_graph=inputs.variant.path == "graph")
+    metadata = read_mode(md, seen, inputs.geometry, inputs.mode)
+    record(md, metadata.fields, dict.fromkeys(metadata.not_observable, "not passed between stages"),
+           entry="init_forward_metadata_draft_extend")
     return metadata
 
 

@@ -55,7 +55,7 @@ from metadata_builders.metadata import Decision
 from metadata_builders.builders.sglang.compression import unobservable
 from metadata_builders.builders.sglang.double import make_backend, upstream_patched
 from metadata_builders.builders.sglang.entry import PATCH_LOCK, entry_and_is_dspark, ragged_layout
-from metadata_builders.builders.sglang.reading import decision, read
+from metadata_builders.builders.sglang.reading import decision, read_mode
 from metadata_builders.builders.sglang.routing import kernel_routes
 
 if TYPE_CHECKING:
@@ -116,7 +116,9 @@ def graph_state(builder: Builder, inputs: VerifyInputs) -> UpstreamGraph:
         backend, seen = shared["backend"], shared["seen"]
     else:
         up = builder.upstream
-        entry, is_dspark = entry_and_is_dspark(up, inputs)
+        # draft extend has no gate knob: out-graph work calls its own entry (the DRAFT_EXTEND bucket)
+        entry, is_dspark = (("init_forward_metadata_target_verify", inputs.is_dspark) if inputs.mode == "draft_extend"
+                            else entry_and_is_dspark(up, inputs))
         seen = {}
         with _phase(builder, inputs):
             backend = make_backend(up, inputs, builder.device, is_dspark, seen)
@@ -177,7 +179,8 @@ def _forward_batch(builder: Builder, state: UpstreamGraph, inputs: VerifyInputs)
 
 def _verify_forward_batch(up: Any, inputs: VerifyInputs, positions: Any, **extra: Any) -> SimpleNamespace:
     """A target-verify ``ForwardBatch`` double: what the two phases read, ``extra`` (the runner's mirror) besides."""
-    mode = up.backend_module.ForwardMode.TARGET_VERIFY
+    modes = up.backend_module.ForwardMode
+    mode = modes.DRAFT_EXTEND_V2 if inputs.mode == "draft_extend" else modes.TARGET_VERIFY
     return SimpleNamespace(
         forward_mode=mode,
         actual_forward_mode=mode,
@@ -314,4 +317,4 @@ def _read(builder: Builder, state: UpstreamGraph, inputs: VerifyInputs) -> Verif
                 for name, args in seen.items()}
     geo = inputs.geometry
     missing = unobservable(geo, builder.upstream.capabilities.low_ratios)
-    return read(state.metadata, seen, geo, missing if geo.compression is not None else None)
+    return read_mode(state.metadata, seen, geo, inputs.mode, missing if geo.compression is not None else None)

@@ -27,6 +27,7 @@ from typing import Any
 
 from metadata_builders.metadata import (
     FIELD_NAMES,
+    MODE_FIELD_NAMES,
     STREAM_FIELD_NAMES,
     Decision,
     VerifyMetadata,
@@ -34,7 +35,7 @@ from metadata_builders.metadata import (
 
 __all__ = [
     "COMPRESSED_CORE", "LOW_RATIO_CORE", "compress_rows", "compression_fields", "decision", "decode_compress_plan",
-    "decode_streams", "decode_write_plan", "read", "streams_unobservable", "write_rows",
+    "decode_streams", "decode_write_plan", "read", "read_mode", "streams_unobservable", "write_rows",
 ]
 
 COMPRESSED_CORE = (
@@ -95,6 +96,19 @@ def read(md: Any, seen: dict[str, dict[str, Any]], geometry: Any,
                 fields.pop(name, None)
                 not_observable += (name,)
     return VerifyMetadata(fields, decision(seen), not_observable=not_observable)
+
+
+def read_mode(md: Any, seen: dict[str, dict[str, Any]], geometry: Any, mode: str,
+              unobservable: Mapping[str, str] | None = None) -> VerifyMetadata:
+    """:func:`read` for a build of ``mode``: target verify's whole read, or (``draft_extend``) the mode's fields of
+    it (:data:`~metadata_builders.metadata.MODE_FIELD_NAMES`; no compression group is read)."""
+    if mode == "target_verify":
+        return read(md, seen, geometry, unobservable)
+    names = MODE_FIELD_NAMES[mode]
+    assert names is not None, mode
+    full = read(md, seen, geometry)
+    fields = {name: full.fields[name] for name in names if name in full.fields}
+    return VerifyMetadata(fields, full.decision, not_observable=tuple(n for n in names if n not in fields))
 
 
 def decision(seen: dict[str, dict[str, Any]]) -> Decision:

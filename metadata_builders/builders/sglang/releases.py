@@ -74,6 +74,9 @@ class Capabilities:
     """0.5.22+: the V4.1 low ratios (``backend.low_ratios``: c1/c2 metadata and ``c{R}_indexer_metadata``)."""
     replay_copies_swa_loc: bool = True
     """0.5.20+: a graph replay's ``UnifiedKvMetadata.copy_`` copies ``swa_loc`` (0.5.18/0.5.19 rebind it: F14)."""
+    draft_extend_one_page: bool = True
+    """0.5.22+: draft extend's page-table placeholder is one page (``max_seq_len = page_size``) and its lengths are
+    ``full_like`` on the device; 0.5.18-0.5.21 size it by the caller's ``max_seq_len`` (F21) and stage the lengths."""
 
     @classmethod
     def of(cls, release: str) -> Capabilities:
@@ -89,6 +92,7 @@ class Capabilities:
             plan_max_tokens=65536 if key >= (0, 5, 21) else 65535,
             low_ratios=key >= (0, 5, 22),
             replay_copies_swa_loc=key >= (0, 5, 20),
+            draft_extend_one_page=key >= (0, 5, 22),
         )
 
     def gates(self, is_dspark: bool) -> tuple[Gate, ...]:

@@ -159,10 +159,16 @@ def mutant_builder_class() -> type:
             return self._run("in_graph", state, inputs)
 
         def _new_state(self, inputs: VerifyInputs) -> GraphState:
-            # Called from graph_state and out_graph: a helper method, so only its own mutant replaces it.
-            if self.spec.stage == "HipBuilder._new_state":
-                return self._mutated(self, inputs)
-            return HipBuilder._new_state(self, inputs)
+            return self._helper("_new_state", inputs)  # from graph_state and out_graph
+
+        def _draft_extend_out_graph(self, inputs: VerifyInputs) -> Decision:
+            return self._helper("_draft_extend_out_graph", inputs)  # from out_graph
+
+        def _helper(self, method: str, *args: Any) -> Any:
+            # A helper method of the phases: only its own mutant replaces it.
+            if self.spec.stage == f"HipBuilder.{method}":
+                return self._mutated(self, *args)
+            return getattr(HipBuilder, method)(self, *args)
 
         def _run(self, method: str, *args: Any) -> Any:
             if self.spec.stage == f"HipBuilder.{method}":

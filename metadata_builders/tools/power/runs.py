@@ -45,7 +45,7 @@ GENERATORS = ("hypothesis", "random")
 
 
 def _applies(spec: PropertySpec, batch: VerifyBatch) -> bool:
-    return spec.applies(batch) is None
+    return spec.why_not(batch) is None
 
 
 def first_failure(builder: Any, batch: VerifyBatch, props: tuple[PropertySpec, ...] = PROPERTIES) -> PropertyFailure | None:

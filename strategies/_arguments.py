@@ -1,0 +1,42 @@
+"""What the strategies accept: each argument checked, with Hypothesis's ``InvalidArgument`` naming it."""
+
+from __future__ import annotations
+
+from hypothesis.errors import InvalidArgument
+
+from metadata_builders.batch import Geometry
+
+
+def _check_count(name: str, value: int | None, minimum: int, *, optional: bool = True) -> None:
+    if value is None and optional:
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        what = "None (draw it) or an int" if optional else "an int"
+        raise InvalidArgument(f"{name}={value!r} must be {what} >= {minimum}")
+
+
+def _check_range(min_name: str, lo: int, max_name: str, hi: int, minimum: int) -> None:
+    _check_count(min_name, lo, minimum, optional=False)
+    _check_count(max_name, hi, minimum, optional=False)
+    if hi < lo:
+        raise InvalidArgument(f"{max_name}={hi} must be >= {min_name}={lo}")
+
+
+def _check_batch_arguments(
+    min_requests: int, max_requests: int, num_draft_tokens: int | None, max_pad_rows: int, geometry: Geometry | None
+) -> None:
+    _check_range("min_requests", min_requests, "max_requests", max_requests, 1)
+    _check_count("num_draft_tokens", num_draft_tokens, 1)
+    _check_count("max_pad_rows", max_pad_rows, 0, optional=False)
+    if geometry is not None and not isinstance(geometry, Geometry):
+        raise InvalidArgument(f"geometry={geometry!r} must be None (draw it) or a Geometry")
+
+
+def _check_mode(mode: str, **pinned: bool | None) -> bool:
+    """A draft-extend batch is uniform, without divergence or stale mirror: refuse a pin that says otherwise."""
+    if mode != "draft_extend":
+        raise InvalidArgument(f"mode={mode!r} must be 'target_verify' or 'draft_extend' (the modes built)")
+    for name, value in pinned.items():
+        if value:
+            raise InvalidArgument(f"{name}={value!r}: a draft_extend batch is uniform, without divergence")
+    return False
