@@ -153,3 +153,45 @@ def test_p5_fails_a_pad_token_with_a_nonpositive_length_and_a_live_index() -> No
     result = verdict(spec, AuditedBuilder(LiveIndex(), factory=LiveIndex), _batch())
     assert result.status == "failed" and result.failure.check == "p5.pad_reads_nothing", result
     assert result.failure.index == (6,)  # the first pad token, length -1 (token 8, length 1, may read)
+
+
+def test_a_builder_that_declares_target_verify_only_is_not_judged_on_draft_extend() -> None:
+    """A user's target-verify builder (no ``modes``) must not go red on a mode it never claimed: each property is
+    ``not applicable`` on a draft-extend batch, saying which modes the builder declares."""
+    from metadata_builders.builders.audited import AuditedBuilder
+    from metadata_builders.builders.hip import HipBuilder
+
+    class VerifyOnly(HipBuilder):
+        modes = ("target_verify",)
+
+    builder = AuditedBuilder(VerifyOnly(), factory=VerifyOnly)
+    for spec in PROPERTIES:
+        result = verdict(spec, builder, _batch())
+        assert result.status == "not applicable", result
+    assert "does not build mode draft_extend" in verdict(PROPERTIES[0], builder, _batch()).why
+
+
+def test_batches_for_draws_target_verify_unless_asked_for_more_modes() -> None:
+    """A user's hand-written ``@given(batch=batches_for("P1"))`` test of a target-verify builder never meets a
+    draft-extend batch; a builder that declares the mode asks for it."""
+    from metadata_builders.errors import UsageError
+    from metadata_builders.properties import batches_for
+
+    seen: set[str] = set()
+
+    @settings(max_examples=60, database=None, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(batch=batches_for("P1"))
+    def default(batch: VerifyBatch) -> None:
+        seen.add(batch.mode)
+
+    default()
+    assert seen == {"target_verify"}
+
+    @settings(max_examples=20, database=None, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(batch=batches_for("P8", modes=("draft_extend",)))
+    def extend_only(batch: VerifyBatch) -> None:
+        assert batch.mode == "draft_extend"
+
+    extend_only()
+    with pytest.raises(UsageError):
+        batches_for("P2", modes=("draft_extend",))  # P2 does not judge it

@@ -18,6 +18,7 @@ release; each branch plants one realistic regression:
 | ``pr-dispatcher`` | ``deepseek_v4_backend_hip_radix.py``, the eager dispatcher's ``max_seq_len`` (issue 28) | both, P1 |
 | ``pr-ring-stride`` | ``deepseek_v4_backend_hip_radix.py``, ``swa_loc`` (ATOM #817) | both, P10 |
 | ``pr-store-kernel`` | ``dsv4_unified_kv_store.py``, the store kernel (every field equal) | both, P10 |
+| ``pr-draft-extend`` | ``deepseek_v4_backend_hip_radix.py``, draft extend's lengths (0.5.22+, issue 26) | both, P1 |
 
 The gate runs both kernel routes of ``--builder sglang`` (metadata_builders/routes.py).
 """
@@ -271,6 +272,8 @@ def planted_repo(tmp_path_factory):
         plants["pr-dispatcher"] = dispatcher
     if _count(repo, KV_PLANT) == 1:
         plants["pr-ring-stride"] = KV_PLANT
+    if source.count(DRAFT_EXTEND_PLANT.find) == 1:
+        plants["pr-draft-extend"] = DRAFT_EXTEND_PLANT
     if os.path.exists(os.path.join(repo, "python", "sglang", *STORE_KERNEL)) and _count(repo, STORE_KERNEL_PLANT) == 1:
         plants["pr-store-kernel"] = STORE_KERNEL_PLANT
     for branch, plant in plants.items():
@@ -359,6 +362,33 @@ def test_a_regression_in_upstreams_eager_dispatcher_gates_red(planted_repo, cach
     assert _gate(repo, tmp_path, cache_dir, "pr-dispatcher", "--properties", "P1") == 1, plants["pr-dispatcher"].what
     out = capsys.readouterr().out
     assert "BLOCKS" in _row(out, "P1") and "NEW" in _row(out, "P1"), out
+
+
+DRAFT_EXTEND_PLANT = Plant(
+    "draft extend's device lengths one short of the host count it passes as output_size", BACKEND,
+    "extend_seq_lens = torch.full_like(seq_lens, num_tokens_per_req)",
+    "extend_seq_lens = torch.full_like(seq_lens, num_tokens_per_req - 1)",
+    "P1",
+    catalogue=(
+        "draft_extend_lengths_short_of_count, planted in upstream: init_forward_metadata_draft_extend (0.5.22+) "
+        "builds each row's device length as num_tokens_per_req - 1 (the bonus token left out) while its host "
+        "count num_tokens_per_req * batch_size, exact by construction, still goes to the token map as "
+        "output_size: the device lengths sum to less than the count the map trusts, the AMD fault's shape in "
+        "the mode it entered through (SGLang PR #29202). Only draft-extend batches see it."
+    ),
+)
+"""The draft-extend regression (issue 26), planted on ``pr-draft-extend`` where the release has the line."""
+
+
+def test_a_draft_extend_regression_gates_red(planted_repo, cache_dir, tmp_path, capsys) -> None:
+    """A regression only draft extend runs: red on P1, and the per-mode table shows draft extend judged."""
+    repo, plants = planted_repo
+    if "pr-draft-extend" not in plants:
+        pytest.skip("the installed release builds draft extend's lengths otherwise (0.5.18-0.5.21 stage them)")
+    assert _gate(repo, tmp_path, cache_dir, "pr-draft-extend", "--properties", "P1") == 1
+    out = capsys.readouterr().out
+    assert "BLOCKS" in _row(out, "P1") and "NEW" in _row(out, "P1"), out
+    assert any(line.startswith("draft_extend ") for line in out.splitlines()), out
 
 
 def test_the_release_against_itself_gates_green(planted_repo, cache_dir, tmp_path, capsys) -> None:

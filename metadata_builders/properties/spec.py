@@ -100,7 +100,7 @@ PROPERTIES: tuple[PropertySpec, ...] = (
                  ({}, {"graph": True, "ragged": True}), p10_applies),
 )
 
-def batches_for(prop: str) -> Any:
+def batches_for(prop: str, modes: tuple[str, ...] = ("target_verify",)) -> Any:
     """The batches property ``prop`` is judged on under ``check`` and the gate, as one Hypothesis strategy.
 
     ``verify_batches()`` alone draws no divergence, so a hand-written P6 test on it
@@ -111,18 +111,22 @@ def batches_for(prop: str) -> Any:
         def test_my_builder_keeps_the_dspark_gate(builder, batch):
             check_p6_fault_model(builder, batch)
 
+    ``modes``: the modes of the MTP step to draw, target verify alone by default (what every builder builds);
+    a builder that declares more passes them, ``batches_for("P1", modes=builder.capabilities.modes)``.
     Shrinks as :func:`strategies.verify_batches` does: towards one request, one token.
     """
     from hypothesis import strategies as st
 
+    from metadata_builders.errors import UsageError
     from strategies import verify_batches
 
     spec = {p.name: p for p in PROPERTIES}.get(prop.upper())
     if spec is None:
-        from metadata_builders.errors import UsageError
-
         raise UsageError("prop", f"one of {[p.name for p in PROPERTIES]}", repr(prop))
-    return st.one_of(*(verify_batches(**focus) for focus in spec.focuses))
+    focuses = [f for f in spec.focuses if f.get("mode", "target_verify") in modes]
+    if not focuses:
+        raise UsageError("modes", f"modes {prop.upper()} judges, some of {list(spec.modes)}", repr(modes))
+    return st.one_of(*(verify_batches(**focus) for focus in focuses))
 
 
 Status = Literal["held", "failed", "partial", "not applicable"]
@@ -150,6 +154,9 @@ class PropertyResult:
 def verdict(spec: PropertySpec, builder: Any, batch: VerifyBatch) -> PropertyResult:
     """Run one property on one batch; a crashing builder fails the property, with the exception named."""
     reason = spec.why_not(batch)
+    if reason is None and batch.mode not in builder.capabilities.modes:
+        reason = (f"builder {builder.name!r} does not build mode {batch.mode} (it declares modes = "
+                  f"{builder.capabilities.modes!r}: docs/DESIGN.md section 3)")
     if reason is not None:
         return PropertyResult(spec.name, "not applicable", (reason,))
     try:

@@ -10,7 +10,7 @@ from metadata_builders.reference.pipeline import (causal_expansion, compression_
                                                   expected_faults, expected_host_syncs, index_streams, store_slots,
                                                   unified_prefill_meta, verify_extension)
 from metadata_builders.tier import DEFAULT_PADDING, Padding
-from metadata_builders.variants import check_variant
+from metadata_builders.variants import BUILT_MODES, check_variant
 
 if TYPE_CHECKING:
     from metadata_builders.batch import VerifyBatch
@@ -38,7 +38,7 @@ class ReferenceBuilder:
         """The specification's: every variant, no graph replay of its own (it *is* the graph path's answer)."""
         from metadata_builders.builders.capabilities import Capabilities
 
-        return Capabilities(build="batch", padding=self.padding)
+        return Capabilities(build="batch", padding=self.padding, modes=BUILT_MODES)
 
     def build(self, batch: VerifyBatch, variant: Variant) -> VerifyMetadata:
         check_variant(batch, variant)

@@ -399,6 +399,8 @@ class HipBuilder:
     name = "hip"
     padding_convention = "pad_rows_only"
     """A real row never widens (docs/DESIGN.md section 2): the capability the harness judges it by."""
+    modes = ("target_verify", "draft_extend")
+    """The builds of the MTP step it implements (a builder that declares none is judged on target verify only)."""
 
     def __init__(self, device: str | torch.device = "cpu", *, validate_mirror: bool = False) -> None:
         self.device = torch.device(device)

@@ -75,6 +75,8 @@ class SGLangBuilder:
     name = "sglang"
     upstream_code = True
     """Upstream's own code (a capability: known findings may name its failures)."""
+    modes = ("target_verify", "draft_extend")
+    """The builds of the MTP step it drives upstream's entry points for (0.5.18+ have both)."""
     padding_convention = "full_coverage"
     """How upstream's runner hands the DSV4 attention backend a ragged tier (``padded_to_bucket(cap=None)``), and how
     the backend's out-graph phase pads it at replay: the cap ignored, the last real row absorbing what pad rows
