@@ -438,8 +438,7 @@ class VerifyMetadata:
 
     def __post_init__(self) -> None:
         # What every built mode produces; a field of one mode only is held by P1 (a dropped field fails it).
-        missing = [n for n in BASE_FIELD_NAMES if n in DRAFT_EXTEND_FIELD_NAMES
-                   and n not in self.fields and n not in self.not_observable]
+        missing = [n for n in DRAFT_EXTEND_FIELD_NAMES if n not in self.fields and n not in self.not_observable]
         if missing:
             from metadata_builders.errors import InvalidMetadata
 

@@ -32,11 +32,10 @@ def _check_batch_arguments(
         raise InvalidArgument(f"geometry={geometry!r} must be None (draw it) or a Geometry")
 
 
-def _check_mode(mode: str, **pinned: bool | None) -> bool:
+def _check_mode(mode: str, **pinned: bool | None) -> None:
     """A draft-extend batch is uniform, without divergence or stale mirror: refuse a pin that says otherwise."""
     if mode != "draft_extend":
         raise InvalidArgument(f"mode={mode!r} must be 'target_verify' or 'draft_extend' (the modes built)")
     for name, value in pinned.items():
         if value:
             raise InvalidArgument(f"{name}={value!r}: a draft_extend batch is uniform, without divergence")
-    return False

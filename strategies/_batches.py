@@ -441,8 +441,8 @@ def verify_batches(
     """
     _check_batch_arguments(min_requests, max_requests, num_draft_tokens, max_pad_rows, geometry)
     if mode != "target_verify":
-        ragged = divergence = stale_mirror = _check_mode(mode, ragged=ragged, divergence=divergence,
-                                                         stale_mirror=stale_mirror)
+        _check_mode(mode, ragged=ragged, divergence=divergence, stale_mirror=stale_mirror)
+        ragged = divergence = stale_mirror = False
     # The categorical choices come first, where their odds hold best (see _TierPlan).
     dspark = draw(st.booleans()) if is_dspark is None else is_dspark
     attach = draw(st.booleans()) if divergence is None else divergence

@@ -79,23 +79,23 @@ corpus) a share of it."""
 _DRAFT_EXTEND = {"mode": "draft_extend"}
 """Draft extend's own focus (its batches are uniform: ``verify_batches(mode="draft_extend")``)."""
 
-_BUILT = BUILT_MODES
 
 PROPERTIES: tuple[PropertySpec, ...] = (
     PropertySpec("P1", "every variant = reference", check_p1_reference,
-                 ({}, {"graph": True, "ragged": True}, {"ragged": False}, _DRAFT_EXTEND), modes=_BUILT),
+                 ({}, {"graph": True, "ragged": True}, {"ragged": False}, _DRAFT_EXTEND), modes=BUILT_MODES),
     PropertySpec("P2", "mirrors agree, only tolist syncs, stale mirrors caught", check_p2_mirror,
                  ({"ragged": False}, {"stale_mirror": True}, {"ragged": False, "compression": True}), _needs_uniform),
     PropertySpec("P3", "output_size map = synced map", check_p3_sync_free, ({},)),
     PropertySpec("P4", "gate decision table", check_p4_gate, ({},)),
     PropertySpec("P5", "graph = eager, pads inert, replay", check_p5_graph_vs_eager,
                  ({"graph": True}, {"graph": True, "ragged": True}, _DSPARK_UNIFORM_GRAPH,
-                  {**_DRAFT_EXTEND, "graph": True}), _needs_graph, modes=_BUILT),
+                  {**_DRAFT_EXTEND, "graph": True}), _needs_graph, modes=BUILT_MODES),
     PropertySpec("P6", "HIP fault model", check_p6_fault_model, ({"divergence": True},)),
-    PropertySpec("P7", "sync contract, capture safety", check_p7_capture_safety, ({}, _DSPARK_UNIFORM_GRAPH, _DRAFT_EXTEND),
-                 modes=_BUILT),
-    PropertySpec("P8", "inputs untouched", check_p8_inputs_untouched, ({}, _DRAFT_EXTEND), modes=_BUILT),
-    PropertySpec("P9", "no hidden state between builds", check_p9_no_hidden_state, ({}, _DRAFT_EXTEND), modes=_BUILT),
+    PropertySpec("P7", "sync contract, capture safety", check_p7_capture_safety,
+                 ({}, _DSPARK_UNIFORM_GRAPH, _DRAFT_EXTEND), modes=BUILT_MODES),
+    PropertySpec("P8", "inputs untouched", check_p8_inputs_untouched, ({}, _DRAFT_EXTEND), modes=BUILT_MODES),
+    PropertySpec("P9", "no hidden state between builds", check_p9_no_hidden_state, ({}, _DRAFT_EXTEND),
+                 modes=BUILT_MODES),
     PropertySpec("P10", "KV state: stores and reads", check_p10_kv_state,
                  ({}, {"graph": True, "ragged": True}), p10_applies),
 )

@@ -470,10 +470,7 @@ class HipBuilder:
     def _draft_extend_out_graph(self, inputs: VerifyInputs) -> Decision:
         """Draft extend's out-graph work: the whole build, copied into the tier's buffers (upstream's
         ``replay_cuda_graph_metadata_from`` into the ``DRAFT_EXTEND`` bucket, keyed by ``bs``)."""
-        graphs, key = _captured_tiers(inputs), graph_key(inputs)
-        if key not in graphs:
-            graphs[key] = self._new_state(inputs)
-        state, built = graphs[key], draft_extend(inputs)
+        state, built = self.graph_state(inputs), draft_extend(inputs)
         for name, value in built.fields.items():
             state.fields[name].copy_(value)
         return built.decision
