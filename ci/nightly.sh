@@ -19,7 +19,7 @@ for release in "${releases[@]}"; do
     echo "   install FAILED (see $log)"; status=1; continue
   fi
   start=$(date +%s)
-  if PYTHON="$venv/bin/python" bash ci/upstream-suite.sh --junit-xml "build/nightly/junit-$release.xml" >>"$log" 2>&1; then
+  if SUITE=nightly PYTHON="$venv/bin/python" bash ci/upstream-suite.sh --junit-xml "build/nightly/junit-$release.xml" >>"$log" 2>&1; then
     echo "   conformance + gate end-to-end: ok in $(( $(date +%s) - start ))s"
   else
     echo "   conformance + gate end-to-end: FAILED in $(( $(date +%s) - start ))s (see $log)"; status=1

@@ -36,6 +36,12 @@ from metadata_builders.gate.mini_repo import make_mini_repo
 
 pytestmark = pytest.mark.sglang
 
+PREMERGE_GRAPH_PLANTS = ("pr-staged", "pr-runner-key")
+"""The graph plants pre-merge runs: one the recorder alone sees (P7), one of the runner's store (P5). The others,
+like every plant whose property family a pre-merge plant already covers (``pr-mirror``, ``pr-dispatcher``,
+``pr-store-kernel``), are marked ``slow``: ci/nightly.sh runs them on every release, ``.ci/run`` does not (its
+time budget: each gate run costs about a minute and a half on 2 cores)."""
+
 BACKEND = ("srt", "layers", "attention", "deepseek_v4_backend_hip_radix.py")
 RAGGED_KERNELS = ("kernels", "ops", "speculative", "ragged_verify_kernels.py")
 RAGGED_VERIFY = ("srt", "speculative", "ragged_verify.py")
@@ -323,6 +329,7 @@ def test_a_bug_in_upstreams_torch_fallback_gates_red_on_the_torch_route(planted_
     assert "--builder metadata_builders.builders.sglang:torch_route" in out
 
 
+@pytest.mark.slow
 def test_the_host_mirror_feeding_the_compress_plans_off_by_one_gates_red(planted_repo, cache_dir, tmp_path,
                                                                           capsys) -> None:
     """Issue 15's bug: the mirror arithmetic one short. Only the compress plans read it on the Triton route."""
@@ -336,7 +343,8 @@ def test_the_host_mirror_feeding_the_compress_plans_off_by_one_gates_red(planted
     assert any("plan" in open(tmp_path / "failures" / n).read() for n in replays), out
 
 
-@pytest.mark.parametrize("branch", list(GRAPH_PLANTS))
+@pytest.mark.parametrize("branch", [b if b in PREMERGE_GRAPH_PLANTS else pytest.param(b, marks=pytest.mark.slow)
+                                    for b in GRAPH_PLANTS])
 def test_a_graph_replay_regression_gates_red_through_the_recorder(planted_repo, cache_dir, tmp_path, capsys,
                                                                  branch: str) -> None:
     """Issue 18's bugs in upstream's two graph phases: only a replay as a GPU runs it (recorded) sees them."""
@@ -353,6 +361,7 @@ def test_a_graph_replay_regression_gates_red_through_the_recorder(planted_repo, 
     assert "BLOCKS" in _row(out, plant.prop) and "NEW" in _row(out, plant.prop), out
 
 
+@pytest.mark.slow
 def test_a_regression_in_upstreams_eager_dispatcher_gates_red(planted_repo, cache_dir, tmp_path, capsys) -> None:
     """The dispatcher chooses ``max_seq_len`` for every eager build: taken from the last request, the page table is
     cut short wherever the last request is not the longest. Red on P1 only because eager builds go through it."""
@@ -408,7 +417,8 @@ def test_the_release_against_itself_gates_green_on_recorded_replays(planted_repo
     assert "gate: GREEN" in out and "BLOCKS" not in _row(out, "P5") and "BLOCKS" not in _row(out, "P7"), out
 
 
-@pytest.mark.parametrize(("branch", "p1_blocks"), [("pr-ring-stride", True), ("pr-store-kernel", False)])
+@pytest.mark.parametrize(("branch", "p1_blocks"), [("pr-ring-stride", True),
+                                                   pytest.param("pr-store-kernel", False, marks=pytest.mark.slow)])
 def test_a_regression_of_what_the_stores_do_gates_red_on_p10(planted_repo, cache_dir, tmp_path, capsys,
                                                              branch: str, p1_blocks: bool) -> None:
     """ROCm ATOM PR #817's bug in upstream's metadata (``swa_loc``: P1 sees the field too) and in the store kernel
