@@ -1,9 +1,8 @@
 """The canonical output of a build: metadata fields, the decision, the audit.
 
-Everything is plain Python (lists of ints, 2-D for ``page_table`` and
-``swa_page_indices``) so any builder, torch or not, can be compared with the
-reference, and a mismatch is reported as field, first differing index,
-expected and actual -- never a tensor dump.
+Everything is plain Python (lists of ints, 2-D for ``page_table`` and ``swa_page_indices``) so any builder, torch or
+not, can be compared with the reference, and a mismatch is reported as field, first differing index, expected and
+actual -- never a tensor dump.
 """
 
 from __future__ import annotations
@@ -13,8 +12,8 @@ from types import MappingProxyType
 from typing import Any, Literal, Mapping
 
 __all__ = [
-    "BASE_FIELD_NAMES", "COMPRESSION_GROUPS", "DRAFT_EXTEND_FIELD_NAMES", "FIELDS", "FIELD_NAMES", "GROUPS",
-    "MODE_FIELD_NAMES", "PER_ENTRY", "PER_ROW", "PLANNER_OP", "SHAPE_VARIES", "STREAM_FIELD_NAMES", "Audit",
+    "BASE_FIELD_NAMES", "COMMON_FIELD_NAMES", "COMPRESSION_GROUPS", "DRAFT_EXTEND_FIELD_NAMES", "FIELDS", "FIELD_NAMES",
+    "GROUPS", "MODE_FIELD_NAMES", "PER_ENTRY", "PER_ROW", "PLANNER_OP", "SHAPE_VARIES", "STREAM_FIELD_NAMES", "Audit",
     "Decision", "FaultKind", "FieldSpec", "FaultRecord", "InputChange", "Mismatch", "ReadKind", "TokenMap",
     "SyncRecord", "VerifyMetadata", "canonical_plan", "fields_for", "first_difference",
 ]
@@ -67,7 +66,8 @@ def _fields(*specs: FieldSpec) -> Mapping[str, FieldSpec]:
     return MappingProxyType({spec.name: spec for spec in specs})
 
 
-GROUPS: tuple[str, ...] = ("core", "unified", "streams", "compressed", "sparse", "indexer", "plans", "low_ratios")
+GROUPS: tuple[str, ...] = ("core", "unified", "streams", "compressed", "sparse", "indexer", "plans", "low_ratios",
+                           "decode")
 """The groups of the metadata, in pipeline order (DESIGN.md section 2)."""
 
 COMPRESSION_GROUPS: frozenset[str] = frozenset({"compressed", "sparse", "indexer", "plans", "low_ratios"})
@@ -76,6 +76,8 @@ COMPRESSION_GROUPS: frozenset[str] = frozenset({"compressed", "sparse", "indexer
 _PLAN_C = ("[seq_len, ragged_id, buffer_len, read_page_0, read_page_1] per compression, sorted by ragged_id; "
            "read pages -1 and the row (batch id) when buffer_len is 0")
 _PLAN_W = "[ragged_id, write_loc] per state write, sorted by ragged_id; write_loc = slot * ring + pos % ring"
+_PLAN_D = ("[seq_len, write_loc, read_page_0, read_page_1] per row (plan_decode): p = seq_len - 1, loc(q) = slot * "
+           "ring + q % ring, write_loc = loc(p), read pages loc(max(p - {ratio}, 0)) // {ratio}, loc(p) // {ratio}")
 
 
 _STREAMS = {
@@ -192,6 +194,10 @@ FIELDS: Mapping[str, FieldSpec] = _fields(
               pad_slot=True),
     *_low_ratio(1),
     *_low_ratio(2),
+    FieldSpec("swa_out_cache_loc", "token", "(rows,)", "full_to_swa[raw_out_loc]: where the decode token's SWA KV "
+              "is stored (the paged SWA pool)", group="decode"),
+    *(FieldSpec(f"c{ratio}_decode_plan", "token", "(rows, 4)", _PLAN_D.format(ratio=ratio), dims=2, group="decode",
+                ratio=ratio) for ratio in (4, 128)),
 )
 """Every metadata field, in pipeline order, with its shape: the one place these facts live."""
 
@@ -217,12 +223,26 @@ DRAFT_EXTEND_FIELD_NAMES: tuple[str, ...] = tuple(n for n in BASE_FIELD_NAMES if
     "extend_start_loc", "verify_store_state_slot", "swa_loc"))
 """Mode ``draft_extend``'s fields (0.5.23 ``init_forward_metadata_draft_extend``, ``need_compress=False``): rows (no
 ``extend_start_loc``: upstream passes none), core with a one-column page table, unified prefill mapping; no ring store,
-streams or compression whatever the geometry.
-Specs as :data:`FIELDS`; ``extend_seq_lens`` is ``n`` on every row, ``seq_lens`` prefix + n (a pad row: 1)."""
+streams or compression whatever the geometry.  ``extend_seq_lens`` is ``n`` on every row, ``seq_lens`` prefix + n."""
 
 MODE_FIELD_NAMES: Mapping[str, tuple[str, ...] | None] = MappingProxyType({
-    "target_verify": None, "draft_extend": DRAFT_EXTEND_FIELD_NAMES})
+    "target_verify": None, "draft_extend": DRAFT_EXTEND_FIELD_NAMES, "decode": None, "draft_decode": None})
 """The fields each built mode of the MTP step produces (None: by geometry, :func:`fields_for`)."""
+
+COMMON_FIELD_NAMES: tuple[str, ...] = ("seq_lens", *(n for n, s in FIELDS.items() if s.group == "core" and s.per == "token"))
+"""What a build of every mode produces: the rows' ``seq_lens`` and the core group's per-token fields."""
+
+def _decode_fields(geometry: Any) -> tuple[str, ...]:
+    """Modes ``decode`` and ``draft_decode`` (0.5.23 ``make_forward_metadata_from_raw_decode``): one token per row;
+    no extend lengths, no prefill mapping and no ring store of target verify's; the paged SWA store target, the
+    index streams, and with compression the compressed groups and one decode plan per row and ratio (the V4.1
+    low-ratio group is not judged in these modes yet)."""
+    streams = geometry.swa_window == geometry.unified_swa_window
+    compression = geometry.compression is not None
+    return tuple(name for name, spec in FIELDS.items()
+                 if name in COMMON_FIELD_NAMES or name == "swa_out_cache_loc"
+                 or (spec.group == "streams" and streams)
+                 or (compression and (spec.group in ("compressed", "sparse", "indexer") or name.endswith("_decode_plan"))))
 
 
 def fields_for(geometry: Any, mode: str = "target_verify") -> tuple[str, ...]:
@@ -230,6 +250,8 @@ def fields_for(geometry: Any, mode: str = "target_verify") -> tuple[str, ...]:
     fixed = MODE_FIELD_NAMES.get(mode)
     if fixed is not None:
         return fixed
+    if mode in ("decode", "draft_decode"):
+        return _decode_fields(geometry)
     streams = geometry.swa_window == geometry.unified_swa_window
     compression = geometry.compression
     low_ratios = () if compression is None else getattr(compression, "low_ratios", ())
@@ -248,11 +270,10 @@ their buffers keep one shape, which the harness holds by storage address instead
 def canonical_plan(entries: list[list[int]]) -> list[list[int]]:
     """A compress or write plan as the harness compares it: its valid entries, sorted by ``ragged_id``.
 
-    Upstream's planner pads its buffers with invalid entries (first word ``0xFFFFFFFF``,
-    read as ``-1``) and a GPU fills them in atomic order, so neither the padding nor
-    the order is part of the contract.  Example: ``[[-1, 0], [5, 9], [2, 7]] ->
-    [[2, 7], [5, 9]]`` for a write plan (``ragged_id`` first); a compress plan has
-    ``ragged_id`` second.
+    Upstream's planner pads its buffers with invalid entries (first word ``0xFFFFFFFF``, read as ``-1``) and a
+    GPU fills them in atomic order, so neither the padding nor the order is part of the contract.  Example:
+    ``[[-1, 0], [5, 9], [2, 7]] -> [[2, 7], [5, 9]]`` for a write plan (``ragged_id`` first; a compress plan's
+    is second).
     """
     valid = [list(e) for e in entries if e and e[0] != -1]
     key = 1 if valid and len(valid[0]) == 5 else 0
@@ -277,12 +298,8 @@ class Decision:
     """Max sequence length after the ``+= num_draft_tokens`` of verify extension."""
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "num_tokens": self.num_tokens,
-            "exact_num_tokens": self.exact_num_tokens,
-            "used_output_size": self.used_output_size,
-            "max_seq_len": self.max_seq_len,
-        }
+        return {name: getattr(self, name) for name in ("num_tokens", "exact_num_tokens", "used_output_size",
+                                                       "max_seq_len")}
 
 
 @dataclass(frozen=True, slots=True)
@@ -438,11 +455,11 @@ class VerifyMetadata:
 
     def __post_init__(self) -> None:
         # What every built mode produces; a field of one mode only is held by P1 (a dropped field fails it).
-        missing = [n for n in DRAFT_EXTEND_FIELD_NAMES if n not in self.fields and n not in self.not_observable]
+        missing = [n for n in COMMON_FIELD_NAMES if n not in self.fields and n not in self.not_observable]
         if missing:
             from metadata_builders.errors import InvalidMetadata
 
-            raise InvalidMetadata("fields", "every BASE_FIELD_NAMES entry every mode has (DRAFT_EXTEND_FIELD_NAMES), "
+            raise InvalidMetadata("fields", "every field every mode has (COMMON_FIELD_NAMES), "
                                   "or its name in not_observable", f"missing {missing}")
 
     def to_dict(self) -> dict[str, Any]:

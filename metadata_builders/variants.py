@@ -84,7 +84,7 @@ class Variant:
         return {"path": self.path, "mirror": self.mirror, "layout_total": self.layout_total, "gate": self.gate}
 
 
-BUILT_MODES: tuple[str, ...] = ("target_verify", "draft_extend")
+BUILT_MODES: tuple[str, ...] = ("target_verify", "draft_extend", "decode", "draft_decode")
 """The modes of the MTP step the harness builds and judges; a batch of another raises
 :class:`~metadata_builders.errors.ModeNotBuilt`."""
 
@@ -92,13 +92,13 @@ BUILT_MODES: tuple[str, ...] = ("target_verify", "draft_extend")
 def variants_for(batch: VerifyBatch) -> list[Variant]:
     """Every valid variant of ``batch``: eager ones, then graph ones if it has a tier.
 
-    A ``draft_extend`` batch has the path only (its knobs are fixed: the caller always passes the host mirror, the
-    lengths are uniform, and the token count is exact without a gate); a batch of a mode no builder builds yet
+    A batch of any mode but target verify has the path only (its knobs are fixed: the caller always passes the host
+    mirror, the lengths are uniform, and the token count is exact without a gate); a batch of a mode no builder builds yet
     raises :class:`~metadata_builders.errors.ModeNotBuilt`."""
     if batch.mode not in BUILT_MODES:
         raise ModeNotBuilt(batch.mode)
     paths: list[Path] = ["eager"] + (["graph"] if batch.graph is not None else [])
-    if batch.mode == "draft_extend":
+    if batch.mode != "target_verify":
         return [Variant(path) for path in paths]
     out: list[Variant] = []
     for path in paths:
@@ -118,12 +118,12 @@ def check_variant(batch: VerifyBatch, variant: Variant) -> None:
         raise ModeNotBuilt(batch.mode)
     if variant.path == "graph" and batch.graph is None:
         raise InvalidVariant("path", "'eager' for a batch without a graph tier", variant.path)
-    if batch.mode == "draft_extend":
+    if batch.mode != "target_verify":
         fixed = Variant(variant.path)
         for name in ("mirror", "layout_total", "gate"):
             if getattr(variant, name) != getattr(fixed, name):
-                raise InvalidVariant(name, f"{getattr(fixed, name)!r} for a draft_extend batch (its only knob is the "
-                                     "path)", getattr(variant, name))
+                raise InvalidVariant(name, f"{getattr(fixed, name)!r} for a {batch.mode} batch (its only knob is "
+                                     "the path)", getattr(variant, name))
         return
     if batch.is_ragged and variant.mirror != "host":
         raise InvalidVariant("mirror", "'host' for a ragged batch (the mirror knob is for uniform batches)", variant.mirror)

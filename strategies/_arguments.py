@@ -32,10 +32,14 @@ def _check_batch_arguments(
         raise InvalidArgument(f"geometry={geometry!r} must be None (draw it) or a Geometry")
 
 
+_DRAWN_MODES = ("target_verify", "draft_extend", "decode", "draft_decode")
+
+
 def _check_mode(mode: str, **pinned: bool | None) -> None:
-    """A draft-extend batch is uniform, without divergence or stale mirror: refuse a pin that says otherwise."""
-    if mode != "draft_extend":
-        raise InvalidArgument(f"mode={mode!r} must be 'target_verify' or 'draft_extend' (the modes built)")
+    """A batch of a mode other than target verify is uniform, without divergence or stale mirror: refuse a pin
+    that says otherwise."""
+    if mode not in _DRAWN_MODES:
+        raise InvalidArgument(f"mode={mode!r} must be one of {', '.join(map(repr, _DRAWN_MODES))} (the modes built)")
     for name, value in pinned.items():
         if value:
-            raise InvalidArgument(f"{name}={value!r}: a draft_extend batch is uniform, without divergence")
+            raise InvalidArgument(f"{name}={value!r}: a {mode} batch is uniform, without divergence")

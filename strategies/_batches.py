@@ -43,6 +43,7 @@ from metadata_builders.variants import Path, Variant, variants_for
 from strategies._arguments import _check_batch_arguments, _check_count, _check_mode, _check_range
 from strategies._coverage import boundary_hits
 from strategies._divergences import draw_divergence, stale_mirrors
+from strategies._modes import as_decode
 from strategies._geometry import HUGE_RING_SIZES, geometries
 
 __all__ = [
@@ -420,29 +421,32 @@ def verify_batches(
     compression: bool | None = None,
     mode: str = "target_verify",
 ) -> VerifyBatch:
-    """A valid :class:`VerifyBatch` of ``mode`` (``draft_extend``: drawn as a uniform verify batch, without
-    divergence or cap); each ``None`` argument is drawn.
+    """A valid :class:`VerifyBatch` of ``mode`` (any but target verify: uniform, no divergence or cap; the decode
+    modes are drawn from draft-extend batches, :func:`~strategies._modes.as_decode`); each ``None`` argument is drawn.
 
-    ``ragged`` pins uniform/ragged, ``graph`` forces (``True``) or forbids (``False``)
-    a graph tier, ``divergence=True`` attaches one (:func:`divergences`; batches that
-    cannot take one, such as a ragged batch pinned to ``num_draft_tokens=1``, are
-    rejected) and ``None`` draws whether to; ``stale_mirror=True`` gives the caller's
-    host mirror a stale entry (:func:`stale_mirrors`), ``None`` draws whether to; ``compression`` forces or
-    forbids a compressed geometry (:func:`geometries`).  Every verify position -- the pad rows' shares
-    (seq_len 1, slot 0) included -- fits the row width ``max_context``, except that one absorbing tier in four lets the slack the
-    last real row absorbed run past it (F2c); slots are distinct and in ``1..num_slots-1``;
-    ``req_to_token`` holds distinct pool locations except for a few deliberate
-    ``-1`` entries and entries ``len(full_to_swa) - 1`` (which map to the ``-1``
-    sentinel); ``full_to_swa`` sometimes has ``-1`` holes.  Calls
-    ``hypothesis.event`` for each name of :func:`~strategies.boundary_hits`.
+    ``ragged`` pins uniform/ragged, ``graph`` forces (``True``) or forbids (``False``) a graph tier,
+    ``divergence=True`` attaches one (:func:`divergences`; batches that cannot take one, such as a ragged batch
+    pinned to ``num_draft_tokens=1``, are rejected) and ``None`` draws whether to; ``stale_mirror=True`` gives the
+    caller's host mirror a stale entry (:func:`stale_mirrors`), ``None`` draws whether to; ``compression`` forces or
+    forbids a compressed geometry (:func:`geometries`).  Every verify position -- the pad rows' shares (seq_len 1,
+    slot 0) included -- fits the row width ``max_context``, except that one absorbing tier in four lets the slack
+    the last real row absorbed run past it (F2c); slots are distinct and in ``1..num_slots-1``; ``req_to_token``
+    holds distinct pool locations except for a few deliberate ``-1`` entries and entries ``len(full_to_swa) - 1``
+    (which map to the ``-1`` sentinel); ``full_to_swa`` sometimes has ``-1`` holes.  Calls ``hypothesis.event`` for
+    each name of :func:`~strategies.boundary_hits`.
 
-    Shrinks towards one uniform eager EAGLE request with seq_len 1, one verify
-    token, no padding, no divergence and the small geometry with every dimension 1.
+    Shrinks towards one uniform eager EAGLE request with seq_len 1, one verify token, no padding, no divergence
+    and the small geometry with every dimension 1.
     """
     _check_batch_arguments(min_requests, max_requests, num_draft_tokens, max_pad_rows, geometry)
     if mode != "target_verify":
         _check_mode(mode, ragged=ragged, divergence=divergence, stale_mirror=stale_mirror)
         ragged = divergence = stale_mirror = False
+    if mode in ("decode", "draft_decode"):
+        extend = verify_batches(graph=graph, geometry=geometry, is_dspark=is_dspark, min_requests=min_requests,
+                                max_requests=max_requests, num_draft_tokens=num_draft_tokens,
+                                max_pad_rows=max_pad_rows, compression=compression, mode="draft_extend")
+        return as_decode(draw, draw(extend), mode)
     # The categorical choices come first, where their odds hold best (see _TierPlan).
     dspark = draw(st.booleans()) if is_dspark is None else is_dspark
     attach = draw(st.booleans()) if divergence is None else divergence

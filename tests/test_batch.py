@@ -470,8 +470,8 @@ def test_a_batch_its_mode_cannot_take_is_invalid_naming_the_field(mode: str, cha
 def test_a_mode_no_builder_builds_yet_is_said_loudly_never_built_as_target_verify() -> None:
     from metadata_builders.errors import ModeNotBuilt
 
-    batch = _mode_batch("draft_decode")
-    with pytest.raises(ModeNotBuilt, match="'draft_decode' is not built yet"):
+    batch = _mode_batch("idle")
+    with pytest.raises(ModeNotBuilt, match="'idle' is not built yet"):
         variants_for(batch)
     with pytest.raises(ModeNotBuilt):
         get_builder("reference").build(batch, Variant())
@@ -482,8 +482,8 @@ def test_a_mode_no_builder_builds_yet_is_said_loudly_never_built_as_target_verif
 def test_replaying_a_file_of_a_mode_not_built_yet_exits_2_naming_the_mode(tmp_path, capsys) -> None:
     from metadata_builders.cli import main
 
-    path = tmp_path / "decode.json"
-    path.write_text(_mode_batch("decode").to_json())
+    path = tmp_path / "idle.json"
+    path.write_text(_mode_batch("idle").to_json())
     assert main(["replay", str(path)]) == 2
     err = capsys.readouterr().err
-    assert "batch mode 'decode' is not built yet" in err and "FAILED" not in err
+    assert "batch mode 'idle' is not built yet" in err and "FAILED" not in err

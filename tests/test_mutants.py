@@ -74,6 +74,8 @@ EXTRA_BATCHES: dict[str, VerifyBatch] = {
                                                   unified_swa_pages=5, low_ratios=(1, 2)))),
     "draft_extend_tier_with_pad_rows": make_batch([7, 3], [1, 2], 3, graph=GraphTier(4, 12)).replace(
         mode="draft_extend"),
+    "draft_decode_tier_with_a_pad_row": make_batch([7, 3], [1, 2], 3).replace(
+        mode="draft_decode", draft_step=1, out_cache_loc=[19, 20, 27, 28], graph=GraphTier(3, 3)),
 }
 """Witnesses the shared examples do not cover (the draft-extend one: reference/draft_extend.py's worked example,
 two real rows and two pad rows on a tier of 4): a diverging device length, a stale mirror with the same sum,
@@ -145,6 +147,9 @@ WITNESSES: dict[str, str] = {
     "draft_extend_prefix_plus_step": "draft_extend_tier_with_pad_rows",
     "draft_extend_full_page_table": "draft_extend_tier_with_pad_rows",
     "draft_extend_replay_keeps_captured_out_loc": "draft_extend_tier_with_pad_rows",
+    "draft_decode_step_offset_off_by_one": "draft_decode_tier_with_a_pad_row",
+    "draft_decode_step_slice_step_major": "draft_decode_tier_with_a_pad_row",
+    "decode_replay_keeps_captured_out_loc": "draft_decode_tier_with_a_pad_row",
 }
 """Each mutant's witness: a named batch on which it must differ from ``hip`` and fail a property."""
 
@@ -245,6 +250,17 @@ def test_each_mutant_is_one_edit_of_the_current_hip_source(name: str) -> None:
 
     spec = MUTANTS[name]
     assert mutated_source(spec) != textwrap.dedent(inspect.getsource(_original_stage(spec.stage)))
+
+
+def test_every_builder_method_a_mutant_edits_is_one_the_mutant_builder_routes() -> None:
+    """A ``HipBuilder.<method>`` mutant edits a method the mutant builder must route to its mutated copy; one it
+    does not define itself runs the pristine method and the mutant survives without ever running."""
+    from metadata_builders.tools.mutants.patching import mutant_builder_class
+
+    routed = set(vars(mutant_builder_class()))
+    unrouted = [m.name for m in MUTANTS.values() if m.stage.startswith("HipBuilder.")
+                and m.stage.partition(".")[2] not in routed]
+    assert not unrouted, unrouted
 
 
 def test_a_mutant_that_no_longer_applies_fails_loudly() -> None:

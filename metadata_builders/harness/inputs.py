@@ -112,7 +112,11 @@ class VerifyInputs:
     mode: str = "target_verify"
     """The step of the MTP step this call builds (:data:`~metadata_builders.batch.MODES`).  ``draft_extend``:
     upstream's ``init_forward_metadata_draft_extend(seq_lens=..., num_tokens_per_req=num_draft_tokens)``, whose
-    ``seq_lens`` (and mirror) *include* the step's tokens; graph pad rows hold 1 all the same."""
+    ``seq_lens`` (and mirror) *include* the step's tokens; graph pad rows hold 1 all the same.  ``decode``: one token
+    per row, ``seq_lens`` with it.  ``draft_decode``: the forward batch's ``seq_lens`` (the child adds ``draft_step +
+    1``) and ``out_cache_loc`` the shared buffer of every step, ``rows * num_draft_steps`` entries, request-major."""
+    draft_step: int | None = None
+    """``draft_decode`` only: which child of the multi-step backend this call is (``speculative_step_id``)."""
 
     @property
     def rows(self) -> int:
@@ -224,10 +228,12 @@ def _host_bytes(t: torch.Tensor) -> bytes | None:
 
 
 def _rows_and_tokens(batch: VerifyBatch, variant: Variant) -> tuple[int, int]:
+    """Rows and ``out_cache_loc`` entries of the call (draft decode: the shared buffer of every step per row)."""
+    per_row = batch.num_draft_steps if batch.mode == "draft_decode" else 1
     if variant.path == "graph":
         assert batch.graph is not None
-        return batch.graph.padded_bs, batch.graph.graph_num_tokens
-    return batch.bs, batch.num_real_tokens
+        return batch.graph.padded_bs, batch.graph.graph_num_tokens * per_row
+    return batch.bs, batch.num_real_tokens * per_row
 
 
 def _host_values(batch: VerifyBatch, variant: Variant, padding: Padding) -> dict[str, Any]:
@@ -261,8 +267,8 @@ def _host_values(batch: VerifyBatch, variant: Variant, padding: Padding) -> dict
 
 def _caller_seq_lens(batch: VerifyBatch) -> list[int]:
     """The real rows' ``seq_lens`` as upstream's caller passes them: the prefixes, plus the step's tokens in draft
-    extend (its forward batch already holds them)."""
-    extra = batch.num_draft_tokens if batch.mode == "draft_extend" else 0
+    extend and decode (their forward batch already holds them); draft decode's child adds its own ``step + 1``."""
+    extra = {"draft_extend": batch.num_draft_tokens, "decode": 1}.get(batch.mode, 0)
     return [s + extra for s in batch.seq_lens]
 
 
@@ -331,6 +337,7 @@ def make_inputs(batch: VerifyBatch, variant: Variant, device: str | torch.device
         variant=variant,
         padding=padding,
         mode=batch.mode,
+        draft_step=batch.draft_step,
         **_host_values(batch, variant, padding),
     )
 
@@ -344,7 +351,7 @@ def _fill_rows(seq_lens: torch.Tensor, req_pool_indices: torch.Tensor, out_cache
     out_cache_loc.fill_(0)
     seq_lens[: batch.bs] = torch.tensor(_caller_seq_lens(batch), dtype=seq_lens.dtype)
     req_pool_indices[: batch.bs] = torch.tensor(batch.req_pool_indices, dtype=req_pool_indices.dtype)
-    out_cache_loc[: batch.num_real_tokens] = torch.tensor(batch.out_cache_loc, dtype=out_cache_loc.dtype)
+    out_cache_loc[: batch.num_out_cache_loc] = torch.tensor(batch.out_cache_loc, dtype=out_cache_loc.dtype)
 
 
 def refill_inputs(inputs: VerifyInputs, batch: VerifyBatch) -> None:
@@ -363,6 +370,8 @@ def refill_inputs(inputs: VerifyInputs, batch: VerifyBatch) -> None:
     check_variant(batch, variant)
     if batch.mode != inputs.mode:
         raise InvalidBatch("mode", None, f"the captured graph's mode {inputs.mode!r}", batch.mode)
+    if batch.draft_step != inputs.draft_step:  # each step is its own child backend, its own captured metadata
+        raise InvalidBatch("draft_step", None, f"the captured child's step {inputs.draft_step!r}", batch.draft_step)
     if batch.graph != inputs.graph:
         raise InvalidBatch("graph", None, f"the captured tier {inputs.graph}", batch.graph)
     for name, values in (("req_to_token", batch.req_to_token), ("full_to_swa", batch.full_to_swa)):

@@ -103,7 +103,7 @@ def _check_plans(batch: VerifyBatch, variant: Variant, g: dict, e: dict, absorbe
     compression = batch.geometry.compression
     real = batch.num_real_tokens
     # Slack the last real row absorbed is that row's (its entries are its own); pad rows start after it.
-    first_pad = sum(g["extend_seq_lens"][: batch.bs])
+    first_pad = _first_pad_token(batch, g)
     for name in PER_ENTRY:
         if name not in g or name not in e:
             continue
@@ -151,7 +151,7 @@ def _check_pads_inert(batch: VerifyBatch, variant: Variant, md: VerifyMetadata) 
     real_slots = set(batch.req_pool_indices)
     # Tokens of pad rows start after the last real row; slack absorbed by the last
     # real row belongs to that row (a documented exception, compared in P5 above).
-    first_pad = sum(f["extend_seq_lens"][: batch.bs]) if len(f["extend_seq_lens"]) > batch.bs else num_tokens
+    first_pad = _first_pad_token(batch, f) if len(f["seq_lens"]) > batch.bs else num_tokens
     slots = f.get("req_pool_indices_repeated", f.get("verify_store_state_slot"))
     for t in range(max(batch.num_real_tokens, first_pad), len(f["seq_lens_casual"])):
         slot = slots[t]
@@ -160,6 +160,7 @@ def _check_pads_inert(batch: VerifyBatch, variant: Variant, md: VerifyMetadata) 
                 raise _fail("P5", variant, "a pad-row token must use the dummy slot 0",
                             field="req_pool_indices_repeated", index=(t,), expected=0, actual=slot, check="p5.pad_slot")
             _check_pad_reads_nothing(variant, f, t)
+            _check_pad_decode_plans(batch, variant, f, t)
             for name in (n for n in f if n in FIELDS and FIELDS[n].pad_slot):
                 if f[name][t] != 0:
                     raise _fail("P5", variant, "a pad-row token must store into slot 0",
@@ -181,6 +182,23 @@ def _check_pads_inert(batch: VerifyBatch, variant: Variant, md: VerifyMetadata) 
                         field="swa_loc", index=(t,),
                         expected=f"in [{slot * ring}, {(slot + 1) * ring}) or [0, {ring})", actual=f["swa_loc"][t],
                         check="p5.tail_ring")
+
+
+def _first_pad_token(batch: VerifyBatch, f: dict) -> int:
+    """The first token of the pad rows: after the real rows' tokens (and the slack the last one absorbed); a decode
+    mode has one token per row and no extend lengths."""
+    return sum(f["extend_seq_lens"][: batch.bs]) if "extend_seq_lens" in f else batch.bs
+
+
+def _check_pad_decode_plans(batch: VerifyBatch, variant: Variant, f: dict, t: int) -> None:
+    """A decode pad row's compressor-state write stays in slot 0's ring (the decode plans' ``write_loc``)."""
+    compression = batch.geometry.compression
+    for ratio in (4, 128):
+        name = f"c{ratio}_decode_plan"
+        if name in f and compression is not None and not 0 <= f[name][t][1] < compression.ring_size(ratio):
+            raise _fail("P5", variant, "a pad row's decode plan must write slot 0's state ring", field=name,
+                        index=(t,), expected=f"write_loc in [0, {compression.ring_size(ratio)})", actual=f[name][t],
+                        check="p5.pad_plan_ring")
 
 
 def _check_pad_reads_nothing(variant: Variant, f: dict, t: int) -> None:

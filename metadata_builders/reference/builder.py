@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from metadata_builders.metadata import Audit, Decision, VerifyMetadata
+from metadata_builders.reference.decode import DECODE_MODES, decode_build
 from metadata_builders.reference.draft_extend import draft_extend_build
 from metadata_builders.reference.pipeline import (causal_expansion, compression_groups, core_metadata, decode_streams,
                                                   expected_faults, expected_host_syncs, index_streams, store_slots,
@@ -44,6 +45,8 @@ class ReferenceBuilder:
         check_variant(batch, variant)
         if batch.mode == "draft_extend":
             return draft_extend_build(batch, variant)
+        if batch.mode in DECODE_MODES:
+            return decode_build(batch, variant)
         rows = verify_extension(batch, variant, self.padding)
         casual, slots = causal_expansion(rows)
         fields: dict[str, list] = {

@@ -283,7 +283,7 @@ def expected_host_syncs(batch: VerifyBatch, variant: Variant, rows: Rows | None 
     (the host learns ``sum(extend)``) in ``unified_prefill_meta``.  ``int(t.sum())``
     and ``t.sum().item()`` are the same read.  Mode ``draft_extend``: none (:mod:`.draft_extend`).
     """
-    if batch.mode == "draft_extend":
+    if batch.mode != "target_verify":
         return []
     rows = rows or verify_extension(batch, variant, padding)
     out: list[SyncRecord] = []
@@ -359,7 +359,7 @@ def expected_faults(batch: VerifyBatch, variant: Variant, rows: Rows | None = No
       itself never performs it (:func:`core_metadata`), and no builder may: the
       record says how many elements a literal implementation would read.
     """
-    if batch.mode == "draft_extend":
+    if batch.mode != "target_verify":
         return []  # no host count the device can contradict, no window past the table (:mod:`.draft_extend`)
     rows = rows or verify_extension(batch, variant, padding)
     out: list[FaultRecord] = []

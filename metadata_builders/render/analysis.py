@@ -103,7 +103,9 @@ def short_label(batch: VerifyBatch, variant: Variant) -> str:
 def _layout(batch: VerifyBatch, md: VerifyMetadata) -> tuple[list[Row], list[Cell]]:
     """Rows and cells of the reference build ``md``, as the worked example of this module draws them."""
     f = md.fields
-    extend, starts = f["extend_seq_lens"], f["extend_start_loc"]
+    # A decode mode has one token per row and no extend lengths; draft extend passes no start locations.
+    extend = f.get("extend_seq_lens") or [1] * len(f["seq_lens"])
+    starts = f.get("extend_start_loc") or [sum(extend[:r]) for r in range(len(extend))]
     positions, slots = f["positions_casual"], f["req_pool_indices_repeated"]
     num_tokens, padded = md.decision.num_tokens, len(positions)
     real_lens = batch.extend_lens

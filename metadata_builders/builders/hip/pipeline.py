@@ -1,38 +1,22 @@
-"""Builder ``"hip"``: target-verify metadata with torch, shaped like upstream.
+"""Builder ``"hip"``: the MTP step's metadata with torch, shaped like upstream; knows nothing of the harness.
 
-It receives what upstream's caller hands the backend
-(:class:`~metadata_builders.harness.inputs.VerifyInputs`, made by the harness) and
-knows nothing of the harness: no batch, no divergence, no audit.  Each function
-is one stage of ``DeepseekV4HipRadixBackend`` so a backend engineer recognises it:
-
-=========================  ==================================================
-``target_verify``          ``init_forward_metadata_target_verify``: host mirror or
-                           the ``seq_lens.tolist()`` fallback
-``verify_extension``       ``init_forward_metadata_target_verify_old``: ``+ draft``,
-                           ragged layout and tier padding (``pad_verify_lens_to_bucket``)
-``causal_expansion``       ``ExpandPrefillCausally`` (the triton kernel's rule)
-``core_metadata``          ``make_core_attn_metadata`` / ``get_swa_page_indices``
-``unified_prefill_meta``   ``_attach_unified_kv_prefill_meta`` (the token map)
-``decode_streams``         ``_attach_unified_kv_decode_streams`` (SWA ring)
-:mod:`.hip_compression`    with compression: ``init_compression_metadata``,
-                           ``init_flashmla_related``, the indexer, the compress plans
-``index_streams``          ``build_decode_streams`` (:mod:`.hip_streams`)
-``draft_extend``           ``init_forward_metadata_draft_extend``: mode ``draft_extend``,
-                           the stages above with ``extend = n`` on every row, no
-                           compression; graph replay: all of it out-graph
-                           (:class:`DraftExtendState`)
-``HipBuilder.out_graph``   ``init_forward_metadata_out_graph``: before every replay, in
-                           Python: the mirror, stage 1, the token map, into :class:`GraphState`
-``HipBuilder.in_graph``    ``init_forward_metadata_in_graph``: recorded at capture,
-                           re-executed at replay (``prefill_state``: stage 4 in-graph)
-=========================  ==================================================
+It receives what upstream's caller hands the backend (:class:`~metadata_builders.harness.inputs.VerifyInputs`).
+Each function is one stage of ``DeepseekV4HipRadixBackend``, so a backend engineer recognises it:
+``target_verify`` (``init_forward_metadata_target_verify``: host mirror or the ``tolist`` fallback),
+``verify_extension`` (``init_forward_metadata_target_verify_old``: ``+ draft``, ragged layout, tier padding),
+``causal_expansion`` (``ExpandPrefillCausally``), ``core_metadata`` (``make_core_attn_metadata``),
+``unified_prefill_meta`` (``_attach_unified_kv_prefill_meta``, the token map), ``decode_streams`` (the SWA ring),
+:mod:`.compression` (the compression groups and plans), ``index_streams`` (``build_decode_streams``),
+``draft_extend`` (``init_forward_metadata_draft_extend``; graph replay: all of it out-graph,
+:class:`DraftExtendState`), :mod:`.decode` (both decode modes: the raw metadata, built in-graph), and
+``HipBuilder.out_graph`` / ``in_graph`` (``init_forward_metadata_out_graph``: the host-side steps before every
+replay, into :class:`GraphState`; ``init_forward_metadata_in_graph``: recorded at capture, re-executed at replay).
 
 Runs on ``cpu``, ``cuda`` (ROCm is ``cuda`` under HIP) and ``meta`` (graph path shapes).  No stage syncs
 except where the sync contract says (the ``tolist`` mirror, a ragged total read back, a token map built without
 ``output_size``).  Graph replay is split as upstream splits it (docs/DESIGN.md section 3, P5): ``out_graph``
-does every host-side step, writing the raw verify metadata into the tier's :class:`GraphState` (kept per
-runner under upstream's key, :func:`graph_key`); ``in_graph`` reads only graph state, the static inputs and
-the tier's constants, so re-executing what it recorded equals a fresh build.
+does every host-side step, into the tier's state (kept per runner under upstream's key, :func:`graph_key`);
+``in_graph`` reads only graph state, the static inputs and the tier's constants.
 """
 
 from __future__ import annotations
@@ -45,7 +29,8 @@ import torch.nn.functional as F
 
 from metadata_builders.builders.hip import compression
 from metadata_builders.errors import StaleMirror
-from metadata_builders.builders.hip.state import DraftExtendState, GraphState, Layout
+from metadata_builders.builders.hip import decode as hip_decode
+from metadata_builders.builders.hip.state import DecodeState, DraftExtendState, GraphState, Layout
 from metadata_builders.builders.hip.streams import decode_index_streams_torch
 from metadata_builders.metadata import Decision, VerifyMetadata
 from metadata_builders.variants import apply_gate
@@ -384,7 +369,8 @@ def _captured_tiers(inputs: VerifyInputs) -> dict[int, Any]:
     target verify's and draft extend's apart, as upstream's ``cuda_graph_metadata_of_bucket_and_bs``."""
     if inputs.runner is None:
         return {}
-    return inputs.runner.shared.setdefault("hip" if inputs.mode == "target_verify" else f"hip/{inputs.mode}", {})
+    step = "" if inputs.draft_step is None else f"/{inputs.draft_step}"  # each draft-decode child its own store
+    return inputs.runner.shared.setdefault("hip" if inputs.mode == "target_verify" else f"hip/{inputs.mode}{step}", {})
 
 
 class HipBuilder:
@@ -399,7 +385,7 @@ class HipBuilder:
     name = "hip"
     padding_convention = "pad_rows_only"
     """A real row never widens (docs/DESIGN.md section 2): the capability the harness judges it by."""
-    modes = ("target_verify", "draft_extend")
+    modes = ("target_verify", "draft_extend", "decode", "draft_decode")
     """The builds of the MTP step it implements (a builder that declares none is judged on target verify only)."""
 
     def __init__(self, device: str | torch.device = "cpu", *, validate_mirror: bool = False) -> None:
@@ -414,6 +400,8 @@ class HipBuilder:
     def build(self, inputs: VerifyInputs) -> VerifyMetadata:
         if inputs.mode == "draft_extend":
             return draft_extend(inputs)
+        if inputs.mode in ("decode", "draft_decode"):
+            return hip_decode.decode(inputs, core_metadata, index_streams)
         return target_verify(inputs, check_mirror=self.validate_mirror)
 
     def graph_state(self, inputs: VerifyInputs) -> GraphState:
@@ -425,10 +413,13 @@ class HipBuilder:
             graphs[key] = self._new_state(inputs)
         return graphs[key]
 
-    def _new_state(self, inputs: VerifyInputs) -> GraphState | DraftExtendState:
-        """Device buffers and the host count of one tier (draft extend: one buffer per field)."""
+    def _new_state(self, inputs: VerifyInputs) -> GraphState | DraftExtendState | DecodeState:
+        """Device buffers and the host count of one tier (draft extend: one buffer per field; decode: the raw)."""
         if inputs.mode == "draft_extend":
             return DraftExtendState({name: t.clone() for name, t in draft_extend(inputs).fields.items()})
+        if inputs.mode in ("decode", "draft_decode"):
+            raw = hip_decode.raw_decode(inputs)
+            return DecodeState(raw.req_pool_indices.clone(), raw.seq_lens.clone(), raw.out_cache_loc.clone())
         rows, tokens, device = inputs.rows, inputs.padded_num_tokens, inputs.seq_lens.device
         return GraphState(
             seq_lens=torch.zeros(rows, dtype=_I32, device=device),
@@ -451,6 +442,8 @@ class HipBuilder:
         """
         if inputs.mode == "draft_extend":
             return self._draft_extend_out_graph(inputs)
+        if inputs.mode in ("decode", "draft_decode"):
+            return self._decode_out_graph(inputs)
         graphs, key = _captured_tiers(inputs), graph_key(inputs)
         if key not in graphs:  # upstream on a miss: a new metadata object, stored under the key
             graphs[key] = self._new_state(inputs)
@@ -475,6 +468,14 @@ class HipBuilder:
             state.fields[name].copy_(value)
         return built.decision
 
+    def _decode_out_graph(self, inputs: VerifyInputs) -> Decision:
+        """The decode modes' out-graph work: the raw metadata copied into the tier's (``replay_cuda_graph_metadata_from``
+        into the ``DECODE_OR_IDLE`` bucket, keyed by ``bs``; each draft-decode child its own)."""
+        state, raw = self.graph_state(inputs), hip_decode.raw_decode(inputs)
+        for name in ("req_pool_indices", "seq_lens", "out_cache_loc"):
+            getattr(state, name).copy_(getattr(raw, name))
+        return Decision(inputs.rows, True, True, int(inputs.req_to_token.shape[1]))
+
     def in_graph(self, state: GraphState, inputs: VerifyInputs) -> dict[str, torch.Tensor]:
         """In-graph work (``init_forward_metadata_in_graph``): every field, materialised from graph state.
 
@@ -484,6 +485,8 @@ class HipBuilder:
         """
         if isinstance(state, DraftExtendState):
             return dict(state.fields)  # upstream's in-graph work only reads the buffers out-graph work filled
+        if isinstance(state, DecodeState):
+            return hip_decode.from_raw_decode(state, inputs, core_metadata, index_streams)
         state.num_tokens.copy_(state.num_tokens_host, non_blocking=True)
         layout = Layout(state.seq_lens, state.extend_seq_lens, state.extend_start_loc, None, None, state.max_seq_len)
         seq_lens_casual, slots = causal_expansion(layout, inputs)

@@ -1,5 +1,6 @@
 """The ``hip`` builder's data between stages and across graph replays: :class:`Layout` (stage 1's result),
-:class:`GraphState` (a target-verify tier's graph state), :class:`DraftExtendState` (a draft-extend tier's)."""
+:class:`GraphState` (a target-verify tier's graph state), :class:`DraftExtendState` (a draft-extend tier's),
+:class:`DecodeState` (the raw decode metadata of both decode modes)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from dataclasses import dataclass
 
 import torch
 
-__all__ = ["DraftExtendState", "GraphState", "Layout"]
+__all__ = ["DecodeState", "DraftExtendState", "GraphState", "Layout"]
 
 
 @dataclass(slots=True)
@@ -76,3 +77,19 @@ class DraftExtendState:
 
     fields: dict[str, torch.Tensor]
     """Every field's buffer, allocated once per tier (keyed by ``bs`` in upstream's ``DRAFT_EXTEND`` bucket)."""
+
+
+@dataclass(slots=True)
+class DecodeState:
+    """The raw decode metadata (upstream's ``DSV4RawDecodeMetadata``): what ``init_forward_metadata_decode`` keeps.
+
+    On the graph path one per tier (and per draft-decode child): out-graph work copies a replay's raw inputs into
+    these buffers (``copy_``), and the recorded in-graph build reads them.
+    """
+
+    req_pool_indices: torch.Tensor
+    """(rows,) int64: each row's slot; pad rows 0."""
+    seq_lens: torch.Tensor
+    """(rows,) int32: as the caller passes them (decode: with the token; draft decode: before the child's step)."""
+    out_cache_loc: torch.Tensor
+    """(rows,) int64: the step's location per row (draft decode: row ``draft_step`` of the shared buffer)."""

@@ -7,7 +7,7 @@ can be read, listed and diffed without torch.
 A mutant is a one-place source edit of one stage of :mod:`metadata_builders.builders.hip.pipeline` (or of
 :mod:`metadata_builders.builders.hip.compression`, stage ``compression.<function>``, or of
 :mod:`metadata_builders.builders.hip.low_ratios`, stage ``low_ratios.<function>``: their mutants are
-in :mod:`.groups`)
+in :mod:`.groups`; the other modes' of the MTP step, in :mod:`.modes`)
 (``find`` -> ``replace`` in that function's source text).  Worked example
 (``causal_start_off_by_one``): stage ``causal_expansion``::
 
@@ -22,6 +22,7 @@ that a ``find`` text no longer occurs exactly once, update it here.
 from __future__ import annotations
 
 from metadata_builders.tools.mutants.groups import GROUP_SPECS
+from metadata_builders.tools.mutants.modes import MODE_SPECS
 from metadata_builders.tools.mutants.spec import MutantSpec
 
 __all__ = ["MUTANTS", "MutantSpec"]
@@ -277,42 +278,6 @@ _SPECS: tuple[MutantSpec, ...] = (
         "torch.remainder(positions.to(_I64), ring)",
         "torch.remainder(positions.to(_I64), inputs.geometry.swa_window)",
     ),
-    # -- mode draft_extend (init_forward_metadata_draft_extend) ------------------------------------------
-    MutantSpec(
-        "draft_extend_count_real_rows", "draft_extend_layout", "draft extend's host count misses the pad rows",
-        "The token count draft extend passes as output_size is n * bs (the real requests) instead of n * rows: "
-        "on a graph tier with pad rows the device lengths (n on every row) sum to more than the count the map "
-        "trusts, and HIP writes past the token map.",
-        "num_tokens=n * inputs.rows, exact_num_tokens=True",
-        "num_tokens=n * inputs.bs, exact_num_tokens=True",
-        "SGLang PR #29202: the sync-free token map entered through draft extend's shared prefill builder",
-    ),
-    MutantSpec(
-        "draft_extend_prefix_plus_step", "draft_extend_layout", "draft extend adds the step's tokens twice",
-        "Draft extend treats seq_lens as prefixes and adds n again, as target verify does: upstream's caller "
-        "already counts the step's tokens, so every row reads n positions past its context.",
-        "return Layout(seq_lens=inputs.seq_lens, extend_seq_lens=extend,",
-        "return Layout(seq_lens=inputs.seq_lens + extend, extend_seq_lens=extend,",
-    ),
-    MutantSpec(
-        "draft_extend_full_page_table", "draft_extend_layout", "draft extend's page table sized as verify's",
-        "Draft extend's max_seq_len is the caller's (max_context on the graph path) instead of the page size: "
-        "the placeholder page table is the width of the context (draft extend attends only to SWA; upstream "
-        "matches CUDA's one-page allocation).",
-        "exact_num_tokens=True, max_seq_len=inputs.geometry.page_size)",
-        "exact_num_tokens=True, max_seq_len=inputs.max_seq_len)",
-    ),
-    MutantSpec(
-        "draft_extend_replay_keeps_captured_out_loc", "HipBuilder._draft_extend_out_graph",
-        "replay keeps the capture's store locations",
-        "Out-graph work before a draft-extend replay refreshes every captured field but raw_out_loc: the graph "
-        "stores the step's K at the locations of the capture (upstream pads the replay's out_cache_loc to the "
-        "captured token count \"so raw_out_loc reflects the actual replay out_cache_loc\").",
-        "        for name, value in built.fields.items():\n            state.fields[name].copy_(value)",
-        "        for name, value in built.fields.items():\n            if name != \"raw_out_loc\":\n"
-        "                state.fields[name].copy_(value)",
-        "deepseek_v4_backend_hip_radix.py init_forward_metadata_out_graph, DRAFT_EXTEND bucket (0.5.23)",
-    ),
     # -- graph replay --------------------------------------------------------------------------------
     MutantSpec(
         "stateful_scratch_tail", "HipBuilder.build", "hidden state: a scratch buffer reused across calls",
@@ -476,6 +441,7 @@ _SPECS: tuple[MutantSpec, ...] = (
 )
 
 _SPECS += GROUP_SPECS  # the whole metadata's groups (compression, the low ratios)
+_SPECS += MODE_SPECS  # the MTP step's other modes (draft extend, the decode modes)
 
 MUTANTS: dict[str, MutantSpec] = {spec.name: spec for spec in _SPECS}
 """Every mutant by name, in pipeline order."""

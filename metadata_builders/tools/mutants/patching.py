@@ -54,8 +54,8 @@ def _stage_module(stage: str) -> tuple[Any, str]:
     """The module that defines ``stage`` and the function's name there.
 
     ``compression.<fn>`` names a function of :mod:`metadata_builders.builders.hip.compression`
-    (the compression groups), ``low_ratios.<fn>`` one of :mod:`metadata_builders.builders.hip.low_ratios`;
-    anything else is a function of :mod:`metadata_builders.builders.hip.pipeline`.
+    (the compression groups), ``low_ratios.<fn>`` one of :mod:`metadata_builders.builders.hip.low_ratios`,
+    ``decode.<fn>`` one of :mod:`metadata_builders.builders.hip.decode` (the decode modes); anything else is a function of :mod:`metadata_builders.builders.hip.pipeline`.
     """
     if stage.startswith("compression."):
         from metadata_builders.builders.hip import compression as hip_compression
@@ -65,6 +65,10 @@ def _stage_module(stage: str) -> tuple[Any, str]:
         from metadata_builders.builders.hip import low_ratios as hip_low_ratios
 
         return hip_low_ratios, stage.partition(".")[2]
+    if stage.startswith("decode."):
+        from metadata_builders.builders.hip import decode as hip_decode
+
+        return hip_decode, stage.partition(".")[2]
     from metadata_builders.builders.hip import pipeline as hip
 
     return hip, stage
@@ -163,6 +167,9 @@ def mutant_builder_class() -> type:
 
         def _draft_extend_out_graph(self, inputs: VerifyInputs) -> Decision:
             return self._helper("_draft_extend_out_graph", inputs)  # from out_graph
+
+        def _decode_out_graph(self, inputs: VerifyInputs) -> Decision:
+            return self._helper("_decode_out_graph", inputs)  # from out_graph
 
         def _helper(self, method: str, *args: Any) -> Any:
             # A helper method of the phases: only its own mutant replaces it.

@@ -16,8 +16,8 @@ class MutantSpec:
     """Identifier, also the ``metadata_builders.tools.mutants:<name>`` factory."""
     stage: str
     """A function of :mod:`metadata_builders.builders.hip.pipeline`, ``HipBuilder.<method>``, ``compression.<fn>``
-    (a function of :mod:`metadata_builders.builders.hip.compression`) or ``low_ratios.<fn>``
-    (:mod:`metadata_builders.builders.hip.low_ratios`)."""
+    (a function of :mod:`metadata_builders.builders.hip.compression`), ``low_ratios.<fn>``
+    (:mod:`metadata_builders.builders.hip.low_ratios`) or ``decode.<fn>`` (:mod:`metadata_builders.builders.hip.decode`)."""
     bug_class: str
     """The kind of bug, in a few words."""
     summary: str

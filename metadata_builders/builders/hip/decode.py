@@ -1,0 +1,99 @@
+"""The ``hip`` builder's decode modes with torch: ``decode`` and ``draft_decode`` (one token per row).
+
+Shaped like upstream 0.5.23: ``init_forward_metadata_decode`` keeps the raw inputs
+(:func:`raw_decode`: slots, ``seq_lens``, the step's ``out_cache_loc``) and
+``make_forward_metadata_from_raw_decode`` builds every field from them
+(:func:`from_raw_decode`) -- right after on the eager path, in the graph on the graph path,
+where out-graph work only copies the raw inputs into the tier's buffers
+(:class:`~metadata_builders.builders.hip.state.DecodeState`).  A draft-decode child adds its
+``step + 1`` to ``seq_lens`` inside that build and reads row ``step`` of the shared
+``out_cache_loc`` buffer (:func:`step_out_cache_loc`).  Reference: :mod:`metadata_builders.reference.decode`.
+
+The core stage and the index streams are target verify's (:mod:`.pipeline`); the caller
+passes them (``core``, ``streams``), so a mutated stage reaches every mode that calls it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Callable
+
+import torch
+
+from metadata_builders.builders.hip import compression
+from metadata_builders.builders.hip.state import DecodeState, Layout
+from metadata_builders.metadata import Decision, VerifyMetadata, fields_for
+
+if TYPE_CHECKING:
+    from metadata_builders.harness.inputs import VerifyInputs
+
+__all__ = ["decode", "decode_plans", "from_raw_decode", "raw_decode", "step_out_cache_loc"]
+
+_I32 = torch.int32
+_I64 = torch.int64
+
+
+def step_out_cache_loc(inputs: VerifyInputs) -> torch.Tensor:
+    """The call's ``out_cache_loc`` per row: draft decode's row ``draft_step`` of the shared buffer
+    (``per_step_draft_out_cache_loc``: ``view(rows, 1, steps).permute(2, 0, 1)``), else the buffer itself."""
+    if inputs.mode != "draft_decode":
+        return inputs.out_cache_loc
+    assert inputs.draft_step is not None
+    return inputs.out_cache_loc.view(inputs.rows, -1)[:, inputs.draft_step].contiguous()
+
+
+def raw_decode(inputs: VerifyInputs) -> DecodeState:
+    """``init_forward_metadata_decode``: the raw metadata, nothing computed (``DSV4RawDecodeMetadata``)."""
+    return DecodeState(inputs.req_pool_indices, inputs.seq_lens, step_out_cache_loc(inputs))
+
+
+def decode_plans(inputs: VerifyInputs, slots: torch.Tensor, seq_lens: torch.Tensor) -> dict[str, torch.Tensor]:
+    """``plan_decode`` per ratio on the per-request ring: ``[seq_len, loc(p), loc(max(p - r, 0)) // r, loc(p) // r]``
+    per row, ``p = seq_len - 1``, ``loc(q) = slot * ring + q % ring`` (int32, as the planner's struct)."""
+    geo = inputs.geometry
+    assert geo.compression is not None
+    slot, p = slots.to(_I64), seq_lens.to(_I64) - 1
+    out: dict[str, torch.Tensor] = {}
+    for ratio in (4, 128):
+        ring = geo.compression.ring_size(ratio)
+        write = slot * ring + torch.remainder(p, ring)
+        first = slot * ring + torch.remainder(torch.clamp(p - ratio, min=0), ring)
+        out[f"c{ratio}_decode_plan"] = torch.stack(
+            [seq_lens.to(_I64), write, torch.div(first, ratio, rounding_mode="floor"),
+             torch.div(write, ratio, rounding_mode="floor")], dim=1).to(_I32)
+    return out
+
+
+def from_raw_decode(raw: DecodeState, inputs: VerifyInputs, core: Callable[..., dict[str, torch.Tensor]],
+                    streams: Callable[..., dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
+    """``make_forward_metadata_from_raw_decode`` and the in-graph block's ``swa_out_cache_loc``: every field.
+
+    Reads only ``raw``, the tables and the geometry, so recorded once it refreshes from copied raw buffers.
+    """
+    geo = inputs.geometry
+    seq_lens = raw.seq_lens.to(_I32)
+    if inputs.mode == "draft_decode":
+        assert inputs.draft_step is not None
+        seq_lens = seq_lens + (inputs.draft_step + 1)  # the child's speculative_step_id + 1
+    slots = raw.req_pool_indices
+    ones = torch.ones_like(seq_lens)
+    layout = Layout(seq_lens, ones, torch.cumsum(ones, 0, dtype=_I32) - ones, None, None,
+                    int(inputs.req_to_token.shape[1]))  # MAX_SEQ_LEN_FOR_CAPTURE: a full-width page table
+    fields: dict[str, torch.Tensor] = {"seq_lens": seq_lens, **core(layout, inputs, seq_lens, slots)}
+    fields["raw_out_loc"] = raw.out_cache_loc
+    if geo.compression is not None:
+        out = compression.compressed_attention(inputs, seq_lens, raw.out_cache_loc, fields["page_table"])
+        out.update(compression.sparse_buffers(inputs, out))
+        out.update(compression.indexer_metadata(out))
+        fields.update(out)
+    if geo.swa_window == geo.unified_swa_window:
+        fields.update(streams(inputs, fields))
+    fields["swa_out_cache_loc"] = inputs.full_to_swa[raw.out_cache_loc].to(_I32)
+    if geo.compression is not None:
+        fields.update(decode_plans(inputs, slots, seq_lens))
+    return {name: fields[name] for name in fields_for(geo, inputs.mode)}
+
+
+def decode(inputs: VerifyInputs, core: Callable[..., Any], streams: Callable[..., Any]) -> VerifyMetadata:
+    """Entry point of both decode modes, eager: the raw metadata, then the whole build.  No host read."""
+    fields = from_raw_decode(raw_decode(inputs), inputs, core, streams)
+    return VerifyMetadata(fields, Decision(inputs.rows, True, True, int(inputs.req_to_token.shape[1])))

@@ -1,0 +1,84 @@
+"""The mutants of the MTP step's other modes: draft extend and the decode modes (issue 26).
+
+Each a bug a backend engineer could plant in the ``hip`` builder's build of that mode:
+:mod:`metadata_builders.builders.hip.pipeline` (draft extend, the builder's graph phases) or
+:mod:`metadata_builders.builders.hip.decode` (stage ``decode.<function>``); the catalogue
+(:mod:`.catalogue`) lists them last.
+"""
+
+from __future__ import annotations
+
+from metadata_builders.tools.mutants.spec import MutantSpec
+
+__all__ = ["MODE_SPECS"]
+
+MODE_SPECS: tuple[MutantSpec, ...] = (
+    # -- mode draft_extend (init_forward_metadata_draft_extend) ------------------------------------------
+    MutantSpec(
+        "draft_extend_count_real_rows", "draft_extend_layout", "draft extend's host count misses the pad rows",
+        "The token count draft extend passes as output_size is n * bs (the real requests) instead of n * rows: "
+        "on a graph tier with pad rows the device lengths (n on every row) sum to more than the count the map "
+        "trusts, and HIP writes past the token map.",
+        "num_tokens=n * inputs.rows, exact_num_tokens=True",
+        "num_tokens=n * inputs.bs, exact_num_tokens=True",
+        "SGLang PR #29202: the sync-free token map entered through draft extend's shared prefill builder",
+    ),
+    MutantSpec(
+        "draft_extend_prefix_plus_step", "draft_extend_layout", "draft extend adds the step's tokens twice",
+        "Draft extend treats seq_lens as prefixes and adds n again, as target verify does: upstream's caller "
+        "already counts the step's tokens, so every row reads n positions past its context.",
+        "return Layout(seq_lens=inputs.seq_lens, extend_seq_lens=extend,",
+        "return Layout(seq_lens=inputs.seq_lens + extend, extend_seq_lens=extend,",
+    ),
+    MutantSpec(
+        "draft_extend_full_page_table", "draft_extend_layout", "draft extend's page table sized as verify's",
+        "Draft extend's max_seq_len is the caller's (max_context on the graph path) instead of the page size: "
+        "the placeholder page table is the width of the context (draft extend attends only to SWA; upstream "
+        "matches CUDA's one-page allocation).",
+        "exact_num_tokens=True, max_seq_len=inputs.geometry.page_size)",
+        "exact_num_tokens=True, max_seq_len=inputs.max_seq_len)",
+    ),
+    MutantSpec(
+        "draft_extend_replay_keeps_captured_out_loc", "HipBuilder._draft_extend_out_graph",
+        "replay keeps the capture's store locations",
+        "Out-graph work before a draft-extend replay refreshes every captured field but raw_out_loc: the graph "
+        "stores the step's K at the locations of the capture (upstream pads the replay's out_cache_loc to the "
+        "captured token count \"so raw_out_loc reflects the actual replay out_cache_loc\").",
+        "        for name, value in built.fields.items():\n            state.fields[name].copy_(value)",
+        "        for name, value in built.fields.items():\n            if name != \"raw_out_loc\":\n"
+        "                state.fields[name].copy_(value)",
+        "deepseek_v4_backend_hip_radix.py init_forward_metadata_out_graph, DRAFT_EXTEND bucket (0.5.23)",
+    ),
+    # -- the decode modes (issue 26) ------------------------------------------------------------------
+    MutantSpec(
+        "draft_decode_step_offset_off_by_one", "decode.from_raw_decode", "multi-step draft: step offset one short",
+        "A draft-decode child adds speculative_step_id to seq_lens instead of speculative_step_id + 1: every step's "
+        "token sits one position early -- the previous step's position, so it attends one token short, its SWA "
+        "window and page lookups shift, and its compressor state overwrites the previous step's ring row.",
+        "        seq_lens = seq_lens + (inputs.draft_step + 1)  # the child's speculative_step_id + 1",
+        "        seq_lens = seq_lens + inputs.draft_step",
+        "deepseek_v4_backend_hip_radix.py make_forward_metadata_from_raw_decode, \"seq_lens + "
+        "self.speculative_step_id + 1\" (0.5.23)",
+    ),
+    MutantSpec(
+        "draft_decode_step_slice_step_major", "decode.step_out_cache_loc",
+        "multi-step draft: per-step out_cache_loc slice read step-major",
+        "The child's slice of the shared out_cache_loc buffer is taken as if the buffer were step-major "
+        "(view(steps, rows)[step]) while EAGLE lays it out request-major (per_step_draft_out_cache_loc: "
+        "view(bs, topk, steps).permute(2, 0, 1)): each step stores its K at another request's (or another step's) "
+        "location. Equal to the truth only with one request or one step.",
+        "    return inputs.out_cache_loc.view(inputs.rows, -1)[:, inputs.draft_step].contiguous()",
+        "    return inputs.out_cache_loc.view(-1, inputs.rows)[inputs.draft_step].contiguous()",
+        "sglang/srt/speculative/eagle_utils.py per_step_draft_out_cache_loc (the layout's one source of truth)",
+    ),
+    MutantSpec(
+        "decode_replay_keeps_captured_out_loc", "HipBuilder._decode_out_graph",
+        "replay keeps the capture's store locations (decode)",
+        "Out-graph work before a decode replay copies the replay's slots and lengths into the captured raw decode "
+        "metadata but not its out_cache_loc: the recorded build stores every step's K at the capture's locations "
+        "(upstream's DSV4RawDecodeMetadata.copy_ copies all three).",
+        "        for name in (\"req_pool_indices\", \"seq_lens\", \"out_cache_loc\"):",
+        "        for name in (\"req_pool_indices\", \"seq_lens\"):",
+        "deepseek_v4_backend_hip_radix.py DSV4RawDecodeMetadata.copy_ (0.5.23)",
+    ),
+)

@@ -1,0 +1,34 @@
+"""The decode modes' batches, drawn from draft-extend ones (``verify_batches(mode="decode" | "draft_decode")``)."""
+
+from __future__ import annotations
+
+from hypothesis import assume, event
+from hypothesis import strategies as st
+
+from metadata_builders.batch import GraphTier, VerifyBatch
+from metadata_builders.errors import InvalidBatch
+from strategies._coverage import boundary_hits
+
+__all__ = ["as_decode"]
+
+
+def as_decode(draw: st.DrawFn, extend: VerifyBatch, mode: str) -> VerifyBatch:
+    """A decode-mode batch from a draft-extend one (its positions fit the tables): ``decode`` keeps each request's
+    first location; ``draft_decode`` the first ``steps = n - 1`` of each (the shared buffer, request-major) and
+    draws its step.  The tier keeps its rows, one token each."""
+    n, locs = extend.num_draft_tokens, extend.out_cache_loc
+    tier = None if extend.graph is None else GraphTier(extend.graph.padded_bs, extend.graph.padded_bs)
+    if mode == "decode":
+        out, step = [locs[i * n] for i in range(extend.bs)], None
+    else:
+        assume(n >= 2)  # EAGLE's multi-step draft needs a step
+        out = [locs[i * n + j] for i in range(extend.bs) for j in range(n - 1)]
+        step = draw(st.integers(0, n - 2))
+    try:
+        batch = extend.replace(mode=mode, out_cache_loc=tuple(out), graph=tier, draft_step=step)
+    except InvalidBatch:
+        assume(False)  # a pad row's position past a tiny table (draft decode's step + 1)
+        raise
+    for name in sorted(boundary_hits(batch)):
+        event(name)
+    return batch

@@ -1,0 +1,156 @@
+"""Modes ``decode`` and ``draft_decode`` end to end: the reference's worked example, the bundled ``hip`` builder
+against the reference on both paths, the field table, the harness's call (the shared per-step buffer), the
+properties that judge them and why the others do not, and the strategies."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis.errors import InvalidArgument
+
+from _examples import kv_tables
+
+from metadata_builders import Compression, Geometry, GraphTier, VerifyBatch
+from metadata_builders.builders import get_builder
+from metadata_builders.errors import InvalidBatch, InvalidVariant
+from metadata_builders.harness.inputs import make_inputs, refill_inputs
+from metadata_builders.metadata import COMMON_FIELD_NAMES, fields_for
+from metadata_builders.properties import PROPERTIES
+from metadata_builders.properties.spec import verdict
+from metadata_builders.reference.decode import decode_fields
+from metadata_builders.variants import Variant, check_variant, variants_for
+from strategies import verify_batches
+
+COMPRESSED = Geometry(page_size=128, swa_window=4, ring_size=6, unified_swa_window=4, page_index_align=64,
+                      compression=Compression(index_topk=8, c4_ring_size=16, c128_ring_size=256, unified_swa_pages=5))
+
+
+def _batch(mode: str = "draft_decode", graph: GraphTier | None = GraphTier(3, 3),
+           geometry: Geometry = Geometry()) -> VerifyBatch:
+    """reference/decode.py's worked example's shape: slots 1 and 2, prefixes 7 and 3, three draft tokens (two steps),
+    step 1 (draft decode: the shared buffer request-major, each position's own location)."""
+    width = 12 if geometry.compression is None else 136
+    table, full_to_swa = kv_tables(4, width)
+    steps = 2 if mode == "draft_decode" else 1
+    out = [slot * width + s + j for slot, s in ((1, 7), (2, 3)) for j in range(steps)]
+    return VerifyBatch(seq_lens=[7, 3], req_pool_indices=[1, 2], verify_lens=None, num_draft_tokens=3,
+                       out_cache_loc=out, req_to_token=table, full_to_swa=full_to_swa, geometry=geometry, graph=graph,
+                       mode=mode, draft_step=1 if mode == "draft_decode" else None)
+
+
+def test_the_worked_example() -> None:
+    f = decode_fields(_batch(), graph=True)
+    assert f["seq_lens"] == [9, 5, 3]  # 7 + 1 + 1, 3 + 1 + 1, the pad row 1 + 1 + 1
+    assert f["positions_casual"] == [8, 4, 2]
+    assert f["raw_out_loc"] == [20, 28, 0]  # entry i * steps + step of [19, 20, 27, 28]; the pad row's 0
+    assert f["req_pool_indices_repeated"] == [1, 2, 0]
+    assert f["swa_out_cache_loc"] == [_batch().full_to_swa[x] for x in (20, 28, 0)]
+    assert all(len(row) == -(-12 // Geometry().page_size) for row in f["page_table"])  # max_context wide
+    decode = decode_fields(_batch("decode"), graph=False)
+    assert decode["seq_lens"] == [8, 4] and decode["positions_casual"] == [7, 3] and decode["raw_out_loc"] == [19, 27]
+
+
+def test_the_decode_plans_write_each_rows_own_ring_at_its_position() -> None:
+    f = decode_fields(_batch(geometry=COMPRESSED), graph=True)
+    # c4, ring 16: slot 1, seq_len 9 -> p = 8: write 16 + 8 = 24, pages (16 + 4) // 4 = 5 and 24 // 4 = 6.
+    assert f["c4_decode_plan"][0] == [9, 24, 5, 6]
+    # the pad row (slot 0, seq_len 3): its state stays in slot 0's ring
+    assert f["c4_decode_plan"][2] == [3, 2, 0, 0] and f["c128_decode_plan"][2] == [3, 2, 0, 0]
+
+
+@pytest.mark.parametrize("mode", ["decode", "draft_decode"])
+def test_a_decode_batch_has_the_path_as_its_only_knob(mode: str) -> None:
+    batch = _batch(mode)
+    assert variants_for(batch) == [Variant("eager"), Variant("graph")]
+    with pytest.raises(InvalidVariant) as info:
+        check_variant(batch, Variant("eager", mirror="tolist"))
+    assert info.value.field == "mirror" and mode in str(info.value)
+
+
+@pytest.mark.parametrize("geometry", [Geometry(), COMPRESSED], ids=["plain", "compressed"])
+@pytest.mark.parametrize("mode", ["decode", "draft_decode"])
+@pytest.mark.parametrize("path", ["eager", "graph"])
+def test_the_hip_builder_builds_the_decode_modes_as_the_reference_does(path: str, mode: str,
+                                                                      geometry: Geometry) -> None:
+    batch, variant = _batch(mode, geometry=geometry), Variant(path)
+    expected = get_builder("reference").build(batch, variant)
+    actual = get_builder("hip").build(batch, variant)
+    assert set(actual.fields) == set(fields_for(batch.geometry, mode)) >= set(COMMON_FIELD_NAMES)
+    assert actual.fields == expected.fields
+    assert actual.decision == expected.decision
+    assert actual.audit.host_syncs == [] and actual.audit.faults == []  # the contract: no read back at all
+    assert actual.audit.token_maps == []  # one token per row: no token map
+
+
+def test_the_decode_fields_have_no_prefill_mapping_and_no_ring_store() -> None:
+    names = fields_for(COMPRESSED, "decode")
+    assert not {"extend_seq_lens", "extend_start_loc", "pf_state_slot", "swa_loc", "c4_compress_plan"} & set(names)
+    assert {"swa_out_cache_loc", "c4_decode_plan", "c128_decode_plan", "c128_page_indices"} <= set(names)
+    assert "c4_decode_plan" not in fields_for(Geometry(), "decode")  # no compression, no plan
+    assert "c4_decode_plan" not in fields_for(COMPRESSED)  # target verify plans the prefill way
+
+
+def test_the_harness_hands_draft_decode_the_whole_shared_buffer() -> None:
+    inputs = make_inputs(_batch(), Variant("graph"), "cpu")
+    assert inputs.seq_lens.tolist() == [7, 3, 1]  # the forward batch's: the child adds its step + 1
+    assert inputs.out_cache_loc.tolist() == [19, 20, 27, 28, 0, 0]  # rows * steps entries, request-major
+    assert inputs.draft_step == 1
+    assert make_inputs(_batch("decode"), Variant("eager"), "cpu").seq_lens.tolist() == [8, 4]  # with the token
+
+
+def test_a_replay_of_another_step_is_refused_naming_the_field() -> None:
+    inputs = make_inputs(_batch(), Variant("graph"), "cpu")
+    with pytest.raises(InvalidBatch) as info:
+        refill_inputs(inputs, _batch().replace(draft_step=0))
+    assert info.value.field == "draft_step"
+
+
+@pytest.mark.parametrize("mode", ["decode", "draft_decode"])
+def test_the_properties_judge_the_decode_modes_or_say_why_not(mode: str) -> None:
+    hip = get_builder("hip")
+    batch = _batch(mode, geometry=COMPRESSED)
+    judged = {spec.name for spec in PROPERTIES if mode in spec.modes}
+    assert judged == {"P1", "P5", "P7", "P8", "P9"}
+    for spec in PROPERTIES:
+        v = verdict(spec, hip, batch)
+        if spec.name in judged:
+            assert v.status == "held", (spec.name, v)
+        else:
+            assert v.status == "not applicable" and mode.replace("_", " ") in v.why, (spec.name, v)
+
+
+def test_a_builder_that_declares_no_decode_mode_is_not_judged_on_one() -> None:
+    """The SGLang adapter today (and any builder written before the decode modes) declares target verify and draft
+    extend: on a draft-decode batch every property is ``not applicable``, never red."""
+    from metadata_builders.builders.audited import AuditedBuilder
+    from metadata_builders.builders.hip import HipBuilder
+
+    class NoDecode(HipBuilder):
+        modes = ("target_verify", "draft_extend")
+
+    builder = AuditedBuilder(NoDecode(), factory=NoDecode)
+    for spec in PROPERTIES:
+        assert verdict(spec, builder, _batch()).status == "not applicable"
+    assert "does not build mode draft_decode" in verdict(PROPERTIES[0], builder, _batch()).why
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow], database=None)
+@given(batch=verify_batches(mode="draft_decode"))
+def test_drawn_draft_decode_batches_build_alike(batch: VerifyBatch) -> None:
+    assert batch.mode == "draft_decode" and 0 <= batch.draft_step <= batch.num_draft_tokens - 2
+    assert len(batch.out_cache_loc) == batch.bs * batch.num_draft_steps
+    if batch.graph is not None:
+        assert batch.graph.graph_num_tokens == batch.graph.padded_bs
+    for variant in variants_for(batch):
+        assert get_builder("hip").build(batch, variant).fields == get_builder("reference").build(batch, variant).fields
+
+
+@pytest.mark.parametrize("pin", [{"ragged": True}, {"divergence": True}, {"stale_mirror": True}])
+def test_contradicting_pins_are_refused(pin: dict) -> None:
+    @settings(max_examples=1, database=None)
+    @given(batch=verify_batches(mode="decode", **pin))
+    def draw(batch: VerifyBatch) -> None:
+        pass
+
+    with pytest.raises(InvalidArgument, match="decode"):
+        draw()
