@@ -232,17 +232,16 @@ MODE_FIELD_NAMES: Mapping[str, tuple[str, ...] | None] = MappingProxyType({
 COMMON_FIELD_NAMES: tuple[str, ...] = ("seq_lens", *(n for n, s in FIELDS.items() if s.group == "core" and s.per == "token"))
 """What a build of every mode produces: the rows' ``seq_lens`` and the core group's per-token fields."""
 
-def _decode_fields(geometry: Any) -> tuple[str, ...]:
-    """Modes ``decode`` and ``draft_decode`` (0.5.23 ``make_forward_metadata_from_raw_decode``): one token per row;
-    no extend lengths, no prefill mapping and no ring store of target verify's; the paged SWA store target, the
-    index streams, and with compression the compressed groups and one decode plan per row and ratio (the V4.1
-    low-ratio group is not judged in these modes yet)."""
-    streams = geometry.swa_window == geometry.unified_swa_window
-    compression = geometry.compression is not None
+def _decode_fields(geometry: Any, mode: str) -> tuple[str, ...]:
+    """Modes ``decode`` and ``draft_decode`` (0.5.23 ``make_forward_metadata_from_raw_decode``): one token per row; the
+    core group, the SWA ring target (``swa_loc``, ``verify_store_state_slot``: the slots), the paged SWA target and the
+    index streams; with compression, decode (the target model: a draft worker has ``need_compress=False``) also has
+    the compressed groups and one decode plan per row and ratio (the V4.1 low ratios are not judged here yet)."""
+    compressed = mode == "decode" and geometry.compression is not None
     return tuple(name for name, spec in FIELDS.items()
-                 if name in COMMON_FIELD_NAMES or name == "swa_out_cache_loc"
-                 or (spec.group == "streams" and streams)
-                 or (compression and (spec.group in ("compressed", "sparse", "indexer") or name.endswith("_decode_plan"))))
+                 if name in COMMON_FIELD_NAMES or name in ("verify_store_state_slot", "swa_loc", "swa_out_cache_loc")
+                 or (spec.group == "streams" and geometry.swa_window == geometry.unified_swa_window)
+                 or (compressed and (spec.group in ("compressed", "sparse", "indexer") or name.endswith("_decode_plan"))))
 
 
 def fields_for(geometry: Any, mode: str = "target_verify") -> tuple[str, ...]:
@@ -251,7 +250,7 @@ def fields_for(geometry: Any, mode: str = "target_verify") -> tuple[str, ...]:
     if fixed is not None:
         return fixed
     if mode in ("decode", "draft_decode"):
-        return _decode_fields(geometry)
+        return _decode_fields(geometry, mode)
     streams = geometry.swa_window == geometry.unified_swa_window
     compression = geometry.compression
     low_ratios = () if compression is None else getattr(compression, "low_ratios", ())

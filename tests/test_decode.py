@@ -51,11 +51,21 @@ def test_the_worked_example() -> None:
 
 
 def test_the_decode_plans_write_each_rows_own_ring_at_its_position() -> None:
-    f = decode_fields(_batch(geometry=COMPRESSED), graph=True)
-    # c4, ring 16: slot 1, seq_len 9 -> p = 8: write 16 + 8 = 24, pages (16 + 4) // 4 = 5 and 24 // 4 = 6.
-    assert f["c4_decode_plan"][0] == [9, 24, 5, 6]
-    # the pad row (slot 0, seq_len 3): its state stays in slot 0's ring
-    assert f["c4_decode_plan"][2] == [3, 2, 0, 0] and f["c128_decode_plan"][2] == [3, 2, 0, 0]
+    f = decode_fields(_batch("decode", geometry=COMPRESSED), graph=True)
+    # c4, ring 16: slot 1, seq_len 8 -> p = 7: write 16 + 7 = 23, pages (16 + 3) // 4 = 4 and 23 // 4 = 5.
+    assert f["c4_decode_plan"][0] == [8, 23, 4, 5]
+    # the pad row (slot 0, seq_len 1): its state stays in slot 0's ring
+    assert f["c4_decode_plan"][2] == [1, 0, 0, 0] and f["c128_decode_plan"][2] == [1, 0, 0, 0]
+    assert f["swa_loc"] == [1 * 6 + 7 % 6, 2 * 6 + 3 % 6, 0] and f["verify_store_state_slot"] == [1, 2, 0]
+
+
+def test_a_draft_worker_compresses_nothing_whatever_the_geometry() -> None:
+    """Upstream's draft backend has ``need_compress = not is_draft_worker``: no compressed field, and its index
+    streams carry the window alone (empty compressed tails)."""
+    f = decode_fields(_batch("draft_decode", geometry=COMPRESSED), graph=True)
+    assert not any(name.startswith(("c4_", "c128_", "unified_c", "indexer_")) for name in f)
+    assert set(f) == set(fields_for(COMPRESSED, "draft_decode"))
+    assert f["hca_indptr"] == f["swa_indptr"]  # no c128 page in any token's stream
 
 
 @pytest.mark.parametrize("mode", ["decode", "draft_decode"])
@@ -82,10 +92,11 @@ def test_the_hip_builder_builds_the_decode_modes_as_the_reference_does(path: str
     assert actual.audit.token_maps == []  # one token per row: no token map
 
 
-def test_the_decode_fields_have_no_prefill_mapping_and_no_ring_store() -> None:
+def test_the_decode_fields_have_no_prefill_mapping_and_no_prefill_plan() -> None:
     names = fields_for(COMPRESSED, "decode")
-    assert not {"extend_seq_lens", "extend_start_loc", "pf_state_slot", "swa_loc", "c4_compress_plan"} & set(names)
-    assert {"swa_out_cache_loc", "c4_decode_plan", "c128_decode_plan", "c128_page_indices"} <= set(names)
+    assert not {"extend_seq_lens", "extend_start_loc", "pf_state_slot", "c4_compress_plan"} & set(names)
+    assert {"swa_loc", "verify_store_state_slot", "swa_out_cache_loc", "c4_decode_plan", "c128_decode_plan",
+            "c128_page_indices"} <= set(names)
     assert "c4_decode_plan" not in fields_for(Geometry(), "decode")  # no compression, no plan
     assert "c4_decode_plan" not in fields_for(COMPRESSED)  # target verify plans the prefill way
 

@@ -15,11 +15,13 @@ on the eager path.  Each row is one token:
 
 The core builder sees ``seq_lens_casual = `` the row length, ``max_seq_len =
 MAX_SEQ_LEN_FOR_CAPTURE`` (``max_context``: a full-width page table), the slots themselves
-as ``req_pool_indices_repeated``.  Then the index streams over the slots, with compression
-the compressed groups (the same arithmetic as target verify's, on one token per row) and one
-decode plan per row and ratio (``plan_decode``, :func:`decode_plans`), and the paged SWA
-store target ``swa_out_cache_loc = full_to_swa[out_cache_loc]`` (the in-graph block).  No
-token map, no prefill mapping, no ring store of target verify's; no host read at all.
+as ``req_pool_indices_repeated``.  Then the index streams over the slots and the SWA ring
+target (``swa_loc``, ``verify_store_state_slot``: ``_attach_unified_kv_decode_streams``), the
+paged SWA store target ``swa_out_cache_loc = full_to_swa[out_cache_loc]`` (the in-graph
+block), and in ``decode`` with compression the compressed groups (target verify's arithmetic
+on one token per row) and one decode plan per row and ratio (``plan_decode``,
+:func:`decode_plans`) -- a draft worker compresses nothing.  No token map, no prefill
+mapping; no host read at all.
 
 On the graph path the runner pads to ``padded_bs`` rows of ``seq_len = 1`` (the fill value),
 slot 0, ``out_cache_loc`` 0; a draft-decode child adds its ``s + 1`` to the pad rows as well.
@@ -30,16 +32,20 @@ Worked example -- ``draft_decode`` step 1 of 3 steps, slots 1 and 2 with prefixe
     seq_lens          = [9, 5, 3]          # 7 + 1 + 1, 3 + 1 + 1, pad 1 + 1 + 1
     positions_casual  = [8, 4, 2]
     raw_out_loc       = [71, 31, 0]        # entry i * 3 + 1; the pad row's 0
-    c4_decode_plan[0] = [9, loc(8), loc(4) // 4, loc(8) // 4]    # loc(q) = 1 * ring + q % ring
+    swa_loc           = [1 * ring + 8 % ring, 2 * ring + 4 % ring, 0 * ring + 2 % ring]
+
+(``decode`` with compression: a row of slot 1 and length 9 plans ``c4_decode_plan = [9, loc(8), loc(4) // 4,
+loc(8) // 4]``, ``loc(q) = 1 * c4_ring + q % c4_ring``).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING
 
 from metadata_builders.metadata import Audit, Decision, VerifyMetadata, fields_for
 from metadata_builders.reference.compressed import RATIOS, compressed_attention, indexer_metadata, sparse_buffers
-from metadata_builders.reference.pipeline import Rows, core_metadata, index_streams
+from metadata_builders.reference.pipeline import Rows, core_metadata, decode_streams, index_streams
 
 if TYPE_CHECKING:
     from metadata_builders.batch import Compression, VerifyBatch
@@ -96,24 +102,38 @@ def decode_plans(compression: Compression, slots: list[int], seq_lens: list[int]
 
 
 def decode_fields(batch: VerifyBatch, graph: bool = False) -> dict[str, list]:
-    """Every field :func:`~metadata_builders.metadata.fields_for` names for a decode-mode batch."""
+    """Every field :func:`~metadata_builders.metadata.fields_for` names for a decode-mode batch.
+
+    Compression only in ``decode``: a draft-decode child is a draft worker (``need_compress=False``, its pool has no
+    compressed layer), so its index streams carry the window alone, whatever the geometry.
+    """
     rows = decode_rows(batch, graph)
     fields: dict[str, list] = {"seq_lens": list(rows.seq_lens)}
     fields.update(core_metadata(batch, rows, list(rows.seq_lens), list(rows.slots)))
     geo = batch.geometry
-    if geo.compression is not None:
+    compressed = batch.mode == "decode" and geo.compression is not None
+    if compressed:
         out = compressed_attention(geo, fields["seq_lens_casual"], fields["raw_out_loc"], fields["page_table"])
         out.update(sparse_buffers(geo, out))
         out.update(indexer_metadata(out))
         fields.update(out)
     if geo.swa_window == geo.unified_swa_window:
-        fields.update(index_streams(batch, fields))
+        fields.update(index_streams(batch if compressed else _uncompressed(batch), fields))
+    fields.update(decode_streams(batch, list(rows.slots), fields["positions_casual"]))  # the SWA ring target
     fields["swa_out_cache_loc"] = [batch.full_to_swa[loc] for loc in fields["raw_out_loc"]]
-    if geo.compression is not None:
+    if compressed:
+        assert geo.compression is not None
         fields.update(decode_plans(geo.compression, rows.slots, rows.seq_lens))
     names = fields_for(geo, batch.mode)
     assert set(fields) == set(names), sorted(set(fields) ^ set(names))
     return {name: fields[name] for name in names}
+
+
+def _uncompressed(batch: VerifyBatch) -> VerifyBatch:
+    """The batch as a draft worker's pool sees it: no compressed layer."""
+    if batch.geometry.compression is None:
+        return batch
+    return batch.replace(geometry=dataclasses.replace(batch.geometry, compression=None))
 
 
 def decode_build(batch: VerifyBatch, variant: Variant) -> VerifyMetadata:

@@ -15,6 +15,7 @@ passes them (``core``, ``streams``), so a mutated stage reaches every mode that 
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING, Any, Callable
 
 import torch
@@ -80,15 +81,20 @@ def from_raw_decode(raw: DecodeState, inputs: VerifyInputs, core: Callable[..., 
                     int(inputs.req_to_token.shape[1]))  # MAX_SEQ_LEN_FOR_CAPTURE: a full-width page table
     fields: dict[str, torch.Tensor] = {"seq_lens": seq_lens, **core(layout, inputs, seq_lens, slots)}
     fields["raw_out_loc"] = raw.out_cache_loc
-    if geo.compression is not None:
+    compressed = inputs.mode == "decode" and geo.compression is not None  # a draft worker: need_compress=False
+    if compressed:
         out = compression.compressed_attention(inputs, seq_lens, raw.out_cache_loc, fields["page_table"])
         out.update(compression.sparse_buffers(inputs, out))
         out.update(compression.indexer_metadata(out))
         fields.update(out)
     if geo.swa_window == geo.unified_swa_window:
-        fields.update(streams(inputs, fields))
+        fields.update(streams(inputs if compressed else dataclasses.replace(
+            inputs, geometry=dataclasses.replace(geo, compression=None)), fields))
+    ring = geo.ring_size
+    fields["verify_store_state_slot"] = slots.clone()  # the SWA ring target, as _attach_unified_kv_decode_streams
+    fields["swa_loc"] = (slots.to(_I64) * ring + torch.remainder(fields["positions_casual"].to(_I64), ring)).to(_I32)
     fields["swa_out_cache_loc"] = inputs.full_to_swa[raw.out_cache_loc].to(_I32)
-    if geo.compression is not None:
+    if compressed:
         fields.update(decode_plans(inputs, slots, seq_lens))
     return {name: fields[name] for name in fields_for(geo, inputs.mode)}
 
