@@ -201,11 +201,13 @@ def test_the_corpus_is_a_knob_per_kind(capsys) -> None:
     kinds = len(corpus_focuses(PROPERTIES))
     assert main(["gate", "--base-builder", "hip", "--head-builder", "hip", "--properties", "P3,P5", "--per-kind",
                  "2", "--workers", "0", "--no-pictures", "--failures-dir", "unused"]) == 0
-    # P3 any batch; P5 graph, ragged graph, DSpark uniform graph, draft extend on a graph tier
+    # P3 any batch; P5 graph, ragged graph, DSpark uniform graph, and draft extend, decode, draft decode on graph tiers
     out = capsys.readouterr().out
-    assert "corpus: 10 batches over 5 kinds" in out
-    # the per-mode rows: P3 does not judge draft extend, P5 judged its two draft-extend batches
-    assert "draft_extend   -   2" in out and "judged per mode of the MTP step" in out
+    assert "corpus: 14 batches over 7 kinds" in out
+    # the per-mode rows: P3 judges no other mode, P5 judged each mode's two batches
+    for mode in ("draft_extend", "decode", "draft_decode"):
+        assert f"{mode:<13}  -   2" in out, out
+    assert "judged per mode of the MTP step" in out
     assert PER_KIND["ci"] >= 10 and kinds >= 5
     small = build_corpus(PROPERTIES[:1], [2] * len(corpus_focuses(PROPERTIES[:1])))
     assert small == build_corpus(PROPERTIES[:1], [2] * len(corpus_focuses(PROPERTIES[:1])))  # derandomized
