@@ -293,9 +293,15 @@ def cache_dir(tmp_path_factory) -> str:
     return str(tmp_path_factory.mktemp("gate-cache"))
 
 
+GATE_EXAMPLES = "12"
+"""The corpus in all, spread over the kinds the properties focus on: 12 keeps two batches of each target-verify kind
+the plants need (a property's focuses now include draft extend, decode and draft decode, which the adapter does
+not build or builds in one mode only; 8 was two per kind before the decode modes came)."""
+
+
 def _gate(repo: str, tmp_path, cache: str, head: str, *extra: str) -> int:
     return main(["gate", "--base", "main", "--head", head, "--repo", repo, "--builder", "sglang",
-                 "--properties", "P1,P4", "--examples", "8", "--workers", "2", "--no-pictures",
+                 "--properties", "P1,P4", "--examples", GATE_EXAMPLES, "--workers", "2", "--no-pictures",
                  "--cache-dir", cache, "--failures-dir", str(tmp_path / "failures"), *extra])
 
 
