@@ -35,11 +35,14 @@ def _check_batch_arguments(
 _DRAWN_MODES = ("target_verify", "draft_extend", "decode", "draft_decode")
 
 
-def _check_mode(mode: str, **pinned: bool | None) -> None:
+def _check_mode(mode: str, num_draft_tokens: int | None, **pinned: bool | None) -> None:
     """A batch of a mode other than target verify is uniform, without divergence or stale mirror: refuse a pin
-    that says otherwise."""
+    that says otherwise, and a draft-decode batch with fewer than three draft tokens."""
     if mode not in _DRAWN_MODES:
         raise InvalidArgument(f"mode={mode!r} must be one of {', '.join(map(repr, _DRAWN_MODES))} (the modes built)")
     for name, value in pinned.items():
         if value:
             raise InvalidArgument(f"{name}={value!r}: a {mode} batch is uniform, without divergence")
+    if mode == "draft_decode" and num_draft_tokens is not None and num_draft_tokens < 3:
+        raise InvalidArgument(f"num_draft_tokens={num_draft_tokens} must be >= 3 for mode='draft_decode' (steps = "
+                              "num_draft_tokens - 1, and the last step runs no forward)")

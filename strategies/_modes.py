@@ -9,21 +9,32 @@ from metadata_builders.batch import GraphTier, VerifyBatch
 from metadata_builders.errors import InvalidBatch
 from strategies._coverage import boundary_hits
 
-__all__ = ["as_decode"]
+__all__ = ["as_decode", "decode_token_count"]
+
+_DRAFT_DECODE_TOKEN_COUNTS = st.one_of(st.integers(3, 4), st.integers(3, 8))
+"""Draft decode needs a step that runs a forward: ``steps = n - 1 >= 2``."""
+
+
+def decode_token_count(draw: st.DrawFn, mode: str, num_draft_tokens: int | None) -> int | None:
+    """The draft tokens of a decode mode's draft-extend batch: the pinned count, drawn (``>= 3``) for draft decode,
+    else None (drawn as draft extend draws it)."""
+    if mode == "draft_decode" and num_draft_tokens is None:
+        return draw(_DRAFT_DECODE_TOKEN_COUNTS)
+    return num_draft_tokens
 
 
 def as_decode(draw: st.DrawFn, extend: VerifyBatch, mode: str) -> VerifyBatch:
     """A decode-mode batch from a draft-extend one (its positions fit the tables): ``decode`` keeps each request's
     first location; ``draft_decode`` the first ``steps = n - 1`` of each (the shared buffer, request-major) and
-    draws its step.  The tier keeps its rows, one token each."""
+    draws its step among those that run a forward, ``0 .. steps - 2``.  The tier keeps its rows, one token each."""
     n, locs = extend.num_draft_tokens, extend.out_cache_loc
     tier = None if extend.graph is None else GraphTier(extend.graph.padded_bs, extend.graph.padded_bs)
     if mode == "decode":
         out, step = [locs[i * n] for i in range(extend.bs)], None
     else:
-        assume(n >= 2)  # EAGLE's multi-step draft needs a step
+        assert n >= 3, n  # verify_batches draws draft decode's draft-extend batch with a step that runs a forward
         out = [locs[i * n + j] for i in range(extend.bs) for j in range(n - 1)]
-        step = draw(st.integers(0, n - 2))
+        step = draw(st.integers(0, n - 3))
     try:
         batch = extend.replace(mode=mode, out_cache_loc=tuple(out), graph=tier, draft_step=step)
     except InvalidBatch:

@@ -411,11 +411,12 @@ def test_building_with_a_variant_that_does_not_apply_raises(
 
 
 def _mode_batch(mode: str, **changes: Any) -> VerifyBatch:
-    """Slots 2 and 1 with prefixes 5 and 3, three draft tokens, on the 4 x 12 example tables."""
+    """Slots 2 and 1 with prefixes 5 and 3, three draft tokens (four in draft decode: three steps, two of which run
+    a forward), on the 4 x 12 example tables."""
     from _examples import kv_tables
 
     table, full_to_swa = kv_tables(4, 12)
-    draft, step = 3, changes.pop("draft_step", 1 if mode == "draft_decode" else None)
+    draft, step = (4 if mode == "draft_decode" else 3), changes.pop("draft_step", 1 if mode == "draft_decode" else None)
     seq, slots = ([5, 3], [2, 1]) if mode != "idle" else ([], [])
     per_request = {"target_verify": 3, "draft_extend": 3, "decode": 1, "draft_decode": draft - 1, "idle": 0}[mode]
     # draft decode's buffer holds every step's location, request-major
@@ -433,8 +434,8 @@ def test_each_mode_is_a_valid_batch_and_round_trips(mode: str) -> None:
     assert VerifyBatch.from_json(batch.to_json()) == batch
     tokens = {"target_verify": 6, "draft_extend": 6, "draft_decode": 2, "decode": 2, "idle": 0}[mode]
     assert batch.num_real_tokens == tokens
-    if mode == "draft_decode":  # step 1: one token each at seq_lens + 1; the buffer holds both steps
-        assert batch.first_positions == (6, 4) and batch.num_out_cache_loc == 4
+    if mode == "draft_decode":  # step 1: one token each at seq_lens + 1; the buffer holds all three steps
+        assert batch.first_positions == (6, 4) and batch.num_out_cache_loc == 6
         assert "draft decode step 1" in batch.describe()
 
 
@@ -450,7 +451,8 @@ def test_a_target_verify_file_has_no_mode_key_and_one_without_it_is_target_verif
     ("nosuch", {}, "mode"),
     ("decode", {"verify_lens": [1, 1]}, "verify_lens"),  # only target verify is ragged
     ("draft_extend", {"divergence": Divergence(seq_lens_cpu=(5, 4))}, "divergence"),
-    ("draft_decode", {"draft_step": 2}, "draft_step"),  # three drafts: steps 0 and 1
+    ("draft_decode", {"draft_step": 2}, "draft_step"),  # four drafts: steps 0 and 1 run a forward, 2 does not
+    ("draft_decode", {"num_draft_tokens": 2, "draft_step": 0, "out_cache_loc": [17, 3]}, "num_draft_tokens"),
     ("draft_decode", {"draft_step": None}, "draft_step"),
     ("decode", {"draft_step": 0}, "draft_step"),
     ("idle", {"graph": None}, "graph"),

@@ -27,13 +27,13 @@ COMPRESSED = Geometry(page_size=128, swa_window=4, ring_size=6, unified_swa_wind
 
 def _batch(mode: str = "draft_decode", graph: GraphTier | None = GraphTier(3, 3),
            geometry: Geometry = Geometry()) -> VerifyBatch:
-    """reference/decode.py's worked example's shape: slots 1 and 2, prefixes 7 and 3, three draft tokens (two steps),
-    step 1 (draft decode: the shared buffer request-major, each position's own location)."""
+    """reference/decode.py's worked example's shape: slots 1 and 2, prefixes 7 and 3, four draft tokens (three
+    steps), step 1 (draft decode: the shared buffer request-major, each position's own location)."""
     width = 12 if geometry.compression is None else 136
     table, full_to_swa = kv_tables(4, width)
-    steps = 2 if mode == "draft_decode" else 1
+    steps = 3 if mode == "draft_decode" else 1
     out = [slot * width + s + j for slot, s in ((1, 7), (2, 3)) for j in range(steps)]
-    return VerifyBatch(seq_lens=[7, 3], req_pool_indices=[1, 2], verify_lens=None, num_draft_tokens=3,
+    return VerifyBatch(seq_lens=[7, 3], req_pool_indices=[1, 2], verify_lens=None, num_draft_tokens=4,
                        out_cache_loc=out, req_to_token=table, full_to_swa=full_to_swa, geometry=geometry, graph=graph,
                        mode=mode, draft_step=1 if mode == "draft_decode" else None)
 
@@ -42,7 +42,7 @@ def test_the_worked_example() -> None:
     f = decode_fields(_batch(), graph=True)
     assert f["seq_lens"] == [9, 5, 3]  # 7 + 1 + 1, 3 + 1 + 1, the pad row 1 + 1 + 1
     assert f["positions_casual"] == [8, 4, 2]
-    assert f["raw_out_loc"] == [20, 28, 0]  # entry i * steps + step of [19, 20, 27, 28]; the pad row's 0
+    assert f["raw_out_loc"] == [20, 28, 0]  # entry i * steps + step of [19, 20, 21, 27, 28, 29]; the pad row's 0
     assert f["req_pool_indices_repeated"] == [1, 2, 0]
     assert f["swa_out_cache_loc"] == [_batch().full_to_swa[x] for x in (20, 28, 0)]
     assert all(len(row) == -(-12 // Geometry().page_size) for row in f["page_table"])  # max_context wide
@@ -104,7 +104,7 @@ def test_the_decode_fields_have_no_prefill_mapping_and_no_prefill_plan() -> None
 def test_the_harness_hands_draft_decode_the_whole_shared_buffer() -> None:
     inputs = make_inputs(_batch(), Variant("graph"), "cpu")
     assert inputs.seq_lens.tolist() == [7, 3, 1]  # the forward batch's: the child adds its step + 1
-    assert inputs.out_cache_loc.tolist() == [19, 20, 27, 28, 0, 0]  # rows * steps entries, request-major
+    assert inputs.out_cache_loc.tolist() == [19, 20, 21, 27, 28, 29, 0, 0, 0]  # rows * steps, request-major
     assert inputs.draft_step == 1
     assert make_inputs(_batch("decode"), Variant("eager"), "cpu").seq_lens.tolist() == [8, 4]  # with the token
 
@@ -131,8 +131,8 @@ def test_the_properties_judge_the_decode_modes_or_say_why_not(mode: str) -> None
 
 
 def test_a_builder_that_declares_no_decode_mode_is_not_judged_on_one() -> None:
-    """The SGLang adapter today (and any builder written before the decode modes) declares target verify and draft
-    extend: on a draft-decode batch every property is ``not applicable``, never red."""
+    """A builder written before the decode modes declares target verify and draft extend: on a draft-decode batch
+    every property is ``not applicable``, never red."""
     from metadata_builders.builders.audited import AuditedBuilder
     from metadata_builders.builders.hip import HipBuilder
 
@@ -148,7 +148,7 @@ def test_a_builder_that_declares_no_decode_mode_is_not_judged_on_one() -> None:
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow], database=None)
 @given(batch=verify_batches(mode="draft_decode"))
 def test_drawn_draft_decode_batches_build_alike(batch: VerifyBatch) -> None:
-    assert batch.mode == "draft_decode" and 0 <= batch.draft_step <= batch.num_draft_tokens - 2
+    assert batch.mode == "draft_decode" and 0 <= batch.draft_step <= batch.num_draft_tokens - 3
     assert len(batch.out_cache_loc) == batch.bs * batch.num_draft_steps
     if batch.graph is not None:
         assert batch.graph.graph_num_tokens == batch.graph.padded_bs

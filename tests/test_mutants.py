@@ -74,8 +74,8 @@ EXTRA_BATCHES: dict[str, VerifyBatch] = {
                                                   unified_swa_pages=5, low_ratios=(1, 2)))),
     "draft_extend_tier_with_pad_rows": make_batch([7, 3], [1, 2], 3, graph=GraphTier(4, 12)).replace(
         mode="draft_extend"),
-    "draft_decode_tier_with_a_pad_row": make_batch([7, 3], [1, 2], 3).replace(
-        mode="draft_decode", draft_step=1, out_cache_loc=[19, 20, 27, 28], graph=GraphTier(3, 3)),
+    "draft_decode_tier_with_a_pad_row": make_batch([7, 3], [1, 2], 4).replace(
+        mode="draft_decode", draft_step=1, out_cache_loc=[19, 20, 21, 27, 28, 29], graph=GraphTier(3, 3)),
 }
 """Witnesses the shared examples do not cover (the draft-extend one: reference/draft_extend.py's worked example,
 two real rows and two pad rows on a tier of 4): a diverging device length, a stale mirror with the same sum,
@@ -150,6 +150,8 @@ WITNESSES: dict[str, str] = {
     "draft_decode_step_offset_off_by_one": "draft_decode_tier_with_a_pad_row",
     "draft_decode_step_slice_step_major": "draft_decode_tier_with_a_pad_row",
     "decode_replay_keeps_captured_out_loc": "draft_decode_tier_with_a_pad_row",
+    "draft_extend_pad_length_read_unsigned": "draft_extend_tier_with_pad_rows",
+    "draft_decode_children_rerun_child0_slice": "draft_decode_tier_with_a_pad_row",
 }
 """Each mutant's witness: a named batch on which it must differ from ``hip`` and fail a property."""
 

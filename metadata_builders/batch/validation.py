@@ -114,13 +114,15 @@ def _validate_mode(batch: VerifyBatch) -> None:
         raise InvalidBatch("divergence", None, f"None for a {mode} batch (the fault model is target verify's, P6)",
                            batch.divergence)
     if mode == "draft_decode":
-        if batch.num_draft_tokens < 2:
-            raise InvalidBatch("num_draft_tokens", None, ">= 2 for draft decode (num_draft_tokens - 1 steps)",
-                               batch.num_draft_tokens)
+        # Steps 0 .. steps - 2 run a forward (draft extend made the first draft token; the last step's token is
+        # never fed back): the multi-step backend builds only those eagerly and refreshes only those at replay.
+        if batch.num_draft_tokens < 3:
+            raise InvalidBatch("num_draft_tokens", None, ">= 3 for draft decode (num_draft_tokens - 1 steps, of "
+                               "which steps - 1 run a forward)", batch.num_draft_tokens)
         if isinstance(batch.draft_step, bool) or not isinstance(batch.draft_step, int) or \
-                not 0 <= batch.draft_step < batch.num_draft_tokens - 1:
-            raise InvalidBatch("draft_step", None, f"an int in 0..num_draft_tokens-2={batch.num_draft_tokens - 2} "
-                               "for draft decode", batch.draft_step)
+                not 0 <= batch.draft_step < batch.num_draft_tokens - 2:
+            raise InvalidBatch("draft_step", None, f"an int in 0..num_draft_tokens-3={batch.num_draft_tokens - 3} "
+                               "for draft decode (the steps that run a forward)", batch.draft_step)
     elif batch.draft_step is not None:
         raise InvalidBatch("draft_step", None, f"None for a {mode} batch (draft decode's step only)", batch.draft_step)
     if batch.graph is not None and batch.graph.cap is not None and mode != "target_verify":

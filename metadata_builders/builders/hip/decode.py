@@ -21,30 +21,74 @@ from typing import TYPE_CHECKING, Any, Callable
 import torch
 
 from metadata_builders.builders.hip import compression
-from metadata_builders.builders.hip.state import DecodeState, Layout
+from metadata_builders.builders.hip.state import DecodeState, Layout, MultiStepState
 from metadata_builders.metadata import Decision, VerifyMetadata, fields_for
 
 if TYPE_CHECKING:
     from metadata_builders.harness.inputs import VerifyInputs
 
-__all__ = ["decode", "decode_plans", "from_raw_decode", "raw_decode", "step_out_cache_loc"]
+__all__ = ["copy_raw", "decode", "decode_plans", "from_raw_decode", "multi_step_state", "raw_decode",
+           "refresh", "refresh_children", "step_out_cache_loc"]
 
 _I32 = torch.int32
 _I64 = torch.int64
 
 
-def step_out_cache_loc(inputs: VerifyInputs) -> torch.Tensor:
-    """The call's ``out_cache_loc`` per row: draft decode's row ``draft_step`` of the shared buffer
-    (``per_step_draft_out_cache_loc``: ``view(rows, 1, steps).permute(2, 0, 1)``), else the buffer itself."""
+def step_out_cache_loc(inputs: VerifyInputs, step: int | None = None) -> torch.Tensor:
+    """The call's ``out_cache_loc`` per row: draft decode's row ``step`` (default ``draft_step``) of the shared
+    buffer (``per_step_draft_out_cache_loc``: ``view(rows, 1, steps).permute(2, 0, 1)``), else the buffer itself."""
     if inputs.mode != "draft_decode":
         return inputs.out_cache_loc
-    assert inputs.draft_step is not None
-    return inputs.out_cache_loc.view(inputs.rows, -1)[:, inputs.draft_step].contiguous()
+    step = inputs.draft_step if step is None else step
+    assert step is not None
+    return inputs.out_cache_loc.view(inputs.rows, -1)[:, step].contiguous()
 
 
-def raw_decode(inputs: VerifyInputs) -> DecodeState:
-    """``init_forward_metadata_decode``: the raw metadata, nothing computed (``DSV4RawDecodeMetadata``)."""
-    return DecodeState(inputs.req_pool_indices, inputs.seq_lens, step_out_cache_loc(inputs))
+def raw_decode(inputs: VerifyInputs, step: int | None = None) -> DecodeState:
+    """``init_forward_metadata_decode``: the raw metadata, nothing computed (``DSV4RawDecodeMetadata``); draft decode:
+    child ``step``'s (default: the call's ``draft_step``)."""
+    return DecodeState(inputs.req_pool_indices, inputs.seq_lens, step_out_cache_loc(inputs, step))
+
+
+def _steps(inputs: VerifyInputs) -> int:
+    return inputs.num_draft_tokens - 1  # speculative_num_steps: draft extend made the first draft token
+
+
+def multi_step_state(inputs: VerifyInputs) -> MultiStepState:
+    """A draft-decode tier's graph state: every child's raw metadata, captured from its own row (upstream's capture
+    runs each child's out-graph work)."""
+    children = []
+    for step in range(_steps(inputs)):
+        raw = raw_decode(inputs, step)
+        children.append(DecodeState(raw.req_pool_indices.clone(), raw.seq_lens.clone(), raw.out_cache_loc.clone()))
+    return MultiStepState(children)
+
+
+def refresh(state: DecodeState | MultiStepState, inputs: VerifyInputs) -> None:
+    """Out-graph work before a decode replay: the raw metadata copied into the tier's; draft decode's children as
+    the multi-step backend refreshes them (:func:`refresh_children`)."""
+    if isinstance(state, MultiStepState):
+        refresh_children(state, inputs)
+    else:
+        copy_raw(state, raw_decode(inputs))
+
+
+def refresh_children(state: MultiStepState, inputs: VerifyInputs) -> None:
+    """The multi-step backend's out-graph work before a replay: child 0's raw metadata from the batch (its own
+    out-graph work), then children ``1 .. steps - 2`` get child 0's slots and lengths with their own row of the
+    shared buffer -- a copy (``replay_cuda_graph_metadata_from``), no out-graph work of theirs.  The last child runs
+    no forward and is left as captured."""
+    first = state.children[0]
+    copy_raw(first, raw_decode(inputs, 0))
+    for step in range(1, _steps(inputs) - 1):
+        copy_raw(state.children[step], DecodeState(first.req_pool_indices, first.seq_lens,
+                                                    step_out_cache_loc(inputs, step)))
+
+
+def copy_raw(into: DecodeState, raw: DecodeState) -> None:
+    """``DSV4RawDecodeMetadata.copy_``: all three raw tensors into the captured ones."""
+    for name in ("req_pool_indices", "seq_lens", "out_cache_loc"):
+        getattr(into, name).copy_(getattr(raw, name))
 
 
 def decode_plans(inputs: VerifyInputs, slots: torch.Tensor, seq_lens: torch.Tensor) -> dict[str, torch.Tensor]:

@@ -30,7 +30,7 @@ import torch.nn.functional as F
 from metadata_builders.builders.hip import compression
 from metadata_builders.errors import StaleMirror
 from metadata_builders.builders.hip import decode as hip_decode
-from metadata_builders.builders.hip.state import DecodeState, DraftExtendState, GraphState, Layout
+from metadata_builders.builders.hip.state import DecodeState, DraftExtendState, GraphState, Layout, MultiStepState
 from metadata_builders.builders.hip.streams import decode_index_streams_torch
 from metadata_builders.metadata import Decision, VerifyMetadata
 from metadata_builders.variants import apply_gate
@@ -369,8 +369,7 @@ def _captured_tiers(inputs: VerifyInputs) -> dict[int, Any]:
     target verify's and draft extend's apart, as upstream's ``cuda_graph_metadata_of_bucket_and_bs``."""
     if inputs.runner is None:
         return {}
-    step = "" if inputs.draft_step is None else f"/{inputs.draft_step}"  # each draft-decode child its own store
-    return inputs.runner.shared.setdefault("hip" if inputs.mode == "target_verify" else f"hip/{inputs.mode}{step}", {})
+    return inputs.runner.shared.setdefault("hip" if inputs.mode == "target_verify" else f"hip/{inputs.mode}", {})
 
 
 class HipBuilder:
@@ -413,11 +412,14 @@ class HipBuilder:
             graphs[key] = self._new_state(inputs)
         return graphs[key]
 
-    def _new_state(self, inputs: VerifyInputs) -> GraphState | DraftExtendState | DecodeState:
-        """Device buffers and the host count of one tier (draft extend: one buffer per field; decode: the raw)."""
+    def _new_state(self, inputs: VerifyInputs) -> GraphState | DraftExtendState | DecodeState | MultiStepState:
+        """Device buffers and the host count of one tier (draft extend: one buffer per field; decode: the raw; draft
+        decode: one raw per child)."""
         if inputs.mode == "draft_extend":
             return DraftExtendState({name: t.clone() for name, t in draft_extend(inputs).fields.items()})
-        if inputs.mode in ("decode", "draft_decode"):
+        if inputs.mode == "draft_decode":
+            return hip_decode.multi_step_state(inputs)
+        if inputs.mode == "decode":
             raw = hip_decode.raw_decode(inputs)
             return DecodeState(raw.req_pool_indices.clone(), raw.seq_lens.clone(), raw.out_cache_loc.clone())
         rows, tokens, device = inputs.rows, inputs.padded_num_tokens, inputs.seq_lens.device
@@ -470,10 +472,9 @@ class HipBuilder:
 
     def _decode_out_graph(self, inputs: VerifyInputs) -> Decision:
         """The decode modes' out-graph work: the raw metadata copied into the tier's (``replay_cuda_graph_metadata_from``
-        into the ``DECODE_OR_IDLE`` bucket, keyed by ``bs``; each draft-decode child its own)."""
-        state, raw = self.graph_state(inputs), hip_decode.raw_decode(inputs)
-        for name in ("req_pool_indices", "seq_lens", "out_cache_loc"):
-            getattr(state, name).copy_(getattr(raw, name))
+        into the ``DECODE_OR_IDLE`` bucket, keyed by ``bs``); draft decode: the multi-step backend's
+        (:func:`~.decode.refresh_children`)."""
+        hip_decode.refresh(self.graph_state(inputs), inputs)
         return Decision(inputs.rows, True, True, int(inputs.req_to_token.shape[1]))
 
     def in_graph(self, state: GraphState, inputs: VerifyInputs) -> dict[str, torch.Tensor]:
@@ -485,6 +486,8 @@ class HipBuilder:
         """
         if isinstance(state, DraftExtendState):
             return dict(state.fields)  # upstream's in-graph work only reads the buffers out-graph work filled
+        if isinstance(state, MultiStepState):  # the judged child's in-graph build (each child records its own)
+            state = state.children[inputs.draft_step]
         if isinstance(state, DecodeState):
             return hip_decode.from_raw_decode(state, inputs, core_metadata, index_streams)
         state.num_tokens.copy_(state.num_tokens_host, non_blocking=True)

@@ -1,6 +1,7 @@
 """The ``hip`` builder's data between stages and across graph replays: :class:`Layout` (stage 1's result),
 :class:`GraphState` (a target-verify tier's graph state), :class:`DraftExtendState` (a draft-extend tier's),
-:class:`DecodeState` (the raw decode metadata of both decode modes)."""
+:class:`DecodeState` (the raw decode metadata of both decode modes), :class:`MultiStepState` (a draft-decode tier's:
+one raw per child)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from dataclasses import dataclass
 
 import torch
 
-__all__ = ["DecodeState", "DraftExtendState", "GraphState", "Layout"]
+__all__ = ["DecodeState", "DraftExtendState", "GraphState", "Layout", "MultiStepState"]
 
 
 @dataclass(slots=True)
@@ -93,3 +94,17 @@ class DecodeState:
     """(rows,) int32: as the caller passes them (decode: with the token; draft decode: before the child's step)."""
     out_cache_loc: torch.Tensor
     """(rows,) int64: the step's location per row (draft decode: row ``draft_step`` of the shared buffer)."""
+
+
+@dataclass(slots=True)
+class MultiStepState:
+    """A draft-decode tier's captured metadata: one raw decode metadata per child (step) of the multi-step backend.
+
+    Upstream's ``DeepseekV4MultiStepBackend`` keeps a child backend per step, each with its own captured
+    ``DSV4RawDecodeMetadata``.  Before a replay only child 0 runs out-graph work; children ``1 .. steps - 2`` get
+    its slots and lengths with their own row of the shared ``out_cache_loc`` (a copy, no out-graph work of theirs),
+    and the last child, which runs no forward, is never refreshed.
+    """
+
+    children: list[DecodeState]
+    """(steps,): child ``s``'s raw metadata, ``s`` its ``speculative_step_id``."""

@@ -39,6 +39,21 @@ MODE_SPECS: tuple[MutantSpec, ...] = (
         "exact_num_tokens=True, max_seq_len=inputs.max_seq_len)",
     ),
     MutantSpec(
+        "draft_extend_pad_length_read_unsigned", "core_metadata",
+        "a non-positive pad length read as unsigned",
+        "The SWA window gather masks column w by w < swa_topk_lengths with the length loaded as an unsigned 32-bit "
+        "int (as a kernel that keeps topk_length in a u32): identical for every real token (length >= 1), but a "
+        "draft-extend graph pad row's length -1 or 0 reads as ~2**32, so nothing is masked and the pad token's "
+        "negative positions index its slot's row from the end -- a live KV location in an index row whose length "
+        "says it reads nothing.",
+        "    invalid = (offsets < 0) | (offsets >= width)",
+        "    lengths = torch.clamp(seq_lens_casual, max=geo.swa_window).to(_I64).unsqueeze(1) % 2**32  # a u32 load\n"
+        "    invalid = (torch.arange(geo.swa_window, dtype=_I64, device=positions.device) >= lengths) | "
+        "(offsets >= width)",
+        "docs/FINDINGS.md L2 (upstream's draft-extend pad lengths are -1 and 0 on 0.5.23); vLLM #51593 (a -1 "
+        "length read unsigned by a consumer: a hang)",
+    ),
+    MutantSpec(
         "draft_extend_replay_keeps_captured_out_loc", "HipBuilder._draft_extend_out_graph",
         "replay keeps the capture's store locations",
         "Out-graph work before a draft-extend replay refreshes every captured field but raw_out_loc: the graph "
@@ -67,18 +82,30 @@ MODE_SPECS: tuple[MutantSpec, ...] = (
         "(view(steps, rows)[step]) while EAGLE lays it out request-major (per_step_draft_out_cache_loc: "
         "view(bs, topk, steps).permute(2, 0, 1)): each step stores its K at another request's (or another step's) "
         "location. Equal to the truth only with one request or one step.",
-        "    return inputs.out_cache_loc.view(inputs.rows, -1)[:, inputs.draft_step].contiguous()",
-        "    return inputs.out_cache_loc.view(-1, inputs.rows)[inputs.draft_step].contiguous()",
+        "    return inputs.out_cache_loc.view(inputs.rows, -1)[:, step].contiguous()",
+        "    return inputs.out_cache_loc.view(-1, inputs.rows)[step].contiguous()",
         "sglang/srt/speculative/eagle_utils.py per_step_draft_out_cache_loc (the layout's one source of truth)",
     ),
     MutantSpec(
-        "decode_replay_keeps_captured_out_loc", "HipBuilder._decode_out_graph",
+        "draft_decode_children_rerun_child0_slice", "decode.refresh_children",
+        "multi-step draft: children refreshed from child 0's slice at replay",
+        "Before a replay the multi-step backend refreshes children 1 .. steps - 2 from child 0's out-graph work whole "
+        "-- its slots, its lengths and its row of the shared out_cache_loc -- instead of giving each child its own "
+        "row: every draft step after the first stores its K where step 0 stored its own (the eager build and the "
+        "capture are right; only the replay is wrong).",
+        "                                                    step_out_cache_loc(inputs, step)))",
+        "                                                    step_out_cache_loc(inputs, 0)))",
+        "SGLang 0.5.18/0.5.19 DeepseekV4MultiStepBackend.init_forward_metadata_out_graph (children got child 0's "
+        "raw metadata; fixed in 0.5.20: docs/FINDINGS.md F23)",
+    ),
+    MutantSpec(
+        "decode_replay_keeps_captured_out_loc", "decode.copy_raw",
         "replay keeps the capture's store locations (decode)",
         "Out-graph work before a decode replay copies the replay's slots and lengths into the captured raw decode "
         "metadata but not its out_cache_loc: the recorded build stores every step's K at the capture's locations "
         "(upstream's DSV4RawDecodeMetadata.copy_ copies all three).",
-        "        for name in (\"req_pool_indices\", \"seq_lens\", \"out_cache_loc\"):",
-        "        for name in (\"req_pool_indices\", \"seq_lens\"):",
+        "    for name in (\"req_pool_indices\", \"seq_lens\", \"out_cache_loc\"):",
+        "    for name in (\"req_pool_indices\", \"seq_lens\"):",
         "deepseek_v4_backend_hip_radix.py DSV4RawDecodeMetadata.copy_ (0.5.23)",
     ),
 )
