@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import functools
 import json
 import os
 import sys
@@ -170,9 +169,10 @@ def _check_one(args: argparse.Namespace, family: str) -> int:
     if (by_mode := modes_table([(r.spec.name, r.judged_by_mode) for r in runs])) is not None:
         _out("\n" + by_mode)
     if builds:
-        seen = functools.reduce(lambda a, b: a.combine(b), builds)
-        _out(seen.line())
-        _out(seen.entries_line())
+        from metadata_builders.builders.sglang.coverage import report_lines
+
+        for line in report_lines(builds):
+            _out(line)
     for line in filter(None, [*map(runner_line, runs), *map(stores_line, runs)]):
         _out(line)
     if args.show_coverage:

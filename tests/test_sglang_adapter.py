@@ -87,6 +87,8 @@ def known_findings(batch: VerifyBatch, upstream) -> dict[str, set[str]]:
     (0.5.18/0.5.19): the c4 plans keep their state in the SWA pool.
     """
     caps = upstream.capabilities
+    if batch.mode in ("decode", "draft_decode"):
+        return _decode_findings(batch, caps)
     found: dict[str, set[str]] = {}
     if any(oob_read_count(batch, v) for v in _graph_variants(batch)):
         found["F2c"] = {"audit.faults"}
@@ -102,6 +104,27 @@ def known_findings(batch: VerifyBatch, upstream) -> dict[str, set[str]]:
     if batch.is_ragged and caps.low_ratios and batch.geometry.compression is not None \
             and batch.geometry.compression.low_ratios:
         found["F18"] = {"low_ratio_req_indices"}  # the in-graph token map is uniform (P1 eager, P5 replays)
+    return found
+
+
+def _decode_findings(batch: VerifyBatch, caps) -> dict[str, set[str]]:
+    """The decode modes' findings: F11 (0.5.18/0.5.19) the c4 decode plan follows the SWA state page, no request
+    ring; F22 (0.5.18/0.5.19) a draft child's lengths miss its step; F23 (0.5.18/0.5.19) a draft child's replay
+    takes child 0's slice of the whole buffer; F24 (0.5.18-0.5.20) a draft child compresses, its HCA/CSA streams
+    carry a compressed tail."""
+    from metadata_builders.metadata import STREAM_FIELD_NAMES
+
+    found: dict[str, set[str]] = {}
+    compressed = batch.geometry.compression is not None
+    if batch.mode == "decode" and compressed and not caps.plan_req_ring:
+        found["F11"] = {"c4_decode_plan"}
+    if batch.mode == "draft_decode" and not caps.draft_decode_step_offset:
+        found["F22"] = {"seq_lens", "seq_lens_casual", "positions_casual", "swa_topk_lengths", "swa_page_indices",
+                        "swa_loc", *STREAM_FIELD_NAMES}
+    if batch.mode == "draft_decode" and batch.graph is not None and not caps.draft_decode_step_rows:
+        found["F23"] = {"raw_out_loc", "swa_out_cache_loc"}
+    if batch.mode == "draft_decode" and compressed and caps.forced_compression:
+        found["F24"] = {"hca_indptr", "hca_indices", "csa_indptr", "csa_indices"}
     return found
 
 
@@ -601,6 +624,9 @@ def test_the_adapter_imports_of_the_audit_only_the_plan_kernels_launch() -> None
                 # upstream's own pinned staging (_move_to_device, the planner's scratch) runs only where the audit can
                 # pin (audit/streams.py)
                 assert [a.name for a in node.names] == ["auditing"]
+                continue
+            if path.name == "plan_decode.py":  # the decode planner's model asks where memory lives, as plan_kernel
+                assert names == ["metadata_builders.audit"] and [a.name for a in node.names] == ["is_device_resident"]
                 continue
             assert path.name == "plan_kernel.py", path.name
             assert names in (["metadata_builders.audit"], ["metadata_builders.audit.triton"]), names

@@ -19,7 +19,6 @@ workers return each property's combined coverage.
 
 from __future__ import annotations
 
-import functools
 import multiprocessing
 import os
 import sys
@@ -160,7 +159,7 @@ def _start(job: _Job) -> None:
 
 
 def _run(name: str) -> tuple[Any, Any]:
-    """One property in this worker: its run, and the combined coverage of its upstream builds (or None)."""
+    """One property in this worker: its run, and the coverage of its upstream builds combined per mode (or None)."""
     from metadata_builders.properties import PROPERTIES
     from metadata_builders.runs.runner import run_property
 
@@ -170,7 +169,9 @@ def _run(name: str) -> tuple[Any, Any]:
     builds = _WORKER["builds"]
     combined = None
     if builds:
-        combined = functools.reduce(lambda a, b: a.combine(b), builds)
+        from metadata_builders.builders.sglang.coverage import by_mode
+
+        combined = by_mode(builds)
         builds.clear()
     return run, combined
 
@@ -191,7 +192,7 @@ def run_in_workers(names: list[str], job: _Job, workers: int) -> tuple[dict[str,
                 continue
             runs[name] = run
             if combined is not None:
-                covered.append(combined)
+                covered.extend(combined)
     return runs, covered
 
 

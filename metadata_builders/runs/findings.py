@@ -112,8 +112,32 @@ def _f12(seen: Seen, batch: VerifyBatch) -> bool:
 
 def _f11(seen: Seen, batch: VerifyBatch) -> bool:
     # Upstream's semantics before 0.5.20 (no per-request c4 ring), so only where the installed release lacks it.
-    return seen.field in ("c4_compress_plan", "c4_write_plan") and batch.geometry.compression is not None \
-        and _installed_release_lacks_req_ring()
+    return seen.field in ("c4_compress_plan", "c4_write_plan", "c4_decode_plan") \
+        and batch.geometry.compression is not None and _installed_release_lacks_req_ring()
+
+
+_DRAFT_DECODE_ROWS = ("seq_lens", "seq_lens_casual", "positions_casual", "swa_topk_lengths", "swa_page_indices",
+                      "swa_loc", "swa_indptr", "swa_indices", "hca_indptr", "hca_indices", "csa_indptr", "csa_indices")
+"""What a draft-decode child's lengths reach: every field built from ``seq_lens_casual``."""
+
+
+def _f22(seen: Seen, batch: VerifyBatch) -> bool:
+    # 0.5.18/0.5.19: no seq_lens + speculative_step_id + 1 in the child's build.
+    return batch.mode == "draft_decode" and seen.field in _DRAFT_DECODE_ROWS \
+        and _installed_release_lacks("draft_decode_step_offset")
+
+
+def _f23(seen: Seen, batch: VerifyBatch) -> bool:
+    # 0.5.18/0.5.19: at replay every child is refreshed from child 0's raw metadata (its slice of the whole buffer).
+    return batch.mode == "draft_decode" and seen.check in ("p5.replay_vs_fresh", "p5.runner_replay_vs_fresh") \
+        and seen.field in ("raw_out_loc", "swa_out_cache_loc") and _installed_release_lacks("draft_decode_step_rows")
+
+
+def _f24(seen: Seen, batch: VerifyBatch) -> bool:
+    # 0.5.18-0.5.20 build a draft child's compressed groups (need_compress forced on): its streams carry a tail.
+    return batch.mode == "draft_decode" and batch.geometry.compression is not None \
+        and seen.field in ("hca_indptr", "hca_indices", "csa_indptr", "csa_indices") \
+        and _installed_release_has("forced_compression")
 
 
 def _f13(seen: Seen, batch: VerifyBatch) -> bool:
@@ -181,13 +205,22 @@ def _installed_release_lacks_req_ring() -> bool:
     return _installed_release_lacks("plan_req_ring")
 
 
+def _installed_release_has(capability: str) -> bool:
+    return _installed_capability(capability) is True
+
+
 def _installed_release_lacks(capability: str) -> bool:
+    return _installed_capability(capability) is False
+
+
+def _installed_capability(capability: str) -> bool | None:
+    """The installed SGLang's capability, or None without one (no SGLang, or one the adapter cannot read)."""
     try:
         from metadata_builders.builders.sglang.releases import Capabilities, upstream_version
 
-        return not getattr(Capabilities.of(upstream_version()), capability)
-    except Exception:  # no SGLang installed (PackageNotFoundError), or one the adapter cannot read
-        return False
+        return bool(getattr(Capabilities.of(upstream_version()), capability))
+    except Exception:  # PackageNotFoundError, or a version string the adapter cannot read
+        return None
 
 
 FINDINGS: tuple[Finding, ...] = (
@@ -227,10 +260,20 @@ FINDINGS: tuple[Finding, ...] = (
             "0.5.18-0.5.21: draft extend sizes its page-table placeholder (never read: draft extend attends only to "
             "SWA) by the caller's max_seq_len -- max_context columns per token on a graph tier -- where 0.5.22+ "
             "allocate one page"),
-    Finding("F11", ("P1", "P10"), _f11,
+    Finding("F11", ("P1", "P5", "P10"), _f11,
             "0.5.18/0.5.19: the c4 compress state lives in the SWA pool (no per-request ring), so their c4 plans "
-            "differ from the reference (0.5.20+ semantics) on every compressed batch, and P10, which judges the "
-            "per-request state ring, finds their c4 write plans in another request's rows"),
+            "(prefill and decode) differ from the reference (0.5.20+ semantics) on every compressed batch, and P10, "
+            "which judges the per-request state ring, finds their c4 write plans in another request's rows"),
+    Finding("F22", ("P1", "P5"), _f22,
+            "0.5.18/0.5.19: a multi-step draft-decode child builds the accepted prefix's lengths, not prefix + step "
+            "+ 1: each draft token attends without itself and the draft tokens before it (fixed in 0.5.20)"),
+    Finding("F23", ("P5",), _f23,
+            "0.5.18/0.5.19: before a replay every draft-decode child gets child 0's raw metadata, out_cache_loc "
+            "truncated from the whole shared buffer: replays differ from eager builds (inert: no draft layer reads "
+            "the c4/c128 locations built from it)"),
+    Finding("F24", ("P1", "P5"), _f24,
+            "0.5.18-0.5.20: a draft-decode child compresses (need_compress forced on), so its HCA/CSA streams carry "
+            "compressed tails the draft layers (compress_ratio 0) never read"),
 )
 """The findings the gate and ``check --builder sglang`` recognise."""
 

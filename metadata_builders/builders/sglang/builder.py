@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from metadata_builders.audit import launch_memo
 from metadata_builders.errors import InvalidVariant
-from metadata_builders.builders.sglang import graph
+from metadata_builders.builders.sglang import decode, graph
 from metadata_builders.builders.sglang.compression import unobservable
 from metadata_builders.builders.sglang.coverage import record
 from metadata_builders.builders.sglang.double import make_backend, upstream_patched
@@ -75,8 +75,9 @@ class SGLangBuilder:
     name = "sglang"
     upstream_code = True
     """Upstream's own code (a capability: known findings may name its failures)."""
-    modes = ("target_verify", "draft_extend")
-    """The builds of the MTP step it drives upstream's entry points for (0.5.18+ have both)."""
+    modes = ("target_verify", "draft_extend", "decode", "draft_decode")
+    """The builds of the MTP step it drives upstream's entry points for (0.5.18+ have all four: :mod:`.decode` drives
+    the decode modes)."""
     padding_convention = "full_coverage"
     """How upstream's runner hands the DSV4 attention backend a ragged tier (``padded_to_bucket(cap=None)``), and how
     the backend's out-graph phase pads it at replay: the cap ignored, the last real row absorbing what pad rows
@@ -104,7 +105,7 @@ class SGLangBuilder:
         The torch route has no mirror-less uniform verify: upstream's CPU fallback
         of ``ExpandPrefillCausally`` asserts host mirrors (docs/FINDINGS.md F1).
         """
-        if batch.mode == "draft_extend":
+        if batch.mode != "target_verify":
             return variants_for(batch)  # the path only: no gate, no mirror knob (every release 0.5.18+)
         caps = self.upstream.capabilities
         gates = caps.gates(batch.is_dspark)
@@ -115,6 +116,8 @@ class SGLangBuilder:
         with PATCH_LOCK, upstream_patched(self.upstream, inputs), kernel_routes(self.upstream, inputs, self.kernels):
             if inputs.mode == "draft_extend":
                 return draft_extend(self.upstream, inputs, self.device)
+            if inputs.mode in decode.DECODE_MODES:
+                return decode.decode(self.upstream, inputs, self.device)
             return target_verify(self.upstream, inputs, self.device)
 
     # Graph replay as upstream's decode graph runner does it (:mod:`.graph`): the harness records
@@ -122,15 +125,15 @@ class SGLangBuilder:
 
     def graph_state(self, inputs: VerifyInputs) -> UpstreamGraph:
         """The backend after ``init_cuda_graph_state``, and the runner's static buffers."""
-        return graph.graph_state(self, inputs)
+        return _phases(inputs).graph_state(self, inputs)
 
-    def out_graph(self, state: UpstreamGraph, inputs: VerifyInputs) -> Decision | None:
+    def out_graph(self, state: Any, inputs: VerifyInputs) -> Decision | None:
         """``init_forward_metadata_out_graph``: before the capture and before every replay, in Python."""
-        return graph.out_graph(self, state, inputs)
+        return _phases(inputs).out_graph(self, state, inputs)
 
-    def in_graph(self, state: UpstreamGraph, inputs: VerifyInputs) -> VerifyMetadata:
+    def in_graph(self, state: Any, inputs: VerifyInputs) -> VerifyMetadata:
         """``init_forward_metadata_in_graph``: recorded at capture, then the captured metadata read."""
-        return graph.in_graph(self, state, inputs)
+        return _phases(inputs).in_graph(self, state, inputs)
 
     def swa_store_rows(self, state_slot: list[int], positions: list[int], *, ring_stride: int, win: int) -> list[int | None] | None:
         """Where upstream's own SWA ring store kernel (``store_swa_into_unified``) puts each token: P10 judges the
@@ -151,6 +154,12 @@ class SGLangBuilder:
 
             return capture_verify_lens(graph_num_tokens, slots, width)
         return list(build(num_tokens=graph_num_tokens, num_slots=slots, num_draft_tokens=width))
+
+
+def _phases(inputs: VerifyInputs) -> Any:
+    """The module of the call's graph phases: the decode modes' (:mod:`.decode`), or target verify's and draft
+    extend's (:mod:`.graph`)."""
+    return decode if inputs.mode in decode.DECODE_MODES else graph
 
 
 def torch_route(device: str | torch.device = "cpu") -> SGLangBuilder:
@@ -212,7 +221,7 @@ def draft_extend(up: Upstream, inputs: VerifyInputs, device: Any) -> VerifyMetad
         out_cache_loc=inputs.out_cache_loc, use_prefill_cuda_graph=inputs.variant.path == "graph")
     metadata = read_mode(md, seen, inputs.geometry, inputs.mode)
     record(md, metadata.fields, dict.fromkeys(metadata.not_observable, "not passed between stages"),
-           entry="init_forward_metadata_draft_extend")
+           entry="init_forward_metadata_draft_extend", mode="draft_extend")
     return metadata
 
 

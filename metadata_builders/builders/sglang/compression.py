@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any
 
 from torch.overrides import TorchFunctionMode
 
-from metadata_builders.builders.sglang.plan_kernel import PlanModule
+from metadata_builders.builders.sglang.plan_decode import JitPlanModule
 from metadata_builders.builders.sglang.routing import patched
 
 if TYPE_CHECKING:
@@ -157,9 +157,9 @@ def compression_attributes(backend: Any, pool: Any, geo: Geometry) -> None:
     pool.unified_swa_pages = compression.unified_swa_pages
 
 
-def _plan_module(req_ring: bool, max_tokens: int) -> PlanModule:
-    """``_jit_compress_plan_module()`` on CPU: the model of the release's kernel, not a JIT build."""
-    return PlanModule(req_ring=req_ring, max_tokens=max_tokens)
+def _plan_module(req_ring: bool, max_tokens: int) -> JitPlanModule:
+    """``_jit_compress_plan_module()`` on CPU: the models of the release's planners, not a JIT build."""
+    return JitPlanModule(req_ring=req_ring, max_tokens=max_tokens)
 
 
 def _on_rocm() -> bool:

@@ -32,12 +32,14 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import threading
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["HARNESS_FIELDS", "WHY", "Coverage", "coverage", "coverage_of", "recording", "upstream_fields"]
+__all__ = ["DECODE_HARNESS_FIELDS", "HARNESS_FIELDS", "WHY", "Coverage", "by_mode", "coverage", "coverage_of",
+           "recording", "report_lines", "upstream_fields"]
 
 _CORE = ("seq_lens_casual", "positions_casual", "swa_topk_lengths", "page_table", "swa_page_indices", "raw_out_loc",
          "c4_out_loc", "c4_topk_lengths_raw", "c4_topk_lengths_clamp1", "c128_out_loc", "c128_topk_lengths_raw",
@@ -64,6 +66,13 @@ HARNESS_FIELDS: Mapping[str, tuple[str, ...]] = {
 }
 """Upstream field (relative to ``DSV4Metadata``) -> the harness fields that judge it."""
 
+DECODE_HARNESS_FIELDS: Mapping[str, tuple[str, ...]] = {
+    "c4_compress_metadata": ("c4_decode_plan",),
+    "c128_compress_metadata": ("c128_decode_plan",),
+    "core_attn_metadata.swa_out_cache_loc": ("swa_out_cache_loc",),
+}
+"""The decode modes' differences from :data:`HARNESS_FIELDS`: the decode plans, the paged SWA store's target."""
+
 WHY: Mapping[str, str] = {
     "low_ratio_pos_i64": "the forward batch's positions widened to int64 (an input the runner stages, not metadata)",
     "core_attn_metadata.swa_out_cache_loc": "set by the in-graph block (full_to_swa of out_cache_loc, the paged SWA "
@@ -89,6 +98,8 @@ class Coverage:
     entries: Mapping[str, int] = field(default_factory=dict)
     """Eager builds by the upstream function the adapter called: ``init_forward_metadata`` (the dispatcher, as
     upstream's step runs it) or an entry point directly (:func:`~.builder.through_dispatcher` says when)."""
+    mode: str = "target_verify"
+    """The mode of the MTP step the builds were of (a run prints one line per mode: :func:`by_mode`)."""
 
     def combine(self, other: Coverage) -> Coverage:
         """Over two builds (e.g. a run's batches): produced by either, judged by either; the rest not observable."""
@@ -99,7 +110,7 @@ class Coverage:
         entries = dict(self.entries)
         for name, count in other.entries.items():
             entries[name] = entries.get(name, 0) + count
-        return Coverage(produced, tuple(n for n in produced if n in judged), missing, entries)
+        return Coverage(produced, tuple(n for n in produced if n in judged), missing, entries, self.mode)
 
     def entries_line(self) -> str:
         """``eager builds: N through the dispatcher (init_forward_metadata), M direct: entry (k), ...``."""
@@ -112,8 +123,10 @@ class Coverage:
                        f"128, or no mirror before 0.5.22)" if direct else "")
 
     def line(self) -> str:
-        """``coverage: J judged / P produced by upstream; not observable N: name (why), ...``."""
-        head = f"coverage: {len(self.judged)} judged / {len(self.produced)} produced by upstream"
+        """``coverage: J judged / P produced by upstream; not observable N: name (why), ...`` (``coverage of
+        draft_decode: ...`` for a mode other than target verify)."""
+        of = "" if self.mode == "target_verify" else f" of {self.mode}"
+        head = f"coverage{of}: {len(self.judged)} judged / {len(self.produced)} produced by upstream"
         if not self.not_observable:
             return head
         by_why: dict[str, list[str]] = {}
@@ -159,21 +172,25 @@ def upstream_fields(md: Any) -> list[str]:
     return names
 
 
-def coverage(md: Any, reported: Iterable[str], why_missing: Mapping[str, str] | None = None) -> Coverage:
+def coverage(md: Any, reported: Iterable[str], why_missing: Mapping[str, str] | None = None,
+             mode: str = "target_verify") -> Coverage:
     """The coverage of one build: ``md`` upstream's metadata, ``reported`` the harness fields the build returned.
 
     ``why_missing`` names, per harness field the adapter could not report, why
-    (``compression.unobservable``); otherwise a mapped field left out says so.
+    (``compression.unobservable``); otherwise a mapped field left out says so.  ``mode``: a decode mode's plans
+    and paged SWA target map to its own fields (:data:`DECODE_HARNESS_FIELDS`).
     """
+    harness_fields = {**HARNESS_FIELDS, **DECODE_HARNESS_FIELDS} if mode in ("decode", "draft_decode") \
+        else HARNESS_FIELDS
     reported = set(reported)
     why_missing = why_missing or {}
     produced = upstream_fields(md)
     # A piece stubbed because upstream asserts against the geometry produced nothing, yet is named.
-    produced += [n for n, harness in HARNESS_FIELDS.items()
+    produced += [n for n, harness in harness_fields.items()
                  if n not in produced and any(h in why_missing for h in harness)]
     missing: dict[str, str] = {}
     for name in produced:
-        harness = HARNESS_FIELDS.get(name)
+        harness = harness_fields.get(name)
         if harness is None:
             missing[name] = WHY.get(name, "unknown to the adapter: a field new in this release?")
             continue
@@ -202,15 +219,33 @@ def recording() -> Iterator[list[Coverage]]:
             sinks.remove(sink)
 
 
-def record(md: Any, reported: Iterable[str], why_missing: Mapping[str, str], *, entry: str) -> None:
+def record(md: Any, reported: Iterable[str], why_missing: Mapping[str, str], *, entry: str,
+           mode: str = "target_verify") -> None:
     """Called by each build: hands its coverage, and the upstream function ``entry`` it called, to every open
     :func:`recording` (nothing when none is)."""
     if not _SINKS:
         return
-    cov = dataclasses.replace(coverage(md, reported, why_missing), entries={entry: 1})
+    cov = dataclasses.replace(coverage(md, reported, why_missing, mode), entries={entry: 1}, mode=mode)
     with _LOCK:
         for sink in _SINKS:
             sink.append(cov)
+
+
+def by_mode(builds: Iterable[Coverage]) -> list[Coverage]:
+    """The builds combined per mode of the MTP step, in the batch model's order of modes (one coverage line each)."""
+    from metadata_builders.batch import MODES
+
+    combined: dict[str, Coverage] = {}
+    for cov in builds:
+        combined[cov.mode] = combined[cov.mode].combine(cov) if cov.mode in combined else cov
+    return [combined[mode] for mode in sorted(combined, key=MODES.index)]
+
+
+def report_lines(builds: list[Coverage]) -> list[str]:
+    """What a run prints of its upstream builds: a coverage line per mode (:func:`by_mode`), then which upstream
+    function the eager builds called (:meth:`Coverage.entries_line`)."""
+    merged = functools.reduce(lambda a, b: a.combine(b), builds)
+    return [cov.line() for cov in by_mode(builds)] + [merged.entries_line()]
 
 
 def coverage_of(builder: Any, batch: Any, variant: Any) -> Coverage:

@@ -66,7 +66,7 @@ if TYPE_CHECKING:
     from metadata_builders.harness.inputs import VerifyInputs
     from metadata_builders.metadata import VerifyMetadata
 
-__all__ = ["UpstreamGraph", "dispatched", "eager_in_graph", "graph_state", "in_graph", "out_graph"]
+__all__ = ["UpstreamGraph", "dispatched", "eager_in_graph", "graph_state", "in_graph", "out_graph", "runner_backend"]
 
 Builder = Any
 """An :class:`~.builder.SGLangBuilder` (its ``upstream``, ``device`` and ``kernels``): it calls these phases."""
@@ -77,7 +77,8 @@ _STAGES = ("_attach_unified_kv_prefill_meta", "make_core_attn_metadata", "init_f
 
 @dataclass
 class UpstreamGraph:
-    """One captured tier on upstream: the backend (its ``cuda_graph_metadata_of_bucket_and_bs``), the runner's buffers."""
+    """One captured tier on upstream: the backend (its ``cuda_graph_metadata_of_bucket_and_bs``; the decode modes: the
+    target's backend or the multi-step backend), the runner's buffers."""
 
     backend: Any
     seen: dict[str, dict[str, Any]]
@@ -111,7 +112,7 @@ def graph_state(builder: Builder, inputs: VerifyInputs) -> UpstreamGraph:
     """The backend double with the graph runner's attributes, ``init_cuda_graph_state``, the runner's buffers."""
     import torch
 
-    shared = _runner_backend(inputs)
+    shared = runner_backend(inputs)
     if "backend" in shared:  # a later tier of the runner: upstream's one backend, keyed per tier by itself
         backend, seen = shared["backend"], shared["seen"]
     else:
@@ -134,13 +135,15 @@ def graph_state(builder: Builder, inputs: VerifyInputs) -> UpstreamGraph:
     return UpstreamGraph(backend, seen, positions, mirror)
 
 
-def _runner_backend(inputs: VerifyInputs) -> dict[str, Any]:
+def runner_backend(inputs: VerifyInputs) -> dict[str, Any]:
     """The room of the runner's one backend (``inputs.runner.shared``): every tier the runner captures is
     captured on it, as upstream's ``DecodeCudaGraphRunner`` does, so its per-tier store
-    (``cuda_graph_metadata_of_bucket_and_bs``) and its keys are what replays exercise."""
+    (``cuda_graph_metadata_of_bucket_and_bs``) and its keys are what replays exercise.  The decode modes'
+    runners (the decode runner, the draft runner's multi-step backend) have rooms of their own."""
     if inputs.runner is None:
         return {}
-    return inputs.runner.shared.setdefault("sglang", {})
+    name = "sglang" if inputs.mode in ("target_verify", "draft_extend") else f"sglang/{inputs.mode}"
+    return inputs.runner.shared.setdefault(name, {})
 
 
 def _graph_attributes(backend: Any, inputs: VerifyInputs) -> None:

@@ -447,13 +447,13 @@ def _store(plan_c: torch.Tensor, plan_w: torch.Tensor, c: list, w: list) -> None
 
 
 class PlanModule:
-    """What ``_jit_compress_plan_module()`` returns, on CPU: the model's ``plan_prefill`` for one release.
+    """The model's ``plan_prefill`` for one release (:class:`~.plan_decode.JitPlanModule` adds ``plan_decode``:
+    what ``_jit_compress_plan_module()`` returns on CPU).
 
     ``req_ring``: the release's kernel takes ``use_req_ring`` (0.5.20+; 0.5.18 and
     0.5.19 have no request ring: c4 state always goes through ``full_to_state``);
     ``max_tokens``: its ``kMaxTokens`` (65535 up to 0.5.20, 65536 after).  The
-    other entry points of the extension (``plan_decode``, the legacy planners)
-    are not on the target-verify path; calling one names itself.
+    legacy planners are on no path the harness drives; calling one names itself.
     """
 
     def __init__(self, *, req_ring: bool = True, max_tokens: int = MAX_TOKENS) -> None:
@@ -472,5 +472,5 @@ class PlanModule:
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__"):
             raise AttributeError(name)
-        raise NotImplementedError(f"compress-plan kernel model: {name} is not modelled (only plan_prefill, the "
-                                  "planner of target verify; metadata_builders/builders/sglang/plan_kernel.py)")
+        raise NotImplementedError(f"compress-plan kernel model: {name} is not modelled (only plan_prefill and "
+                                  "plan_decode: metadata_builders/builders/sglang/plan_kernel.py, plan_decode.py)")

@@ -34,7 +34,8 @@ from metadata_builders.metadata import (
 )
 
 __all__ = [
-    "COMPRESSED_CORE", "LOW_RATIO_CORE", "compress_rows", "compression_fields", "decision", "decode_compress_plan",
+    "COMPRESSED_CORE", "LOW_RATIO_CORE", "compress_rows", "compression_fields", "core_fields", "decision",
+    "decode_compress_plan",
     "decode_streams", "decode_write_plan", "read", "read_mode", "streams_unobservable", "write_rows",
 ]
 
@@ -66,13 +67,7 @@ def read(md: Any, seen: dict[str, dict[str, Any]], geometry: Any,
     fields = {
         "seq_lens": meta["seq_lens"],
         "extend_seq_lens": meta["extend_seq_lens"],
-        "seq_lens_casual": core.seq_lens_casual,
-        "positions_casual": core.positions_casual,
-        "req_pool_indices_repeated": core_args["req_pool_indices_repeated"],
-        "swa_topk_lengths": core.swa_topk_lengths,
-        "page_table": core.page_table,
-        "swa_page_indices": core.swa_page_indices,
-        "raw_out_loc": core.raw_out_loc,
+        **core_fields(core, core_args),
         "pf_state_slot": unified.pf_state_slot,
         "pf_chunk_start": unified.pf_chunk_start,
         "pf_cu_q": unified.pf_cu_q,
@@ -96,6 +91,19 @@ def read(md: Any, seen: dict[str, dict[str, Any]], geometry: Any,
                 fields.pop(name, None)
                 not_observable += (name,)
     return VerifyMetadata(fields, decision(seen), not_observable=not_observable)
+
+
+def core_fields(core: Any, core_args: Mapping[str, Any]) -> dict[str, Any]:
+    """The core group of ``core_attn_metadata`` (every mode's), the slots as ``make_core_attn_metadata`` got them."""
+    return {
+        "seq_lens_casual": core.seq_lens_casual,
+        "positions_casual": core.positions_casual,
+        "req_pool_indices_repeated": core_args["req_pool_indices_repeated"],
+        "swa_topk_lengths": core.swa_topk_lengths,
+        "page_table": core.page_table,
+        "swa_page_indices": core.swa_page_indices,
+        "raw_out_loc": core.raw_out_loc,
+    }
 
 
 def read_mode(md: Any, seen: dict[str, dict[str, Any]], geometry: Any, mode: str,

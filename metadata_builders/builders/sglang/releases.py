@@ -74,6 +74,12 @@ class Capabilities:
     """0.5.22+: the V4.1 low ratios (``backend.low_ratios``: c1/c2 metadata and ``c{R}_indexer_metadata``)."""
     replay_copies_swa_loc: bool = True
     """0.5.20+: a graph replay's ``UnifiedKvMetadata.copy_`` copies ``swa_loc`` (0.5.18/0.5.19 rebind it: F14)."""
+    draft_decode_step_offset: bool = True
+    """0.5.20+: a draft-decode child adds ``speculative_step_id + 1`` to ``seq_lens`` (0.5.18/0.5.19 build the accepted
+    prefix's lengths: F22)."""
+    draft_decode_step_rows: bool = True
+    """0.5.20+: before a replay the multi-step backend gives each child its own row of the shared ``out_cache_loc``
+    (0.5.18/0.5.19 give every child child 0's raw metadata, its slice of the whole buffer truncated: F23)."""
     draft_extend_one_page: bool = True
     """0.5.22+: draft extend's page-table placeholder is one page (``max_seq_len = page_size``) and its lengths are
     ``full_like`` on the device; 0.5.18-0.5.21 size it by the caller's ``max_seq_len`` (F21) and stage the lengths."""
@@ -92,6 +98,8 @@ class Capabilities:
             plan_max_tokens=65536 if key >= (0, 5, 21) else 65535,
             low_ratios=key >= (0, 5, 22),
             replay_copies_swa_loc=key >= (0, 5, 20),
+            draft_decode_step_offset=key >= (0, 5, 20),
+            draft_decode_step_rows=key >= (0, 5, 20),
             draft_extend_one_page=key >= (0, 5, 22),
         )
 
