@@ -58,46 +58,46 @@ def _one_torch_thread() -> None:
     torch.set_num_threads(1)
 
 
-def _check_rows(args: argparse.Namespace, runs: list, known: dict[str, str | None],
+def _check_rows(args: argparse.Namespace, runs: list, known: dict[str, list[str | None]],
                 builder) -> tuple[list, list[tuple[str, str]]]:
-    """The result table's rows, and a replay file (with a picture when it can) per failed property."""
+    """The result table's rows, and a replay file (with a picture when it can) per failure (one per mode at most)."""
     rows = []
     replay_files: list[tuple[str, str]] = []
     for run in runs:
-        status = run.status if known[run.spec.name] is None else f"FAILED (known {known[run.spec.name]})"
-        rows.append([run.spec.name, run.spec.title, run.examples, 0 if run.passed else 1, f"{run.seconds:.1f}s",
-                     status])
-        if not run.passed and run.batch is not None:
-            path = write_replay_file(args.failures_dir, run.spec.name, run.batch, run.failure, args.builder,
-                                     _reproduced(builder, run))
+        labels = known[run.spec.name]
+        status = f"FAILED (known {', '.join(labels)})" if labels and all(labels) else run.status
+        rows.append([run.spec.name, run.spec.title, run.examples, len(run.failures), f"{run.seconds:.1f}s", status])
+        for found in (f for f in run.failures if f.batch is not None):
+            path = write_replay_file(args.failures_dir, run.spec.name, found.batch, found.failure, args.builder,
+                                     _reproduced(builder, run.spec, found))
             replay_files.append((run.spec.name, path))
-            _maybe_picture(path, run.batch, args.builder, args.device)
+            _maybe_picture(path, found.batch, args.builder, args.device)
     return rows, replay_files
 
 
-def _reproduced(builder, run) -> dict:
+def _reproduced(builder, spec, found) -> dict:
     """Replay the failure on a fresh builder before its file is written; what the file must carry to reproduce."""
     from metadata_builders.runs.reproduce import reproduce
 
-    found = reproduce(builder, run.spec, run.batch, run.history)
-    if not found.verified:
-        _out(f"  {run.spec.name}: not verified on a fresh builder ({builder.name} has no factory)")
+    result = reproduce(builder, spec, found.batch, found.history)
+    if not result.verified:
+        _out(f"  {spec.name}: not verified on a fresh builder ({builder.name} has no factory)")
         return {"reproduces_on_fresh_builder": None}
-    if found.history is None:
-        _out(f"  {run.spec.name}: WARNING: does not fail on a fresh builder, even after the {len(run.history)} batches "
+    if result.history is None:
+        _out(f"  {spec.name}: WARNING: does not fail on a fresh builder, even after the {len(found.history)} batches "
              "built before it; the replay file alone will not reproduce it")
         return {"reproduces_on_fresh_builder": False}
-    if found.history:
-        _out(f"  {run.spec.name}: fails on a fresh builder only after {len(found.history)} earlier batch(es) "
+    if result.history:
+        _out(f"  {spec.name}: fails on a fresh builder only after {len(result.history)} earlier batch(es) "
              "(hidden state); the replay file carries them as its history")
-    return {"reproduces_on_fresh_builder": True, "history": [b.to_dict() for b in found.history]}
+    return {"reproduces_on_fresh_builder": True, "history": [b.to_dict() for b in result.history]}
 
 
 def _write_check_junit(path: str, builder: str, runs: list) -> None:
     """One JUnit testcase per property: its time, the failure as the message, its notes."""
     cases = []
     for run in runs:
-        msg = None if run.passed else str(run.failure)
+        msg = None if run.passed else "\n".join(str(found.failure) for found in run.failures)
         notes = "\n".join(run.notes)
         cases.append((f"{run.spec.name} {run.spec.title}", run.seconds, msg, notes))
     write_junit(path, f"metadata-builders[{builder}]", cases)
@@ -181,17 +181,18 @@ def _check_one(args: argparse.Namespace, family: str) -> int:
     for run in runs:
         if run.partial is not None:
             _out(f"{run.spec.name} partial: {run.partial}")
-    for run in runs:
-        if not run.passed:
-            _out()
-            _out(f"{run.spec.name} FAILED: {run.failure}")
+    for run in (r for r in runs if not r.passed):
+        _out()
+        for index, found in enumerate(run.failures):
+            mode = f" (mode {found.batch.mode})" if index else ""
+            _out(f"{run.spec.name} FAILED{mode}: {found.failure}")
     for name, path in replay_files:
         _out(f"  replay {name}: {replay_command(path, args.builder)}")
-    if any(known.values()):
+    if any(any(labels) for labels in known.values()):
         _out()
-        _out("Failures marked 'known' are upstream findings explained in docs/FINDINGS.md. check stops a property at "
-             "its first failure; for a verdict that sees past them, `metadata-builders gate` compares a change "
-             "with its base on every example.")
+        _out("Failures marked 'known' are upstream findings explained in docs/FINDINGS.md. check stops a property's "
+             "mode at its first failure; for a verdict that sees past them, `metadata-builders gate` compares a "
+             "change with its base on every example.")
     if args.junit_xml:
         _write_check_junit(args.junit_xml, args.builder, runs)
     args._ran, args._failed = len(runs), [r.spec.name for r in runs if not r.passed]
@@ -210,13 +211,11 @@ def _upstream_coverage(family: str):
         yield builds
 
 
-def _known(upstream: bool, run) -> str | None:
-    """The known upstream finding a failed run is (upstream subjects only: findings describe upstream code)."""
-    if run.passed or run.batch is None or not upstream:
-        return None
+def _known(upstream: bool, run) -> list[str | None]:
+    """The known upstream finding each failure of a run is (upstream subjects only: findings describe upstream code)."""
     from metadata_builders.runs.findings import known_finding
 
-    return known_finding(run.failure, run.batch)
+    return [known_finding(found.failure, found.batch) if upstream and found.batch else None for found in run.failures]
 
 
 def _coverage_table(runs) -> str:

@@ -11,8 +11,9 @@ from strategies._coverage import boundary_hits
 
 __all__ = ["as_decode", "decode_token_count"]
 
-_DRAFT_DECODE_TOKEN_COUNTS = st.one_of(st.integers(3, 4), st.integers(3, 8))
-"""Draft decode needs a step that runs a forward: ``steps = n - 1 >= 2``."""
+_DRAFT_DECODE_TOKEN_COUNTS = st.one_of(st.integers(4, 5), st.integers(3, 8))
+"""Draft decode needs a step that runs a forward: ``steps = n - 1 >= 2``.  Shrinks towards 4 -- three steps, the
+fewest where a replay *copies* a child (child 0 alone runs out-graph work) -- while 3 stays drawn."""
 
 
 def decode_token_count(draw: st.DrawFn, mode: str, num_draft_tokens: int | None) -> int | None:
@@ -34,7 +35,7 @@ def as_decode(draw: st.DrawFn, extend: VerifyBatch, mode: str) -> VerifyBatch:
     else:
         assert n >= 3, n  # verify_batches draws draft decode's draft-extend batch with a step that runs a forward
         out = [locs[i * n + j] for i in range(extend.bs) for j in range(n - 1)]
-        step = draw(st.integers(0, n - 3))
+        step = n - 3 - draw(st.integers(0, n - 3))  # shrinks towards the last step that runs a forward: a copied child
     try:
         batch = extend.replace(mode=mode, out_cache_loc=tuple(out), graph=tier, draft_step=step)
     except InvalidBatch:

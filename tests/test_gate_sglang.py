@@ -19,6 +19,8 @@ release; each branch plants one realistic regression:
 | ``pr-ring-stride`` | ``deepseek_v4_backend_hip_radix.py``, ``swa_loc`` (ATOM #817) | both, P10 |
 | ``pr-store-kernel`` | ``dsv4_unified_kv_store.py``, the store kernel (every field equal) | both, P10 |
 | ``pr-draft-extend`` | ``deepseek_v4_backend_hip_radix.py``, draft extend's lengths (0.5.22+, issue 26) | both, P1 |
+| ``pr-draft-decode-step``, ``pr-draft-decode-children`` | the multi-step draft decode (0.5.20+, issue 26): | both, |
+|               | a child's step offset; children re-running out-graph work at replay | P1 / P5 |
 
 The gate runs both kernel routes of ``--builder sglang`` (metadata_builders/routes.py).
 """
@@ -280,6 +282,7 @@ def planted_repo(tmp_path_factory):
         plants["pr-ring-stride"] = KV_PLANT
     if source.count(DRAFT_EXTEND_PLANT.find) == 1:
         plants["pr-draft-extend"] = DRAFT_EXTEND_PLANT
+    plants.update({branch: plant for branch, plant in DRAFT_DECODE_PLANTS.items() if _count(repo, plant) == 1})
     if os.path.exists(os.path.join(repo, "python", "sglang", *STORE_KERNEL)) and _count(repo, STORE_KERNEL_PLANT) == 1:
         plants["pr-store-kernel"] = STORE_KERNEL_PLANT
     for branch, plant in plants.items():
@@ -404,6 +407,54 @@ def test_a_draft_extend_regression_gates_red(planted_repo, cache_dir, tmp_path, 
     out = capsys.readouterr().out
     assert "BLOCKS" in _row(out, "P1") and "NEW" in _row(out, "P1"), out
     assert any(line.startswith("draft_extend ") for line in out.splitlines()), out
+
+
+DRAFT_DECODE_PLANTS = {
+    "pr-draft-decode-step": Plant(
+        "a draft-decode child's step offset one short (seq_lens + speculative_step_id)", BACKEND,
+        "seq_lens = seq_lens + self.speculative_step_id + 1",
+        "seq_lens = seq_lens + self.speculative_step_id",
+        "P1",
+        catalogue=(
+            "draft_decode_step_offset_off_by_one, planted in upstream: make_forward_metadata_from_raw_decode (0.5.20+) "
+            "adds the child's speculative_step_id to the accepted prefixes instead of step_id + 1, so each draft "
+            "token sits at the previous step's position: it attends one token short and its SWA window and page "
+            "lookups shift. The graph path and eager agree (both wrong); only the reference sees it."
+        ),
+    ),
+    "pr-draft-decode-children": Plant(
+        "the multi-step backend's children re-run out-graph work at replay (on child 0's row)", BACKEND,
+        "                self.attn_backends[i].replay_cuda_graph_metadata_from(\n"
+        "                    bs=forward_batch.batch_size,\n"
+        "                    temp_metadata=step_metadata,\n"
+        "                    bucket=_GraphBucket.DECODE_OR_IDLE,\n"
+        "                )\n",
+        "                self.attn_backends[i].init_forward_metadata_out_graph(inner_fb)\n",
+        "P5",
+        catalogue=(
+            "draft_decode_children_rerun_out_graph, planted in upstream: DeepseekV4MultiStepBackend's replay "
+            "(0.5.20+) re-runs each child's own out-graph work instead of copying child 0's raw metadata with the "
+            "child's row -- but the inner forward batch still holds child 0's row of the shared out_cache_loc, so "
+            "every step after the first stores its K where step 0 did (0.5.18/0.5.19's shape, F23). Eager builds "
+            "and the capture are right: only a recorded replay (P5) sees it."
+        ),
+    ),
+}
+"""The multi-step draft decode's regressions (issue 26), each on its own branch where the release has the line."""
+
+
+@pytest.mark.parametrize("branch", list(DRAFT_DECODE_PLANTS))
+def test_a_draft_decode_regression_gates_red(planted_repo, cache_dir, tmp_path, capsys, branch: str) -> None:
+    """A regression only the multi-step draft decode runs: red on its property, the per-mode table's draft-decode
+    row present."""
+    repo, plants = planted_repo
+    plant = DRAFT_DECODE_PLANTS[branch]
+    if branch not in plants:
+        pytest.skip(f"the installed release has no {plant.find.strip()!r} to plant a bug in (0.5.20+)")
+    assert _gate(repo, tmp_path, cache_dir, branch, "--properties", plant.prop) == 1, plant.what
+    out = capsys.readouterr().out
+    assert "BLOCKS" in _row(out, plant.prop) and "NEW" in _row(out, plant.prop), out
+    assert any(line.startswith("draft_decode ") for line in out.splitlines()), out
 
 
 def test_the_release_against_itself_gates_green(planted_repo, cache_dir, tmp_path, capsys) -> None:

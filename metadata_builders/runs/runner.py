@@ -21,7 +21,7 @@ from metadata_builders.errors import PropertyFailure
 from metadata_builders.properties import PropertySpec, collecting_tallies, verdict
 from metadata_builders.reference import ReferenceBuilder
 
-__all__ = ["PropertyRun", "run_property"]
+__all__ = ["ModeFailure", "PropertyRun", "run_property"]
 
 
 @dataclass
@@ -55,10 +55,19 @@ class PropertyRun:
     """Examples of the generation phase (the denominator of ``events``)."""
     judged_by_mode: Counter = field(default_factory=Counter)
     """Mode of the MTP step -> examples the property judged (held, partial or failed; not ``not applicable``)."""
+    later: list[ModeFailure] = field(default_factory=list)
+    """Failures in the focuses of other modes, after the first failure (:func:`run_property`)."""
 
     @property
     def passed(self) -> bool:
         return self.failure is None
+
+    @property
+    def failures(self) -> list[ModeFailure]:
+        """Every failure of the run, the first one first (one per mode at most)."""
+        if self.failure is None:
+            return []
+        return [ModeFailure(self.failure, self.batch, self.history), *self.later]
 
     @property
     def status(self) -> str:
@@ -66,6 +75,16 @@ class PropertyRun:
         if self.failure is not None:
             return "FAILED"
         return "partial" if self.partial is not None else "held"
+
+
+@dataclass(frozen=True)
+class ModeFailure:
+    """One failure of a run: the failure on the shrunk batch, the batch, what the builder built before it."""
+
+    failure: PropertyFailure
+    batch: VerifyBatch | None
+    """None when the run failed without a batch (its worker process died)."""
+    history: tuple[VerifyBatch, ...] = ()
 
 
 def _as_failure(spec: PropertySpec, exc: BaseException) -> PropertyFailure:
@@ -82,24 +101,35 @@ def run_property(
     settings_: settings,
     *,
     progress: Callable[[PropertyRun], None] | None = None,
+    stop_at_first: bool = False,
 ) -> PropertyRun:
     """Run ``spec`` against ``builder`` under ``settings_``; never raises for a property failure.
 
-    Each of the spec's focuses is one Hypothesis run of ``max_examples``; the first
-    failing focus ends the property.  Under a derandomized profile each focus gets
-    its own fixed seed (``hypothesis.seed``), so focuses explore different batches
-    and a run is reproducible.
+    Each of the spec's focuses is one Hypothesis run of ``max_examples``.  A failing
+    focus ends its mode's focuses, not the other modes': a known finding of target
+    verify must not leave draft extend or the decode modes unjudged (their failures
+    go to :attr:`PropertyRun.later`).  ``stop_at_first``: the first failure ends the
+    run (the mutant catalogue: one kill is enough).  Under a derandomized profile
+    each focus gets its own fixed seed (``hypothesis.seed``), so focuses explore
+    different batches and a run is reproducible.
     """
     from metadata_builders.harness import harness_session
 
     run = PropertyRun(spec)
     start = time.perf_counter()
+    failed_modes: set[str] = set()
     # the audit's direct entries (and any launch memo) installed once for the run; what the checks exercised counted
     with harness_session(), collecting_tallies() as tallies:
         for index, focus in enumerate(spec.focuses):
+            mode = focus.get("mode", "target_verify")
+            if mode in failed_modes:
+                continue
+            seen = (run.failure is not None) + len(run.later)
             _run_focus(run, focus, builder, settings_, index, progress)
-            if run.failure is not None:
-                break
+            if (run.failure is not None) + len(run.later) > seen:
+                failed_modes.add(mode)
+                if stop_at_first:
+                    break
     run.tallies = tallies
     run.seconds = time.perf_counter() - start
     if progress is not None:
@@ -133,7 +163,12 @@ def _run_focus(
         if result.failure is not None:
             if run.examples_to_failure is None:
                 run.examples_to_failure = run.examples
-            run.batch, run.failure, run.history = batch, result.failure, before
+            if run.failure is None or (run.batch is not None and run.batch.mode == batch.mode):
+                run.batch, run.failure, run.history = batch, result.failure, before
+            elif run.later and run.later[-1].batch.mode == batch.mode:  # shrinking this mode's failure
+                run.later[-1] = ModeFailure(result.failure, batch, before)
+            else:
+                run.later.append(ModeFailure(result.failure, batch, before))
             raise result.failure
         if result.status == "partial" and run.partial is None:
             run.partial = result.why

@@ -49,7 +49,12 @@ from metadata_builders.builders.sglang.graph import (
     _phase,
     runner_backend,
 )
-from metadata_builders.builders.sglang.reading import compression_fields, core_fields, decode_streams
+from metadata_builders.builders.sglang.reading import (
+    compression_fields,
+    core_fields,
+    decode_streams,
+    streams_unobservable,
+)
 
 if TYPE_CHECKING:
     import torch
@@ -152,7 +157,8 @@ def decode(up: Upstream, inputs: VerifyInputs, device: Any) -> VerifyMetadata:
     metadata = read_decode(md, seen, inputs.geometry, inputs.mode, _missing(up, inputs))
     compression = inputs.geometry.compression
     low = inputs.mode == "decode" and up.capabilities.low_ratios and compression is not None and compression.low_ratios
-    why = {**(_LOW_RATIOS_NOT_JUDGED if low else {}), **dict.fromkeys(metadata.not_observable, "not built by upstream")}
+    why = {**(_LOW_RATIOS_NOT_JUDGED if low else {}), **dict.fromkeys(metadata.not_observable, "not built by upstream"),
+           **streams_unobservable(inputs.geometry, metadata.not_observable)}
     if inputs.mode == "draft_decode" and up.capabilities.forced_compression and compression is not None:
         extra = set(fields_for(inputs.geometry, "decode")) - set(fields_for(inputs.geometry, "draft_decode"))
         why.update(dict.fromkeys(extra, _DRAFT_COMPRESSES))

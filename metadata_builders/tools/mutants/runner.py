@@ -91,7 +91,7 @@ def run_mutant(
     for prop in property_order(first):
         if progress is not None:
             progress(f"{prop.name} ...")
-        run = run_property(prop, builder, settings_)
+        run = run_property(prop, builder, settings_, stop_at_first=True)
         row["examples"] += run.examples
         if not run.passed:
             failure = run.failure
