@@ -276,7 +276,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     args.device = usable_device(args.device)
     batch, history, why, written_for = _load_batch(args.file)
     if batch.mode not in BUILT_MODES:  # said once, before any builder is blamed for it
-        raise ModeNotBuilt(batch.mode)
+        raise ModeNotBuilt(batch.mode, BUILT_MODES)
     if args.builder is None:
         args.builder = written_for or "hip"
         whose = " (the file's meta.builder)" if written_for else " (the default; the file names no builder)"

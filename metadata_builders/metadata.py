@@ -226,7 +226,8 @@ DRAFT_EXTEND_FIELD_NAMES: tuple[str, ...] = tuple(n for n in BASE_FIELD_NAMES if
 streams or compression whatever the geometry.  ``extend_seq_lens`` is ``n`` on every row, ``seq_lens`` prefix + n."""
 
 MODE_FIELD_NAMES: Mapping[str, tuple[str, ...] | None] = MappingProxyType({
-    "target_verify": None, "draft_extend": DRAFT_EXTEND_FIELD_NAMES, "decode": None, "draft_decode": None})
+    "target_verify": None, "draft_extend": DRAFT_EXTEND_FIELD_NAMES, "decode": None, "draft_decode": None,
+    "idle": None})
 """The fields each built mode of the MTP step produces (None: by geometry, :func:`fields_for`)."""
 
 COMMON_FIELD_NAMES: tuple[str, ...] = ("seq_lens", *(n for n, s in FIELDS.items() if s.group == "core" and s.per == "token"))
@@ -237,7 +238,7 @@ def _decode_fields(geometry: Any, mode: str) -> tuple[str, ...]:
     core group, the SWA ring target (``swa_loc``, ``verify_store_state_slot``: the slots), the paged SWA target and the
     index streams; with compression, decode (the target model: a draft worker has ``need_compress=False``) also has
     the compressed groups and one decode plan per row and ratio (the V4.1 low ratios are not judged here yet)."""
-    compressed = mode == "decode" and geometry.compression is not None
+    compressed = mode in ("decode", "idle") and geometry.compression is not None
     return tuple(name for name, spec in FIELDS.items()
                  if name in COMMON_FIELD_NAMES or name in ("verify_store_state_slot", "swa_loc", "swa_out_cache_loc")
                  or (spec.group == "streams" and geometry.swa_window == geometry.unified_swa_window)
@@ -249,7 +250,7 @@ def fields_for(geometry: Any, mode: str = "target_verify") -> tuple[str, ...]:
     fixed = MODE_FIELD_NAMES.get(mode)
     if fixed is not None:
         return fixed
-    if mode in ("decode", "draft_decode"):
+    if mode in ("decode", "draft_decode", "idle"):  # idle: the target's decode graph on an idle rank
         return _decode_fields(geometry, mode)
     streams = geometry.swa_window == geometry.unified_swa_window
     compression = geometry.compression

@@ -84,7 +84,7 @@ class Variant:
         return {"path": self.path, "mirror": self.mirror, "layout_total": self.layout_total, "gate": self.gate}
 
 
-BUILT_MODES: tuple[str, ...] = ("target_verify", "draft_extend", "decode", "draft_decode")
+BUILT_MODES: tuple[str, ...] = ("target_verify", "draft_extend", "decode", "draft_decode", "idle")
 """The modes of the MTP step the harness builds and judges; a batch of another raises
 :class:`~metadata_builders.errors.ModeNotBuilt`."""
 
@@ -96,7 +96,9 @@ def variants_for(batch: VerifyBatch) -> list[Variant]:
     mirror, the lengths are uniform, and the token count is exact without a gate); a batch of a mode no builder builds yet
     raises :class:`~metadata_builders.errors.ModeNotBuilt`."""
     if batch.mode not in BUILT_MODES:
-        raise ModeNotBuilt(batch.mode)
+        raise ModeNotBuilt(batch.mode, BUILT_MODES)
+    if batch.mode == "idle":
+        return [Variant("graph")]  # an idle rank builds nothing eagerly (upstream returns early): its graph replays
     paths: list[Path] = ["eager"] + (["graph"] if batch.graph is not None else [])
     if batch.mode != "target_verify":
         return [Variant(path) for path in paths]
@@ -115,9 +117,12 @@ def check_variant(batch: VerifyBatch, variant: Variant) -> None:
     """Raise :class:`InvalidVariant` if ``variant`` is not one of ``variants_for(batch)`` (``ModeNotBuilt`` for a
     batch of a mode no builder builds yet)."""
     if batch.mode not in BUILT_MODES:
-        raise ModeNotBuilt(batch.mode)
+        raise ModeNotBuilt(batch.mode, BUILT_MODES)
     if variant.path == "graph" and batch.graph is None:
         raise InvalidVariant("path", "'eager' for a batch without a graph tier", variant.path)
+    if variant.path == "eager" and batch.mode == "idle":
+        raise InvalidVariant("path", "'graph' for an idle batch (with MTP, upstream's init_forward_metadata returns "
+                             "early on an idle rank: only its decode graph replays)", variant.path)
     if batch.mode != "target_verify":
         fixed = Variant(variant.path)
         for name in ("mirror", "layout_total", "gate"):

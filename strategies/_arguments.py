@@ -32,10 +32,10 @@ def _check_batch_arguments(
         raise InvalidArgument(f"geometry={geometry!r} must be None (draw it) or a Geometry")
 
 
-_DRAWN_MODES = ("target_verify", "draft_extend", "decode", "draft_decode")
+_DRAWN_MODES = ("target_verify", "draft_extend", "decode", "draft_decode", "idle")
 
 
-def _check_mode(mode: str, num_draft_tokens: int | None, **pinned: bool | None) -> None:
+def _check_mode(mode: str, num_draft_tokens: int | None, graph: bool | None = None, **pinned: bool | None) -> None:
     """A batch of a mode other than target verify is uniform, without divergence or stale mirror: refuse a pin
     that says otherwise, and a draft-decode batch with fewer than three draft tokens."""
     if mode not in _DRAWN_MODES:
@@ -43,6 +43,8 @@ def _check_mode(mode: str, num_draft_tokens: int | None, **pinned: bool | None) 
     for name, value in pinned.items():
         if value:
             raise InvalidArgument(f"{name}={value!r}: a {mode} batch is uniform, without divergence")
+    if mode == "idle" and graph is False:
+        raise InvalidArgument("graph=False: an idle batch is a graph tier of pad rows (its rank builds nothing eagerly)")
     if mode == "draft_decode" and num_draft_tokens is not None and num_draft_tokens < 3:
         raise InvalidArgument(f"num_draft_tokens={num_draft_tokens} must be >= 3 for mode='draft_decode' (steps = "
                               "num_draft_tokens - 1, and the last step runs no forward)")

@@ -37,13 +37,13 @@ from hypothesis import assume, event
 from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 
-from metadata_builders.batch import Geometry, GraphTier, VerifyBatch
+from metadata_builders.batch import DECODE_MODES, Geometry, GraphTier, VerifyBatch
 from metadata_builders.tier import tier_verify_lens
 from metadata_builders.variants import Path, Variant, variants_for
 from strategies._arguments import _check_batch_arguments, _check_count, _check_mode, _check_range
 from strategies._coverage import boundary_hits
 from strategies._divergences import draw_divergence, stale_mirrors
-from strategies._modes import as_decode, decode_token_count
+from strategies._modes import decode_mode_batch
 from strategies._geometry import HUGE_RING_SIZES, geometries
 
 __all__ = [
@@ -440,13 +440,12 @@ def verify_batches(
     """
     _check_batch_arguments(min_requests, max_requests, num_draft_tokens, max_pad_rows, geometry)
     if mode != "target_verify":
-        _check_mode(mode, num_draft_tokens, ragged=ragged, divergence=divergence, stale_mirror=stale_mirror)
+        _check_mode(mode, num_draft_tokens, graph, ragged=ragged, divergence=divergence, stale_mirror=stale_mirror)
         ragged = divergence = stale_mirror = False
-    if mode in ("decode", "draft_decode"):
-        return as_decode(draw, draw(verify_batches(
-            graph=graph, geometry=geometry, is_dspark=is_dspark, min_requests=min_requests, max_requests=max_requests,
-            num_draft_tokens=decode_token_count(draw, mode, num_draft_tokens), max_pad_rows=max_pad_rows,
-            compression=compression, mode="draft_extend")), mode)
+    if mode in DECODE_MODES:
+        return decode_mode_batch(draw, verify_batches, mode, graph=graph, geometry=geometry, is_dspark=is_dspark,
+                                 min_requests=min_requests, max_requests=max_requests, num_draft_tokens=num_draft_tokens,
+                                 max_pad_rows=max_pad_rows, compression=compression)
     # The categorical choices come first, where their odds hold best (see _TierPlan).
     dspark = draw(st.booleans()) if is_dspark is None else is_dspark
     attach = draw(st.booleans()) if divergence is None else divergence

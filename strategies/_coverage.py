@@ -143,8 +143,10 @@ def divergence_kind(batch: VerifyBatch) -> str | None:
 
 
 def boundary_hits(batch: VerifyBatch) -> set[str]:
-    """The :data:`COVERAGE_EVENTS` names this batch reaches."""
+    """The :data:`COVERAGE_EVENTS` names this batch reaches (an idle batch, with no request, reaches none)."""
     hits: set[str] = set()
+    if batch.bs == 0:
+        return hits
     geo, draft, bs = batch.geometry, batch.num_draft_tokens, batch.bs
     window, ring, page = geo.swa_window, geo.ring_size, geo.page_size
     extend = batch.extend_lens

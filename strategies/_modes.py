@@ -1,6 +1,8 @@
-"""The decode modes' batches, drawn from draft-extend ones (``verify_batches(mode="decode" | "draft_decode")``)."""
+"""The decode modes' batches (``verify_batches(mode="decode" | "draft_decode" | "idle")``), drawn from draft-extend ones."""
 
 from __future__ import annotations
+
+from typing import Any, Callable
 
 from hypothesis import assume, event
 from hypothesis import strategies as st
@@ -9,19 +11,35 @@ from metadata_builders.batch import GraphTier, VerifyBatch
 from metadata_builders.errors import InvalidBatch
 from strategies._coverage import boundary_hits
 
-__all__ = ["as_decode", "decode_token_count"]
+__all__ = ["as_decode", "as_idle", "decode_mode_batch"]
 
 _DRAFT_DECODE_TOKEN_COUNTS = st.one_of(st.integers(4, 5), st.integers(3, 8))
 """Draft decode needs a step that runs a forward: ``steps = n - 1 >= 2``.  Shrinks towards 4 -- three steps, the
 fewest where a replay *copies* a child (child 0 alone runs out-graph work) -- while 3 stays drawn."""
 
 
-def decode_token_count(draw: st.DrawFn, mode: str, num_draft_tokens: int | None) -> int | None:
-    """The draft tokens of a decode mode's draft-extend batch: the pinned count, drawn (``>= 3``) for draft decode,
-    else None (drawn as draft extend draws it)."""
-    if mode == "draft_decode" and num_draft_tokens is None:
-        return draw(_DRAFT_DECODE_TOKEN_COUNTS)
-    return num_draft_tokens
+def decode_mode_batch(draw: st.DrawFn, batches: Callable[..., st.SearchStrategy[VerifyBatch]], mode: str,
+                      **drawn: Any) -> VerifyBatch:
+    """A batch of a decode mode (``decode``, ``draft_decode``, ``idle``), drawn from a draft-extend batch of
+    ``batches`` (``verify_batches``) with the caller's pins ``drawn``: draft decode's draft tokens drawn ``>= 3`` unless
+    pinned, an idle batch on a graph tier."""
+    if mode == "draft_decode" and drawn.get("num_draft_tokens") is None:
+        drawn["num_draft_tokens"] = draw(_DRAFT_DECODE_TOKEN_COUNTS)
+    if mode == "idle":
+        drawn["graph"] = True
+    extend = draw(batches(mode="draft_extend", **drawn))
+    return as_idle(extend) if mode == "idle" else as_decode(draw, extend, mode)
+
+
+def as_idle(extend: VerifyBatch) -> VerifyBatch:
+    """An idle batch from a draft-extend graph batch: its tables, geometry and tier's rows, no request (every row a
+    pad row, one token each)."""
+    assert extend.graph is not None
+    batch = extend.replace(mode="idle", seq_lens=[], req_pool_indices=[], out_cache_loc=[],
+                           graph=GraphTier(extend.graph.padded_bs, extend.graph.padded_bs))
+    for name in sorted(boundary_hits(batch)):
+        event(name)
+    return batch
 
 
 def as_decode(draw: st.DrawFn, extend: VerifyBatch, mode: str) -> VerifyBatch:

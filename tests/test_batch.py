@@ -469,23 +469,52 @@ def test_a_batch_its_mode_cannot_take_is_invalid_naming_the_field(mode: str, cha
     assert info.value.field == field, info.value
 
 
-def test_a_mode_no_builder_builds_yet_is_said_loudly_never_built_as_target_verify() -> None:
+def test_every_mode_of_the_batch_model_is_built() -> None:
+    from metadata_builders.batch import MODES
+    from metadata_builders.variants import BUILT_MODES
+
+    assert set(BUILT_MODES) == set(MODES)
+
+
+def _idle_not_built(monkeypatch) -> None:
+    """As when a mode reaches the batch model before its builders: ``idle`` taken out of the built modes."""
+    import metadata_builders.cli
+    import metadata_builders.variants
+
+    built = tuple(m for m in metadata_builders.variants.BUILT_MODES if m != "idle")
+    monkeypatch.setattr(metadata_builders.variants, "BUILT_MODES", built)
+    monkeypatch.setattr(metadata_builders.cli, "BUILT_MODES", built)
+
+
+def test_a_mode_no_builder_builds_yet_is_said_loudly_never_built_as_target_verify(monkeypatch) -> None:
     from metadata_builders.errors import ModeNotBuilt
 
+    _idle_not_built(monkeypatch)
     batch = _mode_batch("idle")
-    with pytest.raises(ModeNotBuilt, match="'idle' is not built yet"):
+    with pytest.raises(ModeNotBuilt, match="'idle' is not built yet") as info:
         variants_for(batch)
+    assert info.value.field == "mode" and "draft_decode" in str(info.value)
     with pytest.raises(ModeNotBuilt):
-        get_builder("reference").build(batch, Variant())
+        get_builder("reference").build(batch, Variant("graph"))
     with pytest.raises(ModeNotBuilt):
-        get_builder("hip").build(batch, Variant())
+        get_builder("hip").build(batch, Variant("graph"))
 
 
-def test_replaying_a_file_of_a_mode_not_built_yet_exits_2_naming_the_mode(tmp_path, capsys) -> None:
+def test_replaying_a_file_of_a_mode_not_built_yet_exits_2_naming_the_mode(tmp_path, capsys, monkeypatch) -> None:
     from metadata_builders.cli import main
 
+    _idle_not_built(monkeypatch)
     path = tmp_path / "idle.json"
     path.write_text(_mode_batch("idle").to_json())
     assert main(["replay", str(path)]) == 2
     err = capsys.readouterr().err
     assert "batch mode 'idle' is not built yet" in err and "FAILED" not in err
+
+
+def test_an_idle_batch_is_built_on_its_graph_tier_only() -> None:
+    """With MTP, upstream's ``init_forward_metadata`` returns early on an idle rank: only its decode graph replays."""
+    batch = _mode_batch("idle")
+    assert variants_for(batch) == [Variant("graph")]
+    with pytest.raises(InvalidVariant) as info:
+        get_builder("hip").build(batch, Variant("eager"))
+    assert info.value.field == "path" and "idle" in str(info.value)

@@ -165,3 +165,43 @@ def test_contradicting_pins_are_refused(pin: dict) -> None:
 
     with pytest.raises(InvalidArgument, match="decode"):
         draw()
+
+
+# -- idle: a DP rank with no request ---------------------------------------------------------------------------
+
+
+def _idle(geometry: Geometry = COMPRESSED) -> VerifyBatch:
+    width = 12 if geometry.compression is None else 136
+    table, full_to_swa = kv_tables(4, width)
+    return VerifyBatch(seq_lens=[], req_pool_indices=[], verify_lens=None, num_draft_tokens=3, out_cache_loc=[],
+                       req_to_token=table, full_to_swa=full_to_swa, geometry=geometry, graph=GraphTier(3, 3),
+                       mode="idle")
+
+
+def test_an_idle_rank_replays_the_decode_graph_on_pad_rows_alone() -> None:
+    """Upstream's out-graph ``IDLE`` branch: every row ``seq_len`` 1, slot 0, location 0 -- the decode graph's pad
+    rows, compressed like the target's decode (its plans in slot 0's ring)."""
+    f = decode_fields(_idle(), graph=True)
+    assert f["seq_lens"] == [1, 1, 1] and f["positions_casual"] == [0, 0, 0]
+    assert f["req_pool_indices_repeated"] == [0, 0, 0] and f["raw_out_loc"] == [0, 0, 0] and f["swa_loc"] == [0, 0, 0]
+    assert f["c4_decode_plan"] == [[1, 0, 0, 0]] * 3 and f["c4_out_loc"] == [0, 0, 0]
+    assert set(f) == set(fields_for(COMPRESSED, "idle")) == set(fields_for(COMPRESSED, "decode"))
+
+
+def test_the_properties_judge_an_idle_rank_or_say_why_not() -> None:
+    hip = get_builder("hip")
+    for spec in PROPERTIES:
+        v = verdict(spec, hip, _idle())
+        if "idle" in spec.modes:
+            assert spec.name in {"P1", "P5", "P7", "P8", "P9"} and v.status == "held", (spec.name, v)
+        else:
+            assert v.status == "not applicable" and "idle" in v.why, (spec.name, v)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow], database=None)
+@given(batch=verify_batches(mode="idle"))
+def test_drawn_idle_batches_build_alike(batch: VerifyBatch) -> None:
+    assert batch.mode == "idle" and batch.bs == 0 and batch.graph is not None
+    assert variants_for(batch) == [Variant("graph")]
+    assert get_builder("hip").build(batch, Variant("graph")).fields == \
+        get_builder("reference").build(batch, Variant("graph")).fields

@@ -113,7 +113,7 @@ def test_the_strategies_draw_valid_uniform_draft_extend_batches(batch: VerifyBat
                                    and batch.graph.graph_num_tokens == batch.graph.padded_bs * batch.num_draft_tokens)
 
 
-@pytest.mark.parametrize("kwargs", [{"ragged": True}, {"divergence": True}, {"mode": "idle"}])
+@pytest.mark.parametrize("kwargs", [{"ragged": True}, {"divergence": True}, {"mode": "spec_v3"}])
 def test_the_strategies_refuse_what_draft_extend_cannot_be(kwargs: dict) -> None:
     @settings(max_examples=1, database=None)
     @given(batch=verify_batches(**{"mode": "draft_extend", **kwargs}))

@@ -201,11 +201,12 @@ def test_the_corpus_is_a_knob_per_kind(capsys) -> None:
     kinds = len(corpus_focuses(PROPERTIES))
     assert main(["gate", "--base-builder", "hip", "--head-builder", "hip", "--properties", "P3,P5", "--per-kind",
                  "2", "--workers", "0", "--no-pictures", "--failures-dir", "unused"]) == 0
-    # P3 any batch; P5 graph, ragged graph, DSpark uniform graph, and draft extend, decode, draft decode on graph tiers
+    # P3 any batch; P5 graph, ragged graph, DSpark uniform graph, and draft extend, decode, draft decode on graph
+    # tiers, an idle rank
     out = capsys.readouterr().out
-    assert "corpus: 14 batches over 7 kinds" in out
+    assert "corpus: 16 batches over 8 kinds" in out
     # the per-mode rows: P3 judges no other mode, P5 judged each mode's two batches
-    for mode in ("draft_extend", "decode", "draft_decode"):
+    for mode in ("draft_extend", "decode", "draft_decode", "idle"):
         assert f"{mode:<13}  -   2" in out, out
     assert "judged per mode of the MTP step" in out
     assert PER_KIND["ci"] >= 10 and kinds >= 5

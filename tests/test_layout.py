@@ -169,7 +169,7 @@ SAMPLES = {
     errors.PlotExtraMissing: ("the PNG picture",),
     errors.DeviceUnavailable: ("--device", "cuda", "torch.cuda.is_available() is False"),
     errors.BuilderContractError: ("mypkg:B", "build(inputs)", "a VerifyMetadata", "dict", "wrap the fields"),
-    errors.ModeNotBuilt: ("draft_decode",),
+    errors.ModeNotBuilt: ("spec_v3", ("target_verify", "draft_extend")),
 }
 
 

@@ -28,7 +28,8 @@ def test_a_bug_every_mode_shares_fails_once_per_mode() -> None:
     mode, shrunk in its own focus."""
     run = run_property(P1, mutant_builder("swa_topk_clamp_window_minus_one"), _QUICK)
     modes = [found.batch.mode for found in run.failures]
-    assert modes[0] == "target_verify" and sorted(modes[1:]) == ["decode", "draft_decode", "draft_extend"], modes
+    assert modes[0] == "target_verify" and sorted(modes[1:]) == ["decode", "draft_decode", "draft_extend", "idle"], \
+        modes
     assert all(found.failure.field == "swa_topk_lengths" for found in run.failures)
 
 

@@ -87,7 +87,7 @@ def known_findings(batch: VerifyBatch, upstream) -> dict[str, set[str]]:
     (0.5.18/0.5.19): the c4 plans keep their state in the SWA pool.
     """
     caps = upstream.capabilities
-    if batch.mode in ("decode", "draft_decode"):
+    if batch.mode in ("decode", "draft_decode", "idle"):
         return _decode_findings(batch, caps)
     found: dict[str, set[str]] = {}
     if any(oob_read_count(batch, v) for v in _graph_variants(batch)):
@@ -116,7 +116,7 @@ def _decode_findings(batch: VerifyBatch, caps) -> dict[str, set[str]]:
 
     found: dict[str, set[str]] = {}
     compressed = batch.geometry.compression is not None
-    if batch.mode == "decode" and compressed and not caps.plan_req_ring:
+    if batch.mode != "draft_decode" and compressed and not caps.plan_req_ring:
         found["F11"] = {"c4_decode_plan"}
     if batch.mode == "draft_decode" and not caps.draft_decode_step_offset:
         found["F22"] = {"seq_lens", "seq_lens_casual", "positions_casual", "swa_topk_lengths", "swa_page_indices",

@@ -41,14 +41,17 @@ def reference():
 
 
 def _batch(mode: str, *, graph: GraphTier | None = None, geometry: Geometry = Geometry(), step: int = 1,
-           prefixes: tuple[int, int] = (7, 3)) -> VerifyBatch:
+           prefixes: tuple[int, ...] = (7, 3)) -> VerifyBatch:
     """reference/decode.py's worked example: slots 1 and 2, four draft tokens (three steps; steps 0 and 1 run a
     forward), the shared buffer request-major, each position its own location."""
     width = 12 if geometry.compression is None else 300
     table, full_to_swa = kv_tables(4, width)
     steps = 3 if mode == "draft_decode" else 1
+    if mode == "idle":  # a rank with no request: the tier's pad rows alone
+        prefixes, steps = (), 0
     out = [slot * width + s + j for slot, s in zip((1, 2), prefixes) for j in range(steps)]
-    return VerifyBatch(seq_lens=list(prefixes), req_pool_indices=[1, 2], verify_lens=None, num_draft_tokens=4,
+    return VerifyBatch(seq_lens=list(prefixes), req_pool_indices=[1, 2][:len(prefixes)], verify_lens=None,
+                       num_draft_tokens=4,
                        out_cache_loc=out, req_to_token=table, full_to_swa=full_to_swa, geometry=geometry,
                        graph=graph, mode=mode, draft_step=step if mode == "draft_decode" else None)
 
@@ -58,13 +61,16 @@ def _release_has_step_offset(sglang) -> bool:
     return sglang.inner.upstream.capabilities.draft_decode_step_offset
 
 
-@pytest.mark.parametrize("mode", ["decode", "draft_decode"])
+@pytest.mark.parametrize("mode", ["decode", "draft_decode", "idle"])
 @pytest.mark.parametrize("geometry", [Geometry(), UPSTREAM_GEOMETRY, LOW_RATIOS], ids=["plain", "compressed", "v4.1"])
 @pytest.mark.parametrize("path", ["eager", "graph"])
 def test_upstreams_decode_modes_equal_the_reference_field_for_field(sglang, reference, mode, geometry, path) -> None:
     """Every field the mode has (decode plans, ``swa_out_cache_loc`` and the ring target included), on the
-    dispatcher (eager) and on the runner's padded tier, equals the reference's -- but for what a known finding of
-    the installed release changes, which differs exactly there."""
+    dispatcher (eager), on the runner's padded tier and on an idle rank's replay (upstream's out-graph ``IDLE``
+    branch), equals the reference's -- but for what a known finding of the installed release changes, which differs
+    exactly there."""
+    if mode == "idle" and path == "eager":
+        pytest.skip("an idle rank builds nothing eagerly (upstream's init_forward_metadata returns early)")
     batch = _batch(mode, graph=GraphTier(3, 3) if path == "graph" else None, geometry=geometry)
     got, want = sglang.build(batch, Variant(path)), reference.build(batch, Variant(path))
     known = set().union(*(fields for finding, fields in known_findings(batch, sglang.inner.upstream).items()
@@ -79,13 +85,13 @@ def test_upstreams_decode_modes_equal_the_reference_field_for_field(sglang, refe
     assert got.audit.host_syncs == [] and got.audit.faults == []
 
 
-@pytest.mark.parametrize("mode", ["decode", "draft_decode"])
+@pytest.mark.parametrize("mode", ["decode", "draft_decode", "idle"])
 @pytest.mark.parametrize("step", [0, 1])
 def test_upstreams_recorded_replays_refresh_every_child_that_runs_a_forward(sglang, mode, step) -> None:
     """P5 on upstream's graph phases: the multi-step backend refreshes child 0 out-graph and copies its raw metadata,
     with each child's own row, into children 1 .. steps - 2; every replay equals a fresh build."""
-    if mode == "decode" and step:
-        pytest.skip("decode has no step")
+    if mode != "draft_decode" and step:
+        pytest.skip(f"{mode} has no step")
     batch = _batch(mode, graph=GraphTier(3, 3), geometry=UPSTREAM_GEOMETRY, step=step)
     caps = sglang.inner.upstream.capabilities
     if mode == "draft_decode" and not caps.draft_decode_step_rows:

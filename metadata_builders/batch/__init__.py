@@ -12,6 +12,7 @@ module          what it holds
 ==============  ==============================================================================
 ``model``       :class:`VerifyBatch`: its fields (each with its shape), the sizes derived
                 from them, :meth:`~VerifyBatch.describe`, ``replace``; start here
+``modes``       :data:`MODES`, the builds of one MTP step a batch can be of, and :data:`DECODE_MODES`
 ``parts``       :class:`Geometry` (and its :class:`Compression`), :class:`GraphTier`, :class:`Divergence`
 ``validation``  every cross-field rule a batch keeps, each error naming field and index
 ``schema``      :data:`SCHEMA` and the JSON (``to_dict``/``from_dict``/``to_json``/``from_json``)
@@ -23,8 +24,9 @@ The package knows nothing of the builders (``tests/test_layout.py`` checks it).
 
 from __future__ import annotations
 
-from metadata_builders.batch.model import MODES, VerifyBatch
+from metadata_builders.batch.model import VerifyBatch
+from metadata_builders.batch.modes import DECODE_MODES, MODES
 from metadata_builders.batch.parts import Compression, Divergence, Geometry, GraphTier
 from metadata_builders.batch.schema import SCHEMA
 
-__all__ = ["MODES", "SCHEMA", "Compression", "Divergence", "Geometry", "GraphTier", "VerifyBatch"]
+__all__ = ["DECODE_MODES", "MODES", "SCHEMA", "Compression", "Divergence", "Geometry", "GraphTier", "VerifyBatch"]

@@ -19,29 +19,12 @@ from metadata_builders.batch.schema import (
     batch_to_dict,
     batch_to_json,
 )
+from metadata_builders.batch.modes import DECODE_MODES, MODES, Mode
 from metadata_builders.batch.validation import validate
 from metadata_builders.errors import InvalidBatch
 
-__all__ = ["MODES", "Mode", "VerifyBatch"]
+__all__ = ["VerifyBatch"]
 
-Mode = str
-"""One of :data:`MODES`."""
-
-MODES: tuple[str, ...] = ("target_verify", "draft_extend", "draft_decode", "decode", "idle")
-"""The metadata builds of one MTP step (docs/DESIGN.md section 3, "Beyond target verify").
-
-``target_verify``: the target model verifies each request's draft tokens at positions
-``seq_lens[i] + j`` (uniform or ragged).  ``draft_extend``: the draft model extends every
-request by ``num_draft_tokens`` tokens at the same positions (upstream's
-``init_forward_metadata_draft_extend``, ``num_tokens_per_req``; uniform).  ``draft_decode``:
-one step (``draft_step``) of EAGLE's multi-step draft decode, one token per request at
-position ``seq_lens[i] + draft_step``; ``out_cache_loc`` is the whole shared buffer of the
-``num_draft_tokens - 1`` steps, request-major (upstream's ``per_step_draft_out_cache_loc``).
-``decode``: one token per request at position ``seq_lens[i]``.  ``idle``: a DP rank with no
-request -- no real row, every row of the graph tier a pad row on slot 0.  ``seq_lens`` is
-always the prefix *before* the step's tokens (upstream passes ``seq_lens + n`` to draft
-extend and decode, whose lengths include them).
-"""
 
 
 def _short(values: tuple[int, ...], shown: int = 16) -> str:
@@ -138,7 +121,7 @@ class VerifyBatch:
     def extend_lens(self) -> tuple[int, ...]:
         """(bs,): the step's tokens per real request: verify tokens (uniform or ragged), draft-extend tokens
         (``num_draft_tokens``), or one for a decode step."""
-        if self.mode in ("decode", "draft_decode"):
+        if self.mode in DECODE_MODES:
             return (1,) * self.bs
         if self.verify_lens is None:
             return (self.num_draft_tokens,) * self.bs

@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from metadata_builders.batch.checks import check_int
+from metadata_builders.batch.modes import DECODE_MODES
 from metadata_builders.errors import InvalidBatch
 from metadata_builders.tier import tier_verify_lens
 
@@ -152,7 +153,7 @@ def _validate_graph(batch: VerifyBatch, graph: GraphTier) -> None:
             "graph.graph_num_tokens", None, f">= the real token count {batch.num_real_tokens}", graph.graph_num_tokens
         )
     if batch.verify_lens is None:
-        per_row = 1 if batch.mode in ("decode", "draft_decode", "idle") else batch.num_draft_tokens
+        per_row = 1 if batch.mode in DECODE_MODES else batch.num_draft_tokens
         tier = graph.padded_bs * per_row
         if batch.mode != "target_verify" and graph.graph_num_tokens != tier:
             raise InvalidBatch("graph.graph_num_tokens", None, f"padded_bs*{per_row}={tier} for a {batch.mode} tier "

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Literal
 
-from metadata_builders.batch import VerifyBatch
+from metadata_builders.batch import DECODE_MODES, VerifyBatch
 from metadata_builders.errors import Origin, PropertyFailure
 from metadata_builders.properties._common import Partial
 from metadata_builders.properties.equality import check_p1_reference, check_p3_sync_free, check_p4_gate
@@ -57,7 +57,7 @@ MODE_REASONS: dict[tuple[str, str], str] = {
     ("P6", "draft_extend"): "draft extend's lengths cannot diverge from its count (both are n on every row)",
     ("P10", "draft_extend"): "P10's token model is target verify's; draft extend's SWA stores are not judged yet "
                              "(issue 26)",
-    **{(prop, mode): why.format(mode=mode.replace("_", " ")) for mode in ("decode", "draft_decode") for prop, why in (
+    **{(prop, mode): why.format(mode=mode.replace("_", " ")) for mode in DECODE_MODES for prop, why in (
         ("P2", "{mode} has no mirror knob (the build reads no host length at all)"),
         ("P3", "{mode} has no token map (one token per row)"),
         ("P4", "{mode} has no dspark gate (no token count to trust)"),
@@ -89,13 +89,15 @@ _DRAFT_EXTEND = {"mode": "draft_extend"}
 
 _DECODE = {"mode": "decode"}
 _DRAFT_DECODE = {"mode": "draft_decode"}
+_IDLE = {"mode": "idle"}
+"""A DP rank with no request: the target's decode graph on pad rows alone (graph only, a small batch: cheap)."""
 """The decode modes' focuses.  P7 (the dearest: it captures and replays every graph variant) draws draft decode
 only, whose build is decode's plus the child's step; ``check`` prints P7's decode count as 0, saying so."""
 
 
 PROPERTIES: tuple[PropertySpec, ...] = (
     PropertySpec("P1", "every variant = reference", check_p1_reference,
-                 ({}, {"graph": True, "ragged": True}, {"ragged": False}, _DRAFT_EXTEND, _DECODE, _DRAFT_DECODE),
+                 ({}, {"graph": True, "ragged": True}, {"ragged": False}, _DRAFT_EXTEND, _DECODE, _DRAFT_DECODE, _IDLE),
                  modes=BUILT_MODES),
     PropertySpec("P2", "mirrors agree, only tolist syncs, stale mirrors caught", check_p2_mirror,
                  ({"ragged": False}, {"stale_mirror": True}, {"ragged": False, "compression": True}), _needs_uniform),
@@ -103,15 +105,17 @@ PROPERTIES: tuple[PropertySpec, ...] = (
     PropertySpec("P4", "gate decision table", check_p4_gate, ({},)),
     PropertySpec("P5", "graph = eager, pads inert, replay", check_p5_graph_vs_eager,
                  ({"graph": True}, {"graph": True, "ragged": True}, _DSPARK_UNIFORM_GRAPH,
-                  {**_DRAFT_EXTEND, "graph": True}, {**_DECODE, "graph": True}, {**_DRAFT_DECODE, "graph": True}),
+                  {**_DRAFT_EXTEND, "graph": True}, {**_DECODE, "graph": True}, {**_DRAFT_DECODE, "graph": True},
+                  _IDLE),
                  _needs_graph, modes=BUILT_MODES),
     PropertySpec("P6", "HIP fault model", check_p6_fault_model, ({"divergence": True},)),
     PropertySpec("P7", "sync contract, capture safety", check_p7_capture_safety,
-                 ({}, _DSPARK_UNIFORM_GRAPH, _DRAFT_EXTEND, _DRAFT_DECODE), modes=BUILT_MODES),
-    PropertySpec("P8", "inputs untouched", check_p8_inputs_untouched, ({}, _DRAFT_EXTEND, _DECODE, _DRAFT_DECODE),
+                 ({}, _DSPARK_UNIFORM_GRAPH, _DRAFT_EXTEND, _DRAFT_DECODE, _IDLE), modes=BUILT_MODES),
+    PropertySpec("P8", "inputs untouched", check_p8_inputs_untouched,
+                 ({}, _DRAFT_EXTEND, _DECODE, _DRAFT_DECODE, _IDLE),
                  modes=BUILT_MODES),
     PropertySpec("P9", "no hidden state between builds", check_p9_no_hidden_state,
-                 ({}, _DRAFT_EXTEND, _DECODE, _DRAFT_DECODE),
+                 ({}, _DRAFT_EXTEND, _DECODE, _DRAFT_DECODE, _IDLE),
                  modes=BUILT_MODES),
     PropertySpec("P10", "KV state: stores and reads", check_p10_kv_state,
                  ({}, {"graph": True, "ragged": True}), p10_applies),

@@ -43,6 +43,7 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING
 
+from metadata_builders.batch import DECODE_MODES
 from metadata_builders.metadata import Audit, Decision, VerifyMetadata, fields_for
 from metadata_builders.reference.compressed import RATIOS, compressed_attention, indexer_metadata, sparse_buffers
 from metadata_builders.reference.pipeline import Rows, core_metadata, decode_streams, index_streams
@@ -53,8 +54,6 @@ if TYPE_CHECKING:
 
 __all__ = ["DECODE_MODES", "decode_build", "decode_fields", "decode_plans", "decode_rows", "step_out_cache_loc"]
 
-DECODE_MODES: tuple[str, ...] = ("decode", "draft_decode")
-"""The modes this module builds."""
 
 
 def step_out_cache_loc(batch: VerifyBatch) -> list[int]:
@@ -111,7 +110,7 @@ def decode_fields(batch: VerifyBatch, graph: bool = False) -> dict[str, list]:
     fields: dict[str, list] = {"seq_lens": list(rows.seq_lens)}
     fields.update(core_metadata(batch, rows, list(rows.seq_lens), list(rows.slots)))
     geo = batch.geometry
-    compressed = batch.mode == "decode" and geo.compression is not None
+    compressed = batch.mode != "draft_decode" and geo.compression is not None
     if compressed:
         out = compressed_attention(geo, fields["seq_lens_casual"], fields["raw_out_loc"], fields["page_table"])
         out.update(sparse_buffers(geo, out))

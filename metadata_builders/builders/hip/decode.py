@@ -125,7 +125,7 @@ def from_raw_decode(raw: DecodeState, inputs: VerifyInputs, core: Callable[..., 
                     int(inputs.req_to_token.shape[1]))  # MAX_SEQ_LEN_FOR_CAPTURE: a full-width page table
     fields: dict[str, torch.Tensor] = {"seq_lens": seq_lens, **core(layout, inputs, seq_lens, slots)}
     fields["raw_out_loc"] = raw.out_cache_loc
-    compressed = inputs.mode == "decode" and geo.compression is not None  # a draft worker: need_compress=False
+    compressed = inputs.mode != "draft_decode" and geo.compression is not None  # a draft worker: need_compress off
     if compressed:
         out = compression.compressed_attention(inputs, seq_lens, raw.out_cache_loc, fields["page_table"])
         out.update(compression.sparse_buffers(inputs, out))

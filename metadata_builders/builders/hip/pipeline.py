@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 import torch.nn.functional as F
 
+from metadata_builders.batch import DECODE_MODES
 from metadata_builders.builders.hip import compression
 from metadata_builders.errors import StaleMirror
 from metadata_builders.builders.hip import decode as hip_decode
@@ -384,7 +385,7 @@ class HipBuilder:
     name = "hip"
     padding_convention = "pad_rows_only"
     """A real row never widens (docs/DESIGN.md section 2): the capability the harness judges it by."""
-    modes = ("target_verify", "draft_extend", "decode", "draft_decode")
+    modes = ("target_verify", "draft_extend", "decode", "draft_decode", "idle")
     """The builds of the MTP step it implements (a builder that declares none is judged on target verify only)."""
 
     def __init__(self, device: str | torch.device = "cpu", *, validate_mirror: bool = False) -> None:
@@ -399,7 +400,7 @@ class HipBuilder:
     def build(self, inputs: VerifyInputs) -> VerifyMetadata:
         if inputs.mode == "draft_extend":
             return draft_extend(inputs)
-        if inputs.mode in ("decode", "draft_decode"):
+        if inputs.mode in DECODE_MODES:
             return hip_decode.decode(inputs, core_metadata, index_streams)
         return target_verify(inputs, check_mirror=self.validate_mirror)
 
@@ -419,7 +420,7 @@ class HipBuilder:
             return DraftExtendState({name: t.clone() for name, t in draft_extend(inputs).fields.items()})
         if inputs.mode == "draft_decode":
             return hip_decode.multi_step_state(inputs)
-        if inputs.mode == "decode":
+        if inputs.mode in ("decode", "idle"):
             raw = hip_decode.raw_decode(inputs)
             return DecodeState(raw.req_pool_indices.clone(), raw.seq_lens.clone(), raw.out_cache_loc.clone())
         rows, tokens, device = inputs.rows, inputs.padded_num_tokens, inputs.seq_lens.device
@@ -444,7 +445,7 @@ class HipBuilder:
         """
         if inputs.mode == "draft_extend":
             return self._draft_extend_out_graph(inputs)
-        if inputs.mode in ("decode", "draft_decode"):
+        if inputs.mode in DECODE_MODES:
             return self._decode_out_graph(inputs)
         graphs, key = _captured_tiers(inputs), graph_key(inputs)
         if key not in graphs:  # upstream on a miss: a new metadata object, stored under the key

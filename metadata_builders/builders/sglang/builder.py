@@ -33,6 +33,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from metadata_builders.audit import launch_memo
+from metadata_builders.batch import DECODE_MODES
 from metadata_builders.errors import InvalidVariant
 from metadata_builders.builders.sglang import decode, graph
 from metadata_builders.builders.sglang.compression import unobservable
@@ -75,7 +76,7 @@ class SGLangBuilder:
     name = "sglang"
     upstream_code = True
     """Upstream's own code (a capability: known findings may name its failures)."""
-    modes = ("target_verify", "draft_extend", "decode", "draft_decode")
+    modes = ("target_verify", "draft_extend", "decode", "draft_decode", "idle")
     """The builds of the MTP step it drives upstream's entry points for (0.5.18+ have all four: :mod:`.decode` drives
     the decode modes)."""
     padding_convention = "full_coverage"
@@ -116,7 +117,7 @@ class SGLangBuilder:
         with PATCH_LOCK, upstream_patched(self.upstream, inputs), kernel_routes(self.upstream, inputs, self.kernels):
             if inputs.mode == "draft_extend":
                 return draft_extend(self.upstream, inputs, self.device)
-            if inputs.mode in decode.DECODE_MODES:
+            if inputs.mode in DECODE_MODES:
                 return decode.decode(self.upstream, inputs, self.device)
             return target_verify(self.upstream, inputs, self.device)
 
@@ -159,7 +160,7 @@ class SGLangBuilder:
 def _phases(inputs: VerifyInputs) -> Any:
     """The module of the call's graph phases: the decode modes' (:mod:`.decode`), or target verify's and draft
     extend's (:mod:`.graph`)."""
-    return decode if inputs.mode in decode.DECODE_MODES else graph
+    return decode if inputs.mode in DECODE_MODES else graph
 
 
 def torch_route(device: str | torch.device = "cpu") -> SGLangBuilder:

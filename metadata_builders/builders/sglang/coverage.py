@@ -38,6 +38,8 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from metadata_builders.batch import DECODE_MODES
+
 __all__ = ["DECODE_HARNESS_FIELDS", "HARNESS_FIELDS", "WHY", "Coverage", "by_mode", "coverage", "coverage_of",
            "recording", "report_lines", "upstream_fields"]
 
@@ -180,7 +182,7 @@ def coverage(md: Any, reported: Iterable[str], why_missing: Mapping[str, str] | 
     (``compression.unobservable``); otherwise a mapped field left out says so.  ``mode``: a decode mode's plans
     and paged SWA target map to its own fields (:data:`DECODE_HARNESS_FIELDS`).
     """
-    harness_fields = {**HARNESS_FIELDS, **DECODE_HARNESS_FIELDS} if mode in ("decode", "draft_decode") \
+    harness_fields = {**HARNESS_FIELDS, **DECODE_HARNESS_FIELDS} if mode in DECODE_MODES \
         else HARNESS_FIELDS
     reported = set(reported)
     why_missing = why_missing or {}

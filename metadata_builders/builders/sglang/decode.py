@@ -37,6 +37,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
+from metadata_builders.batch import DECODE_MODES
 from metadata_builders.errors import UpstreamNotFound
 from metadata_builders.metadata import FIELDS, Decision, VerifyMetadata, fields_for
 from metadata_builders.builders.sglang.compression import unobservable
@@ -62,9 +63,8 @@ if TYPE_CHECKING:
     from metadata_builders.harness.inputs import VerifyInputs
     from metadata_builders.builders.sglang.releases import Upstream
 
-__all__ = ["DECODE_MODES", "decode", "graph_state", "in_graph", "out_graph", "read_decode"]
+__all__ = ["decode", "graph_state", "in_graph", "out_graph", "read_decode"]
 
-DECODE_MODES = ("decode", "draft_decode")
 
 _MULTI_STEP = "DeepseekV4MultiStepBackend"
 
@@ -120,10 +120,14 @@ def _built(backend: Any, inputs: VerifyInputs) -> Any:
     return backend.attn_backends[inputs.draft_step] if inputs.mode == "draft_decode" else backend
 
 
-def _forward_batch(up: Upstream, inputs: VerifyInputs, built: Any, mirror: Any, **extra: Any) -> Any:
+def _forward_batch(up: Upstream, inputs: VerifyInputs, built: Any, mirror: Any, *, capture: bool = False,
+                   **extra: Any) -> Any:
+    """What the runner hands the backend: an idle rank's batch is ``IDLE`` (its replay of the decode graph), a
+    capture's ``DECODE``."""
     import torch
 
-    mode = up.backend_module.ForwardMode.DECODE
+    modes = up.backend_module.ForwardMode
+    mode = modes.IDLE if inputs.mode == "idle" and not capture else modes.DECODE
     total = None if inputs.seq_lens_cpu is None else sum(inputs.seq_lens_cpu)
     if mirror is None and inputs.seq_lens_cpu is not None:
         mirror = torch.tensor(inputs.seq_lens_cpu, dtype=torch.int64)
@@ -137,14 +141,20 @@ def _forward_batch(up: Upstream, inputs: VerifyInputs, built: Any, mirror: Any, 
 
 
 def decode(up: Upstream, inputs: VerifyInputs, device: Any) -> VerifyMetadata:
-    """An eager build of a decode mode: upstream's dispatcher, ``init_forward_metadata(forward_batch)``, on the
-    target's backend or on the child; directly (``init_forward_metadata_decode``, then the in-graph block) where the
-    dispatcher asserts against the geometry (``page_size % 128 != 0``)."""
+    """A build of a decode mode: upstream's dispatcher, ``init_forward_metadata(forward_batch)``, on the target's
+    backend or on the child; directly (``init_forward_metadata_decode``, then the in-graph block) where the
+    dispatcher asserts against the geometry (``page_size % 128 != 0``).  An idle rank's build is its graph replay:
+    the dispatcher returns early on it (``mtp_enabled``), the out-graph phase substitutes pad rows."""
     seen: dict[str, dict[str, Any]] = {}
     backend = (_multi_step if inputs.mode == "draft_decode" else _target_backend)(up, inputs, device, seen)
     built = _built(backend, inputs)
     batch = _forward_batch(up, inputs, built, None)
-    if inputs.geometry.page_size % 128 == 0:
+    if inputs.mode == "idle":
+        entry = "init_forward_metadata_out_graph"
+        built.init_cuda_graph_state(max_bs=inputs.rows, max_num_tokens=inputs.padded_num_tokens)
+        built.init_forward_metadata_out_graph(batch)
+        built.init_forward_metadata_in_graph(batch)
+    elif inputs.geometry.page_size % 128 == 0:
         entry = "init_forward_metadata"
         built.init_forward_metadata(batch)
     else:
@@ -156,9 +166,12 @@ def decode(up: Upstream, inputs: VerifyInputs, device: Any) -> VerifyMetadata:
     md = built.forward_metadata
     metadata = read_decode(md, seen, inputs.geometry, inputs.mode, _missing(up, inputs))
     compression = inputs.geometry.compression
-    low = inputs.mode == "decode" and up.capabilities.low_ratios and compression is not None and compression.low_ratios
+    low = inputs.mode != "draft_decode" and up.capabilities.low_ratios and compression is not None and \
+        compression.low_ratios
     why = {**(_LOW_RATIOS_NOT_JUDGED if low else {}), **dict.fromkeys(metadata.not_observable, "not built by upstream"),
            **streams_unobservable(inputs.geometry, metadata.not_observable)}
+    if compression is None and up.capabilities.forced_compression:  # 0.5.18-0.5.20: the stubs of forced compression
+        why.update(unobservable(inputs.geometry, False))
     if inputs.mode == "draft_decode" and up.capabilities.forced_compression and compression is not None:
         extra = set(fields_for(inputs.geometry, "decode")) - set(fields_for(inputs.geometry, "draft_decode"))
         why.update(dict.fromkeys(extra, _DRAFT_COMPRESSES))
@@ -183,7 +196,7 @@ def _step_out_cache_loc(up: Upstream, child: Any, inputs: VerifyInputs) -> Any:
 
 def _missing(up: Upstream, inputs: VerifyInputs) -> dict[str, str] | None:
     geo = inputs.geometry
-    if inputs.mode != "decode" or geo.compression is None:
+    if inputs.mode == "draft_decode" or geo.compression is None:
         return None
     return unobservable(geo, up.capabilities.low_ratios)
 
@@ -213,7 +226,7 @@ def read_decode(md: Any, seen: dict[str, dict[str, Any]], geometry: Any, mode: s
     }
     fields.update(decode_streams(unified, geometry)[0])
     names = fields_for(geometry, mode)
-    if mode == "decode" and geometry.compression is not None:
+    if mode != "draft_decode" and geometry.compression is not None:  # a draft child compresses nothing
         fields.update(compression_fields(md))
         for ratio in (4, 128):
             plan = getattr(md, f"c{ratio}_compress_metadata", None)
@@ -264,7 +277,7 @@ def out_graph(builder: Any, state: UpstreamGraph, inputs: VerifyInputs) -> Decis
     if inputs.seq_lens_cpu is not None:
         state.mirror.copy_(torch.tensor(inputs.seq_lens_cpu, dtype=torch.int64))
     state.forward_batch = _forward_batch(builder.upstream, inputs, None, state.mirror if inputs.seq_lens_cpu
-                                         is not None else None, positions=state.positions)
+                                         is not None else None, capture=not state.captured, positions=state.positions)
     with _phase(builder, inputs):
         state.backend.init_forward_metadata_out_graph(state.forward_batch, in_capture=not state.captured)
     state.captured = True
