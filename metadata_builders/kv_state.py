@@ -13,7 +13,8 @@ lives in row ``s * ring_size + p % ring_size`` (the pool's addressing: upstream'
 **Who is real** comes from the batch alone (never from the build): tokens are laid
 out row after row, real rows first, so real token ``j`` of request ``i`` is token
 ``sum(extend_lens[:i]) + j`` on every path and under every tier padding convention,
-at position ``seq_lens[i] + j``.  Every later token is padding: a pad row's (slot 0),
+at position ``first_positions[i] + j`` (``seq_lens[i] + j``; a draft-decode step's token sits ``draft_step``
+further: the steps before it wrote theirs).  Every later token is padding: a pad row's (slot 0),
 slack a real row absorbed (that row's slot) or an uncovered tail (slot 0), as the
 builder's declared convention lays the tier out (:func:`metadata_builders.tier.tier_verify_lens`).
 
@@ -37,13 +38,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Literal
 
+from metadata_builders.batch.modes import DECODE_MODES
 from metadata_builders.tier import Padding, tier_verify_lens
 
 if TYPE_CHECKING:
     from metadata_builders.batch import VerifyBatch
 
 __all__ = ["Ring", "StateRing", "Store", "Token", "compressed_row", "layout_tokens", "paged_tables", "ring_unfit",
-           "state_live_from", "state_unfit", "state_window", "swa_stores", "unpaged_slots"]
+           "state_live_from", "state_unfit", "state_window", "step_locations", "step_width", "swa_stores",
+           "unpaged_slots"]
 
 TokenKind = Literal["real", "pad row", "absorbed", "tail"]
 
@@ -73,6 +76,11 @@ class Token:
         return f"token {self.index} ({where}: not a real token)"
 
 
+def step_width(batch: VerifyBatch) -> int:
+    """Tokens a request stores at this step: its verify (or draft-extend) tokens, one in the decode modes."""
+    return 1 if batch.mode in DECODE_MODES else batch.num_draft_tokens
+
+
 def layout_tokens(batch: VerifyBatch, graph: bool, padding: Padding) -> list[Token]:
     """Every token of the eager layout (``graph=False``: the real ones) or of the graph tier, in order."""
     lens = list(batch.extend_lens)
@@ -81,7 +89,7 @@ def layout_tokens(batch: VerifyBatch, graph: bool, padding: Padding) -> list[Tok
     tier = batch.graph
     if graph and tier is not None:
         total = tier.graph_num_tokens
-        rows = ([batch.num_draft_tokens] * tier.padded_bs if batch.verify_lens is None else
+        rows = ([step_width(batch)] * tier.padded_bs if batch.verify_lens is None else
                 tier_verify_lens(lens, tier.padded_bs, tier.graph_num_tokens, tier.cap, padding))
     tokens: list[Token] = []
     for row, width in enumerate(rows):
@@ -90,7 +98,7 @@ def layout_tokens(batch: VerifyBatch, graph: bool, padding: Padding) -> list[Tok
         for j in range(width):
             index = len(tokens)
             if j < real:
-                tokens.append(Token(index, "real", slot, row, batch.seq_lens[row] + j))
+                tokens.append(Token(index, "real", slot, row, batch.first_positions[row] + j))
             else:
                 tokens.append(Token(index, "absorbed" if row < batch.bs else "pad row", slot, row, None))
     tokens += [Token(i, "tail", 0, None, None) for i in range(len(tokens), total)]
@@ -100,10 +108,11 @@ def layout_tokens(batch: VerifyBatch, graph: bool, padding: Padding) -> list[Tok
 def ring_unfit(batch: VerifyBatch) -> str | None:
     """Why the batch's ring cannot hold a step's live window (None: it can)."""
     geo = batch.geometry
-    need = geo.swa_window + batch.num_draft_tokens - 1
+    need = geo.swa_window + step_width(batch) - 1
     if geo.ring_size < need:
-        return (f"ring_size {geo.ring_size} < swa_window + num_draft_tokens - 1 = {need}: the ring cannot hold a "
-                "step's window (upstream sizes it so)")
+        tokens = "num_draft_tokens" if batch.mode not in DECODE_MODES else "1 (a decode step's token)"
+        return (f"ring_size {geo.ring_size} < swa_window + {tokens} - 1 = {need}: the ring cannot hold a step's "
+                "window (upstream sizes it so)")
     return None
 
 
@@ -130,14 +139,14 @@ class Ring:
     def history(self) -> dict[int, Holder]:
         """Rows holding each request's window before the step: positions ``L - w + 1 .. L - 1``."""
         held: dict[int, Holder] = {}
-        for i, prefix in enumerate(self.batch.seq_lens):
+        for i, prefix in enumerate(self.batch.first_positions):
             held.update(self._span(i, prefix - self.window + 1, prefix))
         return held
 
     def live(self) -> dict[int, Holder]:
         """Rows a real request reads at this step or its next decode step, and what each must hold."""
         live: dict[int, Holder] = {}
-        for i, (prefix, width) in enumerate(zip(self.batch.seq_lens, self.batch.extend_lens)):
+        for i, (prefix, width) in enumerate(zip(self.batch.first_positions, self.batch.extend_lens)):
             live.update(self._span(i, prefix - self.window + 1, prefix + width))
         return live
 
@@ -213,6 +222,16 @@ def swa_stores(fields: dict[str, Any], tokens: list[Token], ring: Ring,
 # -- the compressed pools (c4, c128): a group's entry is stored by the token that completes it ------------------
 
 
+def step_locations(batch: VerifyBatch) -> list[int]:
+    """The full pool location the caller allocated each real token of the step: ``out_cache_loc``, or a draft-decode
+    step's row of the shared buffer (entry ``i * steps + draft_step``, request-major)."""
+    if batch.mode != "draft_decode":
+        return list(batch.out_cache_loc)
+    steps, step = batch.num_draft_steps, batch.draft_step
+    assert step is not None
+    return [batch.out_cache_loc[i * steps + step] for i in range(batch.bs)]
+
+
 def unpaged_slots(batch: VerifyBatch) -> dict[int, str]:
     """The request slots whose compressed pools' addressing cannot be derived from the table, each with why.
 
@@ -225,7 +244,8 @@ def unpaged_slots(batch: VerifyBatch) -> dict[int, str]:
     page = batch.geometry.page_size
     why: dict[int, str] = {}
     token = 0
-    for i, (slot, prefix, width) in enumerate(zip(batch.req_pool_indices, batch.seq_lens, batch.extend_lens)):
+    locations = step_locations(batch)
+    for i, (slot, prefix, width) in enumerate(zip(batch.req_pool_indices, batch.first_positions, batch.extend_lens)):
         row = batch.req_to_token[slot][: prefix + width]
         for start in range(0, len(row), page):
             chunk = row[start:start + page]
@@ -233,7 +253,7 @@ def unpaged_slots(batch: VerifyBatch) -> dict[int, str]:
                 why.setdefault(slot, f"req_to_token[{slot}] is not page-contiguous at column {start}")
                 break
         for j in range(width):
-            if slot not in why and batch.out_cache_loc[token + j] != batch.req_to_token[slot][prefix + j]:
+            if slot not in why and locations[token + j] != batch.req_to_token[slot][prefix + j]:
                 why[slot] = f"out_cache_loc[{token + j}] is not req_to_token's entry of its position"
         token += width
     return why
@@ -268,7 +288,7 @@ def state_unfit(batch: VerifyBatch, ratio: int) -> str | None:
     """
     assert batch.geometry.compression is not None
     ring = batch.geometry.compression.ring_size(ratio)
-    need = state_window(ratio) + batch.num_draft_tokens - 2
+    need = state_window(ratio) + step_width(batch) - 2
     if ring < need:
         return (f"c{ratio}_ring_size {ring} < window {state_window(ratio)} + num_draft_tokens - 2 = {need}: "
                 "the state ring cannot hold a step's live states")
@@ -307,7 +327,7 @@ class StateRing:
         out: dict[int, Holder] = {}
         b = self.batch
         for i in range(b.bs):
-            slot, prefix = b.req_pool_indices[i], b.seq_lens[i]
+            slot, prefix = b.req_pool_indices[i], b.first_positions[i]
             for p in range(state_live_from(prefix, self.ratio), prefix + b.extend_lens[i]):
                 out[self.row(slot, p)] = (slot, p)
         return out

@@ -121,7 +121,7 @@ def test_the_properties_judge_the_decode_modes_or_say_why_not(mode: str) -> None
     hip = get_builder("hip")
     batch = _batch(mode, geometry=COMPRESSED)
     judged = {spec.name for spec in PROPERTIES if mode in spec.modes}
-    assert judged == {"P1", "P5", "P7", "P8", "P9"}
+    assert judged == {"P1", "P5", "P7", "P8", "P9", "P10"}
     for spec in PROPERTIES:
         v = verdict(spec, hip, batch)
         if spec.name in judged:
@@ -193,7 +193,7 @@ def test_the_properties_judge_an_idle_rank_or_say_why_not() -> None:
     for spec in PROPERTIES:
         v = verdict(spec, hip, _idle())
         if "idle" in spec.modes:
-            assert spec.name in {"P1", "P5", "P7", "P8", "P9"} and v.status == "held", (spec.name, v)
+            assert spec.name in {"P1", "P5", "P7", "P8", "P9", "P10"} and v.status == "held", (spec.name, v)
         else:
             assert v.status == "not applicable" and "idle" in v.why, (spec.name, v)
 
@@ -205,3 +205,16 @@ def test_drawn_idle_batches_build_alike(batch: VerifyBatch) -> None:
     assert variants_for(batch) == [Variant("graph")]
     assert get_builder("hip").build(batch, Variant("graph")).fields == \
         get_builder("reference").build(batch, Variant("graph")).fields
+
+
+def test_p10_judges_what_a_draft_step_stores_where_the_reference_would_too() -> None:
+    """A draft-decode child that misses its step offset stores its token's K one position early: P10 sees the ring
+    row the step's own token should hold left empty, whatever the reference says (``p10.live_row_lost``)."""
+    from metadata_builders.properties.kv import check_p10_kv_state
+    from metadata_builders.errors import PropertyFailure
+    from metadata_builders.tools.mutants import mutant_builder
+
+    with pytest.raises(PropertyFailure) as info:
+        check_p10_kv_state(mutant_builder("draft_decode_step_offset_off_by_one"), _batch())
+    assert info.value.check == "p10.live_row_lost" and info.value.field == "swa_loc"
+    check_p10_kv_state(get_builder("hip"), _batch())

@@ -13,7 +13,7 @@ from collections import Counter
 from typing import Any, Callable
 
 from metadata_builders.kv_state import (Ring, StateRing, Store, Token, compressed_row, layout_tokens, ring_unfit,
-                                        state_unfit, swa_stores, unpaged_slots)
+                                        state_unfit, step_locations, swa_stores, unpaged_slots)
 from metadata_builders.batch import VerifyBatch
 from metadata_builders.properties._common import Partial, _clean, _fail, _padding, _variants, tally
 from metadata_builders.variants import Variant
@@ -63,7 +63,8 @@ def judge_build(variant: Variant, batch: VerifyBatch, fields: dict[str, Any], pa
         if writes and writes[0].field == "verify_store_state_slot":  # say whether the kernel or the model was judged
             tally("P10 stores", **({"kernel": 1} if writes[0].by_kernel else
                                    {"model": 1, "kernel_declined": int(kernel is not None)}))
-        _judge(variant, ring, tokens, consumer, writes, fields)
+        if writes:  # the fp8 store is modelled for real tokens only: an idle rank's has none
+            _judge(variant, ring, tokens, consumer, writes, fields)
     unpaged = unpaged_slots(batch)  # the requests whose table rows the model cannot address: one scan per build
     _full_pool(variant, batch, tokens, fields)
     _page_reads(variant, batch, tokens, fields, unpaged)
@@ -89,6 +90,10 @@ def _compressor_states(variant: Variant, batch: VerifyBatch, tokens: list[Token]
     for ratio in (4, 128):
         name = f"c{ratio}_write_plan"
         plan = fields.get(name)
+        if plan is None and f"c{ratio}_decode_plan" in fields:
+            # a decode step: every row's token writes its state at the plan's write_loc (PlanD's second word)
+            name = f"c{ratio}_decode_plan"
+            plan = [[t, entry[1]] for t, entry in enumerate(fields[name])]
         if plan is None:
             continue
         why = state_unfit(batch, ratio)
@@ -146,7 +151,7 @@ def _full_pool(variant: Variant, batch: VerifyBatch, tokens: list[Token], fields
     if locs is None:
         return
     pool = len(batch.full_to_swa) - 1  # one entry per full location, then the -1 sentinel
-    real = iter(batch.out_cache_loc)
+    real = iter(step_locations(batch))
     writers: dict[int, Token] = {}
     for tok, loc in zip(tokens, map(int, locs)):
         if not 0 <= loc < pool:
@@ -302,7 +307,7 @@ def _compressed(variant: Variant, batch: VerifyBatch, tokens: list[Token], field
 
 def _judge(variant: Variant, ring: Ring, tokens: list[Token], consumer: str, writes: list[Store],
            fields: dict[str, Any]) -> None:
-    field = writes[0].field  # a consumer stores for every real token at least: never empty
+    field = writes[0].field  # a consumer stores for every real token at least (judge_build skips an empty one)
     if len(writes) < sum(t.real for t in tokens) or (field == "swa_loc" and len(fields[field]) != len(tokens)):
         raise _fail("P10", variant, f"{consumer}: {len(fields[field])} store rows for a layout of {len(tokens)} "
                     "tokens", field=field, expected=len(tokens), actual=len(fields[field]), check="p10.store_rows")

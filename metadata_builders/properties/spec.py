@@ -62,8 +62,6 @@ MODE_REASONS: dict[tuple[str, str], str] = {
         ("P3", "{mode} has no token map (one token per row)"),
         ("P4", "{mode} has no dspark gate (no token count to trust)"),
         ("P6", "{mode} has no lengths that can diverge from a host count (one token per row, no count)"),
-        ("P10", "P10's token model is target verify's; {mode}'s paged SWA and compressor-state stores are not "
-                "judged yet (issue 26)"),
     )},
 }
 """Why a property does not judge a mode, by (property, mode): what the run prints for it."""
@@ -118,7 +116,8 @@ PROPERTIES: tuple[PropertySpec, ...] = (
                  ({}, _DRAFT_EXTEND, _DECODE, _DRAFT_DECODE, _IDLE),
                  modes=BUILT_MODES),
     PropertySpec("P10", "KV state: stores and reads", check_p10_kv_state,
-                 ({}, {"graph": True, "ragged": True}), p10_applies),
+                 ({}, {"graph": True, "ragged": True}, _DECODE, {**_DRAFT_DECODE, "graph": True}, _IDLE), p10_applies,
+                 modes=("target_verify", *DECODE_MODES)),
 )
 
 def batches_for(prop: str, modes: tuple[str, ...] = ("target_verify",)) -> Any:

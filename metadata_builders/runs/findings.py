@@ -117,8 +117,10 @@ def _f11(seen: Seen, batch: VerifyBatch) -> bool:
 
 
 _DRAFT_DECODE_ROWS = ("seq_lens", "seq_lens_casual", "positions_casual", "swa_topk_lengths", "swa_page_indices",
-                      "swa_loc", "swa_indptr", "swa_indices", "hca_indptr", "hca_indices", "csa_indptr", "csa_indices")
-"""What a draft-decode child's lengths reach: every field built from ``seq_lens_casual``."""
+                      "swa_loc", "swa_indptr", "swa_indices", "hca_indptr", "hca_indices", "csa_indptr", "csa_indices",
+                      "page_table")
+"""What a draft-decode child's lengths reach: every field built from ``seq_lens_casual`` (P10: the ring rows its
+token stores and reads, the pages it reads)."""
 
 
 def _f22(seen: Seen, batch: VerifyBatch) -> bool:
@@ -264,7 +266,7 @@ FINDINGS: tuple[Finding, ...] = (
             "0.5.18/0.5.19: the c4 compress state lives in the SWA pool (no per-request ring), so their c4 plans "
             "(prefill and decode) differ from the reference (0.5.20+ semantics) on every compressed batch, and P10, "
             "which judges the per-request state ring, finds their c4 write plans in another request's rows"),
-    Finding("F22", ("P1", "P5"), _f22,
+    Finding("F22", ("P1", "P5", "P10"), _f22,
             "0.5.18/0.5.19: a multi-step draft-decode child builds the accepted prefix's lengths, not prefix + step "
             "+ 1: each draft token attends without itself and the draft tokens before it (fixed in 0.5.20)"),
     Finding("F23", ("P5",), _f23,
