@@ -55,8 +55,8 @@ MODE_REASONS: dict[tuple[str, str], str] = {
                             "(P1 judges any fault the HIP model sees)",
     ("P4", "draft_extend"): "draft extend has no dspark gate (exact_num_tokens is True on every path)",
     ("P6", "draft_extend"): "draft extend's lengths cannot diverge from its count (both are n on every row)",
-    ("P10", "draft_extend"): "P10's token model is target verify's; draft extend's SWA stores are not judged yet "
-                             "(issue 26)",
+    ("P10", "draft_extend"): "draft extend stores its SWA K through the unified prefill store (pf_state_slot, "
+                             "pf_final_pos), a consumer P10 does not model yet",
     **{(prop, mode): why.format(mode=mode.replace("_", " ")) for mode in DECODE_MODES for prop, why in (
         ("P2", "{mode} has no mirror knob (the build reads no host length at all)"),
         ("P3", "{mode} has no token map (one token per row)"),

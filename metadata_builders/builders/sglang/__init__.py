@@ -20,10 +20,12 @@ carries only the attributes those methods read.  Supported: SGLang 0.5.18 ..
 | :mod:`.double` | the backend double, its stubs and spies |
 | :mod:`.compression` | compression on the double (``geometry.compression``): attributes, routes, what is not observable |
 | :mod:`.plan_kernel` | the CPU model of the compress-plan kernel (``c_plan.cuh``), and reading its plans |
+| :mod:`.plan_decode` | the CPU model of its decode planner (``plan_decode``), and the module both models make |
 | :mod:`.routing` | the kernel routes: ``triton`` (as a GPU runs them) and ``torch`` (upstream's CPU fallbacks) |
 | :mod:`.reading` | upstream's metadata and stage arguments as the harness's fields |
 | :mod:`.coverage` | fields upstream filled, fields judged, why not the rest (:func:`coverage_of`) |
 | :mod:`.consumers` | upstream's store kernels run on id-valued pools, for P10 (``store_swa_into_unified``) |
+| :mod:`.decode` | the decode modes: the dispatcher, ``DeepseekV4MultiStepBackend``'s children, their graph phases |
 | :mod:`.builder` | :class:`SGLangBuilder`: one call of the entry point per build |
 
 The adapter does not drive the audit: the harness runs it under the audit like
