@@ -89,8 +89,8 @@ _DECODE = {"mode": "decode"}
 _DRAFT_DECODE = {"mode": "draft_decode"}
 _IDLE = {"mode": "idle"}
 """A DP rank with no request: the target's decode graph on pad rows alone (graph only, a small batch: cheap)."""
-"""The decode modes' focuses.  P7 (the dearest: it captures and replays every graph variant) draws draft decode
-only, whose build is decode's plus the child's step; ``check`` prints P7's decode count as 0, saying so."""
+"""The decode modes' focuses (every property that judges a mode draws each: a draft child compresses nothing, so
+decode's compressed in-graph build -- its decode plans -- is not draft decode's)."""
 
 
 PROPERTIES: tuple[PropertySpec, ...] = (
@@ -108,7 +108,7 @@ PROPERTIES: tuple[PropertySpec, ...] = (
                  _needs_graph, modes=BUILT_MODES),
     PropertySpec("P6", "HIP fault model", check_p6_fault_model, ({"divergence": True},)),
     PropertySpec("P7", "sync contract, capture safety", check_p7_capture_safety,
-                 ({}, _DSPARK_UNIFORM_GRAPH, _DRAFT_EXTEND, _DRAFT_DECODE, _IDLE), modes=BUILT_MODES),
+                 ({}, _DSPARK_UNIFORM_GRAPH, _DRAFT_EXTEND, _DECODE, _DRAFT_DECODE, _IDLE), modes=BUILT_MODES),
     PropertySpec("P8", "inputs untouched", check_p8_inputs_untouched,
                  ({}, _DRAFT_EXTEND, _DECODE, _DRAFT_DECODE, _IDLE),
                  modes=BUILT_MODES),

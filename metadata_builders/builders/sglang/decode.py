@@ -1,5 +1,5 @@
-"""The decode modes on upstream: ``decode`` (the target's one-token step) and ``draft_decode`` (EAGLE's
-multi-step draft, ``DeepseekV4MultiStepBackend``), eager and as the graph runner runs them.
+"""The decode modes on upstream: ``decode`` (the target's one-token step), ``draft_decode`` (EAGLE's multi-step
+draft, ``DeepseekV4MultiStepBackend``) and ``idle`` (a rank with no request), eager and as the graph runner runs them.
 
 Both build through the same three upstream pieces (0.5.18-0.5.23): ``init_forward_metadata_decode`` keeps the
 raw inputs (``DSV4RawDecodeMetadata``), ``make_forward_metadata_from_raw_decode`` builds every field from them,
@@ -20,6 +20,10 @@ out-graph          ``init_forward_metadata_out_graph``         the multi-step ba
 in-graph           ``init_forward_metadata_in_graph``: the     child ``s``'s (the multi-step loop runs every
                    upgrade, recorded                           child's; only ``s``'s is read)
 =================  ==========================================  ==================================================
+
+``idle`` is the target's decode graph on an idle rank: captured as ``DECODE``, replayed as ``IDLE`` (out-graph
+substitutes ``seq_lens`` 1, slot 0, location 0); its direct build is one such out-graph and in-graph call, since
+upstream's dispatcher returns early on an idle batch when MTP is on.
 
 A child is a draft worker (``is_draft_worker``: ``need_compress`` off, no compressed pool) with
 ``speculative_step_id = s``, ``topk = 1`` and ``speculative_num_steps = num_draft_tokens - 1``; the target's
