@@ -279,6 +279,19 @@ def test_both_f2c_batches_are_labelled_f2c() -> None:
         assert known_finding(Seen("P1", "p1.fault_on_clean", "audit.faults"), batch) is None  # a write is no F2c
 
 
+def test_a_stale_length_reaching_the_decode_streams_is_f8_only_under_divergence() -> None:
+    """The streams' segments read back leave their buffer (the reader raises in ``canonical_streams``): F8 on a
+    diverged batch, for P6 and P8 (which build it diverged); on a clean batch it is a new failure, not F8."""
+    from metadata_builders.runs.findings import Seen, known_finding
+
+    batch = next(b for b in build_corpus([p for p in PROPERTIES if p.name == "P6"], 10) if b.divergence is not None)
+    raised = ("ValueError", "metadata_builders/reference/streams.py", 231, "canonical_streams")
+    assert known_finding(Seen("P8", "raised", origin=raised), batch) == "F8"
+    assert known_finding(Seen("P6", "raised", origin=raised), batch) == "F8"
+    assert known_finding(Seen("P8", "raised", origin=raised), batch.without_divergence()) is None
+    assert known_finding(Seen("P1", "raised", origin=raised), batch) is None  # P1 judges it without the divergence
+
+
 def test_f11_is_known_only_where_the_installed_release_keeps_c4_state_in_the_swa_pool(monkeypatch) -> None:
     """A c4 plan difference is F11 on 0.5.18/0.5.19 (their semantics); on any later release it is a bug."""
     import metadata_builders.runs.findings as findings

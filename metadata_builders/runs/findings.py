@@ -100,6 +100,12 @@ def _f7(seen: Seen, batch: VerifyBatch) -> bool:
         seen.check == "p6.oob_read" or seen.where == "expand_prefill_causally")
 
 
+def _f8(seen: Seen, batch: VerifyBatch) -> bool:
+    # A stale extend length reaching build_decode_streams: its indptr and indices no longer describe one another,
+    # and reading them as per-token segments finds one that leaves the buffer (where the kernel wrote out of bounds).
+    return seen.check == "raised" and seen.function == "canonical_streams" and batch.divergence is not None
+
+
 def _f9(seen: Seen, batch: VerifyBatch) -> bool:
     return seen.check == "p6.planner_overflow" and batch.divergence is not None
 
@@ -235,6 +241,9 @@ FINDINGS: tuple[Finding, ...] = (
     Finding("F7", ("P6",), _f7,
             "a stale extend-length copy reaches ExpandPrefillCausally too; get_swa_page_indices then reads "
             "req_to_token out of bounds at the table edge, synced token map or not"),
+    Finding("F8", ("P6", "P8"), _f8,
+            "a stale extend length reaches build_decode_streams, whose indptr then describes segments outside its "
+            "index buffer (on a GPU an out-of-bounds write; on CPU, a zero-token row aborts the process)"),
     Finding("F9", ("P6",), _f9,
             "0.5.21+: the graph path plans compression from device extend lengths; a stale copy summing past the "
             "tier makes kernel0 write plan entries past its num_q_tokens buffers (the dspark gate covers the token "
