@@ -45,7 +45,7 @@ if TYPE_CHECKING:
     from metadata_builders.batch import VerifyBatch
 
 __all__ = ["Ring", "StateRing", "Store", "Token", "compressed_row", "layout_tokens", "paged_tables", "ring_unfit",
-           "state_live_from", "state_unfit", "state_window", "step_locations", "step_width", "swa_stores",
+           "state_live_from", "state_unfit", "state_window", "step_width", "swa_stores",
            "unpaged_slots"]
 
 TokenKind = Literal["real", "pad row", "absorbed", "tail"]
@@ -222,16 +222,6 @@ def swa_stores(fields: dict[str, Any], tokens: list[Token], ring: Ring,
 # -- the compressed pools (c4, c128): a group's entry is stored by the token that completes it ------------------
 
 
-def step_locations(batch: VerifyBatch) -> list[int]:
-    """The full pool location the caller allocated each real token of the step: ``out_cache_loc``, or a draft-decode
-    step's row of the shared buffer (entry ``i * steps + draft_step``, request-major)."""
-    if batch.mode != "draft_decode":
-        return list(batch.out_cache_loc)
-    steps, step = batch.num_draft_steps, batch.draft_step
-    assert step is not None
-    return [batch.out_cache_loc[i * steps + step] for i in range(batch.bs)]
-
-
 def unpaged_slots(batch: VerifyBatch) -> dict[int, str]:
     """The request slots whose compressed pools' addressing cannot be derived from the table, each with why.
 
@@ -244,7 +234,7 @@ def unpaged_slots(batch: VerifyBatch) -> dict[int, str]:
     page = batch.geometry.page_size
     why: dict[int, str] = {}
     token = 0
-    locations = step_locations(batch)
+    locations = batch.step_out_cache_loc
     for i, (slot, prefix, width) in enumerate(zip(batch.req_pool_indices, batch.first_positions, batch.extend_lens)):
         row = batch.req_to_token[slot][: prefix + width]
         for start in range(0, len(row), page):
@@ -290,7 +280,8 @@ def state_unfit(batch: VerifyBatch, ratio: int) -> str | None:
     ring = batch.geometry.compression.ring_size(ratio)
     need = state_window(ratio) + step_width(batch) - 2
     if ring < need:
-        return (f"c{ratio}_ring_size {ring} < window {state_window(ratio)} + num_draft_tokens - 2 = {need}: "
+        tokens = "num_draft_tokens" if batch.mode not in DECODE_MODES else "1 (a decode step's token)"
+        return (f"c{ratio}_ring_size {ring} < window {state_window(ratio)} + {tokens} - 2 = {need}: "
                 "the state ring cannot hold a step's live states")
     return None
 

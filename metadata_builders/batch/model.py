@@ -139,6 +139,16 @@ class VerifyBatch:
         return self.num_draft_tokens - 1
 
     @property
+    def step_out_cache_loc(self) -> tuple[int, ...]:
+        """(num_real_tokens,): the location the caller allocated each real token of this step -- ``out_cache_loc``
+        itself, or a draft-decode step's row of the shared buffer (entry ``i * steps + draft_step``,
+        request-major, as upstream's ``per_step_draft_out_cache_loc`` lays it out)."""
+        if self.mode != "draft_decode":
+            return tuple(self.out_cache_loc)
+        steps, step = self.num_draft_steps, self.draft_step or 0
+        return tuple(self.out_cache_loc[i * steps + step] for i in range(self.bs))
+
+    @property
     def num_out_cache_loc(self) -> int:
         """Entries of ``out_cache_loc``: the step's real tokens, or draft decode's shared buffer of every step."""
         if self.mode == "draft_decode":

@@ -13,7 +13,7 @@ from collections import Counter
 from typing import Any, Callable
 
 from metadata_builders.kv_state import (Ring, StateRing, Store, Token, compressed_row, layout_tokens, ring_unfit,
-                                        state_unfit, step_locations, swa_stores, unpaged_slots)
+                                        state_unfit, swa_stores, unpaged_slots)
 from metadata_builders.batch import VerifyBatch
 from metadata_builders.properties._common import Partial, _clean, _fail, _padding, _variants, tally
 from metadata_builders.variants import Variant
@@ -151,7 +151,7 @@ def _full_pool(variant: Variant, batch: VerifyBatch, tokens: list[Token], fields
     if locs is None:
         return
     pool = len(batch.full_to_swa) - 1  # one entry per full location, then the -1 sentinel
-    real = iter(step_locations(batch))
+    real = iter(batch.step_out_cache_loc)
     writers: dict[int, Token] = {}
     for tok, loc in zip(tokens, map(int, locs)):
         if not 0 <= loc < pool:

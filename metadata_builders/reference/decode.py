@@ -58,12 +58,9 @@ __all__ = ["DECODE_MODES", "decode_build", "decode_fields", "decode_plans", "dec
 
 def step_out_cache_loc(batch: VerifyBatch) -> list[int]:
     """The step's ``out_cache_loc`` per request: the batch's own (decode), or row ``draft_step`` of draft decode's
-    shared buffer (``view(bs, 1, steps).permute(2, 0, 1)``: entry ``i * steps + draft_step``)."""
-    if batch.mode != "draft_decode":
-        return list(batch.out_cache_loc)
-    steps, step = batch.num_draft_steps, batch.draft_step
-    assert step is not None
-    return [batch.out_cache_loc[i * steps + step] for i in range(batch.bs)]
+    shared buffer (``view(bs, 1, steps).permute(2, 0, 1)``: entry ``i * steps + draft_step``;
+    :attr:`~metadata_builders.batch.VerifyBatch.step_out_cache_loc`)."""
+    return list(batch.step_out_cache_loc)
 
 
 def decode_rows(batch: VerifyBatch, graph: bool) -> Rows:
