@@ -45,7 +45,7 @@ if TYPE_CHECKING:
     from metadata_builders.batch import VerifyBatch
 
 __all__ = ["Ring", "StateRing", "Store", "Token", "compressed_row", "layout_tokens", "paged_tables", "ring_unfit",
-           "state_live_from", "state_unfit", "state_window", "step_width", "swa_stores",
+           "state_live_from", "state_unfit", "state_window", "step_width", "prefill_stores", "swa_stores",
            "unpaged_slots"]
 
 TokenKind = Literal["real", "pad row", "absorbed", "tail"]
@@ -113,6 +113,9 @@ def ring_unfit(batch: VerifyBatch) -> str | None:
         tokens = "num_draft_tokens" if batch.mode not in DECODE_MODES else "1 (a decode step's token)"
         return (f"ring_size {geo.ring_size} < swa_window + {tokens} - 1 = {need}: the ring cannot hold a step's "
                 "window (upstream sizes it so)")
+    if batch.mode == "draft_extend" and geo.swa_window != geo.unified_swa_window:
+        return (f"swa_window {geo.swa_window} != unified_swa_window {geo.unified_swa_window}: draft extend's prefill "
+                "store keeps the unified window, its attention reads swa_window (upstream: both 128)")
     return None
 
 
@@ -144,10 +147,18 @@ class Ring:
         return held
 
     def live(self) -> dict[int, Holder]:
-        """Rows a real request reads at this step or its next decode step, and what each must hold."""
+        """Rows a real request reads at this step or its next decode step, and what each must hold.
+
+        Draft extend attends through the prefill kernel, which reads the step's own tokens from the activations
+        and the ring only for the prefix: its step tokens' rows are live from ``end - w`` on (what the next
+        decode step reads), the earlier ones are never read from the ring (the store's guard skips them)."""
         live: dict[int, Holder] = {}
         for i, (prefix, width) in enumerate(zip(self.batch.first_positions, self.batch.extend_lens)):
-            live.update(self._span(i, prefix - self.window + 1, prefix + width))
+            if self.batch.mode == "draft_extend":
+                live.update(self._span(i, prefix - self.window + 1, prefix))
+                live.update(self._span(i, max(prefix, prefix + width - self.window), prefix + width))
+            else:
+                live.update(self._span(i, prefix - self.window + 1, prefix + width))
         return live
 
     def owner(self, row: int) -> int:
@@ -200,6 +211,8 @@ def swa_stores(fields: dict[str, Any], tokens: list[Token], ring: Ring,
     row each token landed in): then the kernel's rows, not the formula's, are judged.
     """
     stores: dict[str, list[Store]] = {}
+    if "swa_loc" not in fields and "pf_state_slot" in fields:  # draft extend: the unified prefill store alone
+        return {"prefill store (pf_state_slot, pf_final_pos)": prefill_stores(fields, tokens, ring, kernel)}
     if "swa_loc" in fields:
         stores["fused store (swa_loc)"] = [Store(tok, int(loc), "swa_loc") for tok, loc in
                                            zip(tokens, fields["swa_loc"])]
@@ -217,6 +230,25 @@ def swa_stores(fields: dict[str, Any], tokens: list[Token], ring: Ring,
             Store(tok, int(slot) * ring.stride + tok.position % ring.stride, "verify_store_state_slot")
             for tok, slot in zip(tokens, fields["verify_store_state_slot"]) if tok.real]
     return stores
+
+
+def prefill_stores(fields: dict[str, Any], tokens: list[Token], ring: Ring,
+                   kernel: Callable[..., list[int | None] | None] | None = None) -> list[Store]:
+    """Draft extend's SWA ring stores: the extend path's ``store_swa_into_unified`` writes token ``t`` at
+    ``pf_state_slot[t] * ring + positions[t] % ring`` unless its guard ``positions[t] <= pf_final_pos[t] - win``
+    skips it (``win`` the unified window: only a request's last ``win`` positions are kept).  Modelled for real
+    tokens (a padding token's position is the runner's, not in the metadata); the guard from the metadata's
+    ``pf_final_pos``, the rows from upstream's own kernel where the builder runs it (``kernel``).  Worked example:
+    window 4, a request at prefix 6 extending 6 (positions 6..11, ``final_pos`` 11): positions 8..11 are stored,
+    6 and 7 are skipped -- the prefill kernel read them from the activations, and no later step reads them."""
+    win = ring.batch.geometry.unified_swa_window
+    kept = [tok for tok in tokens if tok.real and tok.position > int(fields["pf_final_pos"][tok.index]) - win]
+    slots = [int(fields["pf_state_slot"][tok.index]) for tok in kept]
+    rows = None if kernel is None else kernel(slots, [tok.position for tok in kept], ring_stride=ring.stride, win=win)
+    if rows is None:
+        return [Store(tok, slot * ring.stride + tok.position % ring.stride, "pf_state_slot")
+                for tok, slot in zip(kept, slots)]
+    return [Store(tok, row, "pf_state_slot", by_kernel=True) for tok, row in zip(kept, rows)]
 
 
 # -- the compressed pools (c4, c128): a group's entry is stored by the token that completes it ------------------

@@ -66,12 +66,15 @@ def test_draft_extend_on_a_compressed_geometry_fills_no_compression_field() -> N
     assert md.fields == get_builder("reference").build(batch, Variant()).fields
 
 
-JUDGED = {"P1", "P5", "P7", "P8", "P9"}
+JUDGED = {"P1", "P5", "P7", "P8", "P9", "P10"}
+EQUAL_WINDOWS = Geometry(page_size=4, swa_window=4, ring_size=6, unified_swa_window=4, page_index_align=8)
+"""The prefill store keeps the unified window, the attention reads ``swa_window``: P10 judges draft extend where
+they are equal (upstream: both 128)."""
 
 
 @pytest.mark.parametrize("spec", PROPERTIES, ids=[p.name for p in PROPERTIES])
 def test_each_property_judges_draft_extend_or_says_why_not(spec) -> None:
-    result = verdict(spec, get_builder("hip"), _batch())
+    result = verdict(spec, get_builder("hip"), _batch(geometry=EQUAL_WINDOWS))
     if spec.name in JUDGED:
         assert result.status == "held", result
     else:
@@ -153,6 +156,32 @@ def test_p5_fails_a_pad_token_with_a_nonpositive_length_and_a_live_index() -> No
     result = verdict(spec, AuditedBuilder(LiveIndex(), factory=LiveIndex), _batch())
     assert result.status == "failed" and result.failure.check == "p5.pad_reads_nothing", result
     assert result.failure.index == (6,)  # the first pad token, length -1 (token 8, length 1, may read)
+
+
+def test_p10_judges_what_the_prefill_store_keeps() -> None:
+    """Draft extend stores its SWA K through the unified prefill store, whose guard ``pos <= pf_final_pos - win``
+    keeps a request's last window.  A final position one past (``pf_final_pos = seq_lens``, the gate's ``pr`` plant)
+    makes the guard skip the oldest position the next decode step reads: P10 red, the ring row named."""
+    from metadata_builders.builders.audited import AuditedBuilder
+    from metadata_builders.builders.hip import HipBuilder
+    from metadata_builders.errors import PropertyFailure
+    from metadata_builders.properties.kv import check_p10_kv_state
+
+    class FinalPosOnePast(HipBuilder):
+        def build(self, inputs):
+            md = super().build(inputs)
+            if inputs.mode == "draft_extend":
+                md.fields["pf_final_pos"][: inputs.bs * inputs.num_draft_tokens] += 1
+            return md
+
+    # window 2 < n = 3: the guard keeps positions 8, 9 of request 0 (final 9); one past, position 9 alone
+    batch = _batch(geometry=Geometry(page_size=4, swa_window=2, ring_size=4, unified_swa_window=2, page_index_align=8))
+    check_p10_kv_state(get_builder("hip"), batch)
+    with pytest.raises(PropertyFailure) as info:
+        check_p10_kv_state(AuditedBuilder(FinalPosOnePast(), factory=FinalPosOnePast), batch)
+    assert info.value.check == "p10.live_row_lost" and info.value.field == "pf_state_slot", info.value
+    unequal = _batch(geometry=Geometry(page_size=4, swa_window=4, ring_size=6, unified_swa_window=2, page_index_align=8))
+    assert "unified_swa_window" in verdict({p.name: p for p in PROPERTIES}["P10"], get_builder("hip"), unequal).why
 
 
 def test_a_builder_that_declares_target_verify_only_is_not_judged_on_draft_extend() -> None:

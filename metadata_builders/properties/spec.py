@@ -55,8 +55,6 @@ MODE_REASONS: dict[tuple[str, str], str] = {
                             "(P1 judges any fault the HIP model sees)",
     ("P4", "draft_extend"): "draft extend has no dspark gate (exact_num_tokens is True on every path)",
     ("P6", "draft_extend"): "draft extend's lengths cannot diverge from its count (both are n on every row)",
-    ("P10", "draft_extend"): "draft extend stores its SWA K through the unified prefill store (pf_state_slot, "
-                             "pf_final_pos), a consumer P10 does not model yet",
     **{(prop, mode): why.format(mode=mode.replace("_", " ")) for mode in DECODE_MODES for prop, why in (
         ("P2", "{mode} has no mirror knob (the build reads no host length at all)"),
         ("P3", "{mode} has no token map (one token per row)"),
@@ -116,8 +114,8 @@ PROPERTIES: tuple[PropertySpec, ...] = (
                  ({}, _DRAFT_EXTEND, _DECODE, _DRAFT_DECODE, _IDLE),
                  modes=BUILT_MODES),
     PropertySpec("P10", "KV state: stores and reads", check_p10_kv_state,
-                 ({}, {"graph": True, "ragged": True}, _DECODE, {**_DRAFT_DECODE, "graph": True}, _IDLE), p10_applies,
-                 modes=("target_verify", *DECODE_MODES)),
+                 ({}, {"graph": True, "ragged": True}, {**_DRAFT_EXTEND, "graph": True}, _DECODE,
+                  {**_DRAFT_DECODE, "graph": True}, _IDLE), p10_applies, modes=BUILT_MODES),
 )
 
 def batches_for(prop: str, modes: tuple[str, ...] = ("target_verify",)) -> Any:
