@@ -458,6 +458,8 @@ def test_a_draft_decode_regression_gates_red(planted_repo, cache_dir, tmp_path, 
     out = capsys.readouterr().out
     assert "BLOCKS" in _row(out, plant.prop) and "NEW" in _row(out, plant.prop), out
     assert any(line.startswith("draft_decode ") for line in out.splitlines()), out
+    replays = [n for n in os.listdir(tmp_path / "failures") if n.startswith(plant.prop + "-") and n.endswith(".json")]
+    assert any('"mode": "draft_decode"' in (tmp_path / "failures" / n).read_text() for n in replays), out
 
 
 def test_the_release_against_itself_gates_green(planted_repo, cache_dir, tmp_path, capsys) -> None:

@@ -521,3 +521,23 @@ def test_a_mutant_that_no_longer_applies_in_a_worker_arrives_as_itself(monkeypat
     assert (info.value.name, info.value.stage, info.value.occurrences) == (_STALE.name, "core_metadata", 0)
     assert cli_main(["mutants", "--only", _STALE.name, "--jobs", "2", "--json", ""]) == 2
     assert "error: MutantDoesNotApply" in capsys.readouterr().err
+
+
+ISSUE_26_MUTANTS = ("draft_decode_step_offset_off_by_one", "draft_decode_step_slice_step_major",
+                    "draft_decode_children_rerun_child0_slice", "draft_extend_pad_length_read_unsigned",
+                    "draft_extend_count_real_rows")
+"""The MTP step's mutants the whole-step issue names: a step offset off by one, a shifted per-step slice, a child
+re-running out-graph work at replay, a negative pad length reaching a consumer, draft extend's host count that can
+diverge from its device lengths."""
+
+
+@pytest.mark.parametrize("name", ISSUE_26_MUTANTS)
+def test_each_mtp_step_mutant_has_a_replay_file_that_reproduces(tmp_path, capsys, name: str) -> None:
+    """Its witness written as a replay file: ``replay`` exits 1 on the mutant and 0 on ``hip``."""
+    from metadata_builders.cli import main
+
+    path = tmp_path / f"{name}.json"
+    path.write_text(BATCHES[WITNESSES[name]].to_json())
+    assert main(["replay", str(path), "--builder", f"metadata_builders.tools.mutants:{name}"]) == 1
+    assert "FAILED" in capsys.readouterr().out
+    assert main(["replay", str(path), "--builder", "hip"]) == 0
