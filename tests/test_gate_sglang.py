@@ -296,15 +296,16 @@ def cache_dir(tmp_path_factory) -> str:
     return str(tmp_path_factory.mktemp("gate-cache"))
 
 
-GATE_EXAMPLES = "12"
-"""The corpus in all, spread over the kinds the properties focus on: 12 keeps two batches of each target-verify kind
-the plants need (a property's focuses now include draft extend, decode and draft decode, which the adapter does
-not build or builds in one mode only; 8 was two per kind before the decode modes came)."""
+GATE_PER_KIND = "2"
+"""Batches of each kind the chosen properties focus on: two, so every target-verify kind a plant needs (a compact
+ragged tier whose tiers share ``bs``, DSpark's uniform graph) is reached whatever the other modes add.  A corpus
+spread evenly instead (``--examples 12``) fell to one batch a kind once idle and the decode focuses of P7 and P10
+came, and ``pr-runner-key`` went green: measured on the fresh-clone CI run of 2026-12-04."""
 
 
 def _gate(repo: str, tmp_path, cache: str, head: str, *extra: str) -> int:
     return main(["gate", "--base", "main", "--head", head, "--repo", repo, "--builder", "sglang",
-                 "--properties", "P1,P4", "--examples", GATE_EXAMPLES, "--workers", "2", "--no-pictures",
+                 "--properties", "P1,P4", "--per-kind", GATE_PER_KIND, "--workers", "2", "--no-pictures",
                  "--cache-dir", cache, "--failures-dir", str(tmp_path / "failures"), *extra])
 
 
