@@ -19,8 +19,8 @@ release; each branch plants one realistic regression:
 | ``pr-ring-stride`` | ``deepseek_v4_backend_hip_radix.py``, ``swa_loc`` (ATOM #817) | both, P10 |
 | ``pr-store-kernel`` | ``dsv4_unified_kv_store.py``, the store kernel (every field equal) | both, P10 |
 | ``pr-draft-extend`` | ``deepseek_v4_backend_hip_radix.py``, draft extend's lengths (0.5.22+, issue 26) | both, P1 |
-| ``pr-draft-decode-step``, ``pr-draft-decode-children`` | the multi-step draft decode (0.5.20+, issue 26): | both, |
-|               | a child's step offset; children re-running out-graph work at replay | P1 / P5 |
+| ``pr-draft-decode-step``, ``-slice``, ``-children`` | the multi-step draft decode (issue 26): a child's step | both, |
+|               | offset (0.5.20+); the eager slice of the next step's row; children re-running out-graph work | P1 / P5 |
 
 The gate runs both kernel routes of ``--builder sglang`` (metadata_builders/routes.py).
 """
@@ -440,13 +440,26 @@ DRAFT_DECODE_PLANTS = {
             "and the capture are right: only a recorded replay (P5) sees it."
         ),
     ),
+    "pr-draft-decode-slice": Plant(
+        "the eager dispatcher slices the next step's row of the shared out_cache_loc", BACKEND,
+        "                )[self.speculative_step_id]\n            metadata = self.init_forward_metadata_decode(\n",
+        "                )[self.speculative_step_id + 1]\n            metadata = self.init_forward_metadata_decode(\n",
+        "P1",
+        catalogue=(
+            "draft_decode_slice_shifted, planted in upstream: _build_forward_metadata (the eager dispatcher) takes row "
+            "speculative_step_id + 1 of per_step_draft_out_cache_loc, so each eager draft step stores its K (and bakes "
+            "its c4/c128 write targets) at the next step's locations, which that step then overwrites; the graph "
+            "path's out-graph slicing is right, so eager and graph disagree too."
+        ),
+    ),
 }
 """The multi-step draft decode's regressions (issue 26), each on its own branch where the release has the line.
-Pre-merge runs the children's (P5 on a copied child, which only a recorded replay sees); the step offset (P1, a
-family ``pr`` and ``pr-draft-extend`` cover there) is ``slow``: ci/nightly.sh runs it."""
+Pre-merge runs the children's (P5 on a copied child, which only a recorded replay sees); the step offset and the
+shifted slice (P1, a family ``pr`` and ``pr-draft-extend`` cover there) are ``slow``: ci/nightly.sh runs them."""
 
 
 @pytest.mark.parametrize("branch", [pytest.param("pr-draft-decode-step", marks=pytest.mark.slow),
+                                    pytest.param("pr-draft-decode-slice", marks=pytest.mark.slow),
                                     "pr-draft-decode-children"])
 def test_a_draft_decode_regression_gates_red(planted_repo, cache_dir, tmp_path, capsys, branch: str) -> None:
     """A regression only the multi-step draft decode runs: red on its property, the per-mode table's draft-decode
