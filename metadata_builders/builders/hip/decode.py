@@ -27,7 +27,7 @@ from metadata_builders.metadata import Decision, VerifyMetadata, fields_for
 if TYPE_CHECKING:
     from metadata_builders.harness.inputs import VerifyInputs
 
-__all__ = ["copy_raw", "decode", "decode_plans", "from_raw_decode", "multi_step_state", "raw_decode",
+__all__ = ["captured_raw", "copy_raw", "decode", "decode_plans", "from_raw_decode", "multi_step_state", "raw_decode",
            "refresh", "refresh_children", "step_out_cache_loc"]
 
 _I32 = torch.int32
@@ -54,14 +54,16 @@ def _steps(inputs: VerifyInputs) -> int:
     return inputs.num_draft_tokens - 1  # speculative_num_steps: draft extend made the first draft token
 
 
+def captured_raw(inputs: VerifyInputs, step: int | None = None) -> DecodeState:
+    """The raw metadata a capture stores (its own buffers, which replays ``copy_`` into): :func:`raw_decode`'s, cloned."""
+    raw = raw_decode(inputs, step)
+    return DecodeState(raw.req_pool_indices.clone(), raw.seq_lens.clone(), raw.out_cache_loc.clone())
+
+
 def multi_step_state(inputs: VerifyInputs) -> MultiStepState:
     """A draft-decode tier's graph state: every child's raw metadata, captured from its own row (upstream's capture
     runs each child's out-graph work)."""
-    children = []
-    for step in range(_steps(inputs)):
-        raw = raw_decode(inputs, step)
-        children.append(DecodeState(raw.req_pool_indices.clone(), raw.seq_lens.clone(), raw.out_cache_loc.clone()))
-    return MultiStepState(children)
+    return MultiStepState([captured_raw(inputs, step) for step in range(_steps(inputs))])
 
 
 def refresh(state: DecodeState | MultiStepState, inputs: VerifyInputs) -> None:

@@ -421,8 +421,7 @@ class HipBuilder:
         if inputs.mode == "draft_decode":
             return hip_decode.multi_step_state(inputs)
         if inputs.mode in ("decode", "idle"):
-            raw = hip_decode.raw_decode(inputs)
-            return DecodeState(raw.req_pool_indices.clone(), raw.seq_lens.clone(), raw.out_cache_loc.clone())
+            return hip_decode.captured_raw(inputs)
         rows, tokens, device = inputs.rows, inputs.padded_num_tokens, inputs.seq_lens.device
         return GraphState(
             seq_lens=torch.zeros(rows, dtype=_I32, device=device),

@@ -77,8 +77,8 @@ class SGLangBuilder:
     upstream_code = True
     """Upstream's own code (a capability: known findings may name its failures)."""
     modes = ("target_verify", "draft_extend", "decode", "draft_decode", "idle")
-    """The builds of the MTP step it drives upstream's entry points for (0.5.18+ have all four: :mod:`.decode` drives
-    the decode modes)."""
+    """The builds of the MTP step it drives upstream's entry points for (every mode, on 0.5.18+: :mod:`.decode` drives
+    decode, draft decode and idle)."""
     padding_convention = "full_coverage"
     """How upstream's runner hands the DSV4 attention backend a ragged tier (``padded_to_bucket(cap=None)``), and how
     the backend's out-graph phase pads it at replay: the cap ignored, the last real row absorbing what pad rows

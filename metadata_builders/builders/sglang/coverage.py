@@ -38,7 +38,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from metadata_builders.batch import DECODE_MODES
+from metadata_builders.batch import DECODE_MODES, MODES
 
 __all__ = ["DECODE_HARNESS_FIELDS", "HARNESS_FIELDS", "WHY", "Coverage", "by_mode", "coverage", "coverage_of",
            "recording", "report_lines", "upstream_fields"]
@@ -235,8 +235,6 @@ def record(md: Any, reported: Iterable[str], why_missing: Mapping[str, str], *, 
 
 def by_mode(builds: Iterable[Coverage]) -> list[Coverage]:
     """The builds combined per mode of the MTP step, in the batch model's order of modes (one coverage line each)."""
-    from metadata_builders.batch import MODES
-
     combined: dict[str, Coverage] = {}
     for cov in builds:
         combined[cov.mode] = combined[cov.mode].combine(cov) if cov.mode in combined else cov
