@@ -152,6 +152,7 @@ WITNESSES: dict[str, str] = {
     "decode_replay_keeps_captured_out_loc": "draft_decode_tier_with_a_pad_row",
     "draft_extend_pad_length_read_unsigned": "draft_extend_tier_with_pad_rows",
     "draft_decode_children_rerun_child0_slice": "draft_decode_tier_with_a_pad_row",
+    "uniform_lengths_memo_by_rows": "uniform_eagle_batch_of_three",
 }
 """Each mutant's witness: a named batch on which it must differ from ``hip`` and fail a property."""
 
@@ -175,11 +176,12 @@ def _outcome(call, *args) -> object:
 
 def _observable(builder, batch: VerifyBatch) -> list:
     """Every variant's build and, on the graph path, replays of a same-size and a smaller batch;
-    with opt-in mirror validation; then every variant again after P9's history (what a builder that keeps
-    state shows)."""
+    with opt-in mirror validation; then every variant again after P9's history on a fresh builder (what a builder
+    that keeps state shows: a memo filled by the history's first batch, not by this batch)."""
     seen = _first_look(builder, batch)
     validating = builder.with_mirror_validation()
     seen += [(variant.label, "validating", _outcome(validating.build, batch, variant)) for variant in variants_for(batch)]
+    builder = builder.fresh()
     try:
         play_history(builder, history_for(batch))
     except Exception as exc:  # noqa: BLE001 - a history that raises where hip does not is a difference

@@ -161,9 +161,11 @@ class VerifyBatch:
         return sum(self.extend_lens)
 
     def size_key(self) -> tuple[int, ...]:
-        """Order batches by size, smallest first: what a person reads first in a counterexample."""
+        """Order batches by size, smallest first: what a person reads first in a counterexample.  A geometry with a
+        number too large to read (the strategies' ``int32``-edge ring sizes) comes after every readable one."""
         padded = self.graph.padded_bs if self.graph is not None else self.bs
-        return (self.num_real_tokens, self.bs, padded, self.max_context, self.num_slots)
+        huge = max(self.geometry.ring_size, self.geometry.unified_swa_window) >= 1 << 16
+        return (int(huge), self.num_real_tokens, self.bs, padded, self.max_context, self.num_slots)
 
     def divergence_bounds(self, rows: int) -> tuple[list[int], list[int], list[int], int | None]:
         """Per row: what the host believes, the least and the most the device may hold; the sum's ceiling.

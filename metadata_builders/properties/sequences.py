@@ -9,12 +9,12 @@ slots; :func:`filled_tier_batch` adds a request of prefix 1 in a spare slot, fil
 
 from __future__ import annotations
 
-from metadata_builders.batch import VerifyBatch
+from metadata_builders.batch import GraphTier, VerifyBatch
 from metadata_builders.errors import InvalidBatch
 from metadata_builders.properties._common import _clean
 
-__all__ = ["fewer_requests_batch", "filled_tier_batch", "replay_sequence", "requests_in_spare_slots",
-           "same_tier_batch"]
+__all__ = ["fewer_requests_batch", "filled_tier_batch", "other_draft_count_batch", "replay_sequence",
+           "requests_in_spare_slots", "same_tier_batch"]
 
 
 def same_tier_batch(batch: VerifyBatch) -> VerifyBatch:
@@ -33,6 +33,52 @@ def same_tier_batch(batch: VerifyBatch) -> VerifyBatch:
         )
     except InvalidBatch:
         return batch
+
+
+def other_draft_count_batch(batch: VerifyBatch) -> VerifyBatch | None:
+    """The same requests in the same rows (and tier), with another draft count: the values a cache keyed on the
+    batch's shape (its rows, its tier) would wrongly reuse.
+
+    One fewer draft token where the batch has two or more (draft decode: three, and a step that still runs a
+    forward), else one more; ragged lengths clipped to the new count; every request's locations re-read from
+    its ``req_to_token`` row (draft decode: its shared buffer of every step); a uniform mode other than target
+    verify (draft extend) keeps its rows on a tier of ``padded_bs * n`` tokens, as its runner captures it.  Worked example:
+    ``seq_lens=[5, 3]`` uniform with 3 drafts -> the same rows with 2 drafts, 4 locations instead of 6.  None for
+    the decode modes' one-token steps (no draft count), or when no such batch is valid.
+    """
+    if batch.mode in ("decode", "idle"):
+        return None
+    for count in (batch.num_draft_tokens - 1, batch.num_draft_tokens + 1):
+        other = _with_draft_count(batch, count)
+        if other is not None:
+            return other
+    return None
+
+
+def _with_draft_count(batch: VerifyBatch, count: int) -> VerifyBatch | None:
+    """``batch`` with ``count`` draft tokens (:func:`other_draft_count_batch`), or None when invalid."""
+    draft_decode = batch.mode == "draft_decode"
+    if count < (3 if draft_decode else 1):
+        return None
+    verify = None if batch.verify_lens is None else [min(v, count) for v in batch.verify_lens]
+    widths = [count - 1] * batch.bs if draft_decode else (verify or [count] * batch.bs)
+    seq_lens = [min(s, batch.max_context - w) for s, w in zip(batch.seq_lens, widths)]
+    if any(s < 1 for s in seq_lens):
+        return None
+    out = [batch.req_to_token[slot][s + j] for slot, s, w in zip(batch.req_pool_indices, seq_lens, widths)
+           for j in range(w)]
+    step = None if batch.draft_step is None else min(batch.draft_step, count - 3)
+    graph = batch.graph
+    tokens = graph is not None and (graph.graph_num_tokens != graph.padded_bs * count if batch.mode == "draft_extend"
+                                    else batch.mode == "target_verify" and batch.verify_lens is None
+                                    and graph.graph_num_tokens < graph.padded_bs * count)
+    if tokens:  # a draft-decode tier is one token a row whatever the count; a ragged tier keeps its tokens
+        graph = GraphTier(graph.padded_bs, graph.padded_bs * count, graph.cap)
+    try:
+        return batch.replace(num_draft_tokens=count, verify_lens=verify, seq_lens=seq_lens, out_cache_loc=out,
+                             draft_step=step, graph=graph)
+    except InvalidBatch:
+        return None
 
 
 def fewer_requests_batch(batch: VerifyBatch) -> VerifyBatch | None:

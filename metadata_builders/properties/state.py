@@ -4,14 +4,17 @@ P9's history is derived from the batch itself, so a P9 failure replays from the
 batch alone.  Worked example: ``seq_lens=[5, 3]``, ``verify_lens=[2, 1]`` on a tier
 of 3 rows / 8 tokens capped at 2 (pad row 2 takes 2 tokens, tokens 5..7 are an
 uncovered tail in slot 0), table width 12, slot 3 spare.  A fresh builder first
-builds (every variant, and a capture and replay of the graph path) the batch
+builds (the first variant of each path, and a capture and replay of the graph path) the batch
 with other values (:func:`~metadata_builders.properties.sequences.same_tier_batch`),
 then its largest form (:func:`largest_batch`): prefixes as long as the table
 allows, the pad row filled by a request in slot 3, the cap dropped, so the last
-real row covers tokens 3..7.  Then the batch itself: each variant must equal its
+real row covers tokens 3..7.  Before both, the same two rows on the same tier with
+one draft token fewer (:func:`~metadata_builders.properties.sequences.other_draft_count_batch`:
+``verify_lens=[1, 1]``).  Then the batch itself: each variant must equal its
 build on a second freshly constructed builder.  A buffer reused across calls and
 refreshed only up to the covered tokens keeps slot 3 in tokens 5..7; a page table
-cached by batch size keeps the wider one.
+cached by batch size keeps the wider one; lengths memoised by the row count keep the
+other draft count's.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from typing import Any
 from metadata_builders.batch import GraphTier, VerifyBatch
 from metadata_builders.errors import InvalidBatch
 from metadata_builders.metadata import first_difference
+from metadata_builders.properties._common import judging
 from metadata_builders.properties._common import (
     _DECISION_NAMES,
     _reference, Partial,
@@ -31,11 +35,13 @@ from metadata_builders.properties._common import (
     _name,
     _variants,
 )
-from metadata_builders.properties.sequences import filled_tier_batch, requests_in_spare_slots, same_tier_batch
+from metadata_builders.properties.sequences import (filled_tier_batch, other_draft_count_batch, requests_in_spare_slots,
+                                                   same_tier_batch)
 from metadata_builders.builders.audited import MemoBuilder
 from metadata_builders.reference import ReferenceBuilder
 
 
+@judging
 def check_p8_inputs_untouched(builder, batch: VerifyBatch) -> list[str]:
     """P8: a build (and a graph replay) leaves every input it was handed bit-identical.
 
@@ -142,11 +148,16 @@ def largest_batch(batch: VerifyBatch) -> VerifyBatch | None:
 
 
 def history_for(batch: VerifyBatch) -> list[VerifyBatch]:
-    """What P9 builds on a builder before ``batch``: the batch with other values, then its largest form
-    (last, so what it leaves in a reused buffer is freshest when ``batch`` is built)."""
+    """What P9 builds on a builder before ``batch``: the same rows and tier with another draft count, the batch
+    with other values, then its largest form.
+
+    The first keeps the shape a cache would key on (the rows, the tier) with other values, and comes first so a
+    memo that keeps its first entry for a shape hands ``batch`` the other draft count's values (later batches of
+    the same shape and draft count would fill it right by luck); the largest form comes last, so what it leaves
+    in a reused buffer is freshest when ``batch`` is built."""
     batch = _clean(batch)
     out: list[VerifyBatch] = []
-    for earlier in (same_tier_batch(batch), largest_batch(batch)):
+    for earlier in (other_draft_count_batch(batch), same_tier_batch(batch), largest_batch(batch)):
         if earlier is not None and earlier != batch and earlier not in out:
             out.append(earlier)
     return out
@@ -173,6 +184,7 @@ def can_be_made_afresh(builder: Any) -> bool:
     return not isinstance(builder, ReferenceBuilder) and builder.can_be_made_afresh
 
 
+@judging
 def check_p9_no_hidden_state(builder, batch: VerifyBatch) -> list[str]:
     """P9: a batch built after other builds and replays equals its build on a freshly constructed builder.
 

@@ -3,8 +3,10 @@
 =================  ==============================================================================
 module             what it holds
 =================  ==============================================================================
-``pipeline``       the five stages of target verify and draft extend's entry, one function per upstream
-                   stage (the docstring table maps each to its upstream function); :class:`HipBuilder`
+``pipeline``       the stages of target verify and draft extend, one function per upstream stage (the
+                   docstring maps each to its upstream function)
+``builder``        :class:`Stages` (one method per stage, for a subclass to replace one), the entry points
+                   that chain them, :class:`HipBuilder` and its graph phases
 ``state``          the data between stages and across replays: ``Layout``, the graph states
 ``compression``    the compression groups (c4/c128 attention, sparse buffers, indexer) and plans
 ``low_ratios``     V4.1's c1/c2 groups
@@ -17,7 +19,7 @@ a stage is called through its module's globals, so a mutated copy put in its pla
 
 from __future__ import annotations
 
-from metadata_builders.builders.hip.pipeline import HipBuilder, draft_extend, target_verify
+from metadata_builders.builders.hip.builder import HipBuilder, Stages, draft_extend, target_verify
 from metadata_builders.builders.hip.state import DraftExtendState, GraphState, Layout
 
-__all__ = ["DraftExtendState", "GraphState", "HipBuilder", "Layout", "draft_extend", "target_verify"]
+__all__ = ["DraftExtendState", "GraphState", "HipBuilder", "Layout", "Stages", "draft_extend", "target_verify"]

@@ -1,77 +1,44 @@
-"""Builder ``"hip"``: the MTP step's metadata with torch, shaped like upstream; knows nothing of the harness.
+"""The stages of the ``hip`` builder: the MTP step's metadata with torch, shaped like upstream; knows nothing of
+the harness.
 
-It receives what upstream's caller hands the backend (:class:`~metadata_builders.harness.inputs.VerifyInputs`).
-Each function is one stage of ``DeepseekV4HipRadixBackend``, so a backend engineer recognises it:
-``target_verify`` (``init_forward_metadata_target_verify``: host mirror or the ``tolist`` fallback),
+Each function is one stage of ``DeepseekV4HipRadixBackend`` and receives what upstream's caller hands the backend
+(:class:`~metadata_builders.harness.inputs.VerifyInputs`), so a backend engineer recognises it:
+``host_mirror`` (``init_forward_metadata_target_verify``'s mirror or the ``tolist`` fallback),
 ``verify_extension`` (``init_forward_metadata_target_verify_old``: ``+ draft``, ragged layout, tier padding),
 ``causal_expansion`` (``ExpandPrefillCausally``), ``core_metadata`` (``make_core_attn_metadata``),
 ``unified_prefill_meta`` (``_attach_unified_kv_prefill_meta``, the token map), ``decode_streams`` (the SWA ring),
-:mod:`.compression` (the compression groups and plans), ``index_streams`` (``build_decode_streams``),
-``draft_extend`` (``init_forward_metadata_draft_extend``; graph replay: all of it out-graph,
-:class:`DraftExtendState`), :mod:`.decode` (both decode modes: the raw metadata, built in-graph), and
-``HipBuilder.out_graph`` / ``in_graph`` (``init_forward_metadata_out_graph``: the host-side steps before every
-replay, into :class:`GraphState`; ``init_forward_metadata_in_graph``: recorded at capture, re-executed at replay).
+``index_streams`` (``build_decode_streams``), ``draft_extend_layout`` (``init_forward_metadata_draft_extend``'s
+rows); for graph replay ``token_map`` (out-graph), ``prefill_state`` (in-graph) and ``graph_key`` (the per-tier
+store's key).  :mod:`.builder` chains them (``target_verify``, ``draft_extend``, :class:`~.builder.HipBuilder`
+and its graph phases); :mod:`.compression` and :mod:`.low_ratios` hold the compression groups, :mod:`.decode` the
+decode modes.
 
 Runs on ``cpu``, ``cuda`` (ROCm is ``cuda`` under HIP) and ``meta`` (graph path shapes).  No stage syncs
 except where the sync contract says (the ``tolist`` mirror, a ragged total read back, a token map built without
-``output_size``).  Graph replay is split as upstream splits it (docs/DESIGN.md section 3, P5): ``out_graph``
-does every host-side step, into the tier's state (kept per runner under upstream's key, :func:`graph_key`);
-``in_graph`` reads only graph state, the static inputs and the tier's constants.
+``output_size``).
 """
 
 from __future__ import annotations
 
-import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import torch
 import torch.nn.functional as F
 
-from metadata_builders.batch import DECODE_MODES
-from metadata_builders.builders.hip import compression
-from metadata_builders.errors import StaleMirror
-from metadata_builders.builders.hip import decode as hip_decode
-from metadata_builders.builders.hip.state import DecodeState, DraftExtendState, GraphState, Layout, MultiStepState
+from metadata_builders.builders.hip.state import GraphState, Layout
 from metadata_builders.builders.hip.streams import decode_index_streams_torch
-from metadata_builders.metadata import Decision, VerifyMetadata
+from metadata_builders.errors import StaleMirror
 from metadata_builders.variants import apply_gate
 
 if TYPE_CHECKING:
     from metadata_builders.harness.inputs import VerifyInputs
 
-__all__ = ["DraftExtendState", "GraphState", "HipBuilder", "Layout"]
+__all__ = ["causal_expansion", "core_metadata", "decode_streams", "draft_extend_layout", "graph_key", "host_mirror",
+           "index_streams", "pad_verify_lens_to_bucket", "prefill_state", "token_map", "unified_prefill_meta",
+           "validate_mirror", "verify_extension"]
 
 _I32 = torch.int32
 _I64 = torch.int64
-_log = logging.getLogger(__name__)
-
-
-def target_verify(inputs: VerifyInputs, *, check_mirror: bool = False) -> VerifyMetadata:
-    """Entry point (``init_forward_metadata_target_verify``): the mirror fallback, then the five stages."""
-    seq_lens_cpu = host_mirror(inputs, check_mirror=check_mirror)
-    layout = verify_extension(inputs, seq_lens_cpu)
-    _log.debug("target verify %s: %d rows, %d tokens", inputs.variant.label, inputs.rows, layout.num_tokens)
-    seq_lens_casual, slots = causal_expansion(layout, inputs)
-    fields = _core_fields(layout, inputs, seq_lens_casual, slots)
-    fields.update(unified_prefill_meta(layout, inputs, slots))
-    _downstream_fields(layout, inputs, fields, seq_lens_cpu)
-    return VerifyMetadata(fields, _decision(layout))
-
-
-def draft_extend(inputs: VerifyInputs) -> VerifyMetadata:
-    """Entry point (``init_forward_metadata_draft_extend``): the prefill builder, every row extending by ``n``.
-
-    ``seq_lens`` already hold the step's tokens (a graph pad row: 1, its ``n`` tokens included, so they see
-    ``2 - n + j``: zero or negative lengths, upstream's values, reference ``draft_extend``).  ``need_compress=False``:
-    the core fields with a one-column page table (``max_seq_len = page_size``) and the unified prefill mapping,
-    nothing else.  No sync: the lengths are built on the device from ``n`` and the count ``n * rows`` is exact.
-    """
-    layout = draft_extend_layout(inputs)
-    seq_lens_casual, slots = causal_expansion(layout, inputs)
-    fields = _core_fields(layout, inputs, seq_lens_casual, slots)
-    del fields["extend_start_loc"]  # upstream passes the prefill builder none (the kernel cumsums on the device)
-    fields.update(unified_prefill_meta(layout, inputs, slots))
-    return VerifyMetadata(fields, _decision(layout))
 
 
 def draft_extend_layout(inputs: VerifyInputs) -> Layout:
@@ -92,32 +59,6 @@ def host_mirror(inputs: VerifyInputs, *, check_mirror: bool = False) -> list[int
         # The pre-fix fallback: no host mirror was passed, so read it back (one D2H sync).
         seq_lens_cpu = inputs.seq_lens.tolist()
     return seq_lens_cpu
-
-
-def _decision(layout: Layout) -> Decision:
-    assert layout.num_tokens is not None and layout.exact_num_tokens is not None
-    return Decision(layout.num_tokens, layout.exact_num_tokens, layout.exact_num_tokens, layout.max_seq_len)
-
-
-def _core_fields(layout: Layout, inputs: VerifyInputs, seq_lens_casual: torch.Tensor,
-                 slots: torch.Tensor) -> dict[str, torch.Tensor]:
-    """Stage 1's values and stage 3's fields, in the order every build reports them."""
-    return {
-        "seq_lens": layout.seq_lens,
-        "extend_seq_lens": layout.extend_seq_lens,
-        "extend_start_loc": layout.extend_start_loc,
-        **core_metadata(layout, inputs, seq_lens_casual, slots),
-    }
-
-
-def _downstream_fields(layout: Layout, inputs: VerifyInputs, fields: dict[str, torch.Tensor],
-                       seq_lens_cpu: list[int] | None) -> None:
-    """After stage 4: the decode streams, the compression groups and the index streams, into ``fields``."""
-    fields.update(decode_streams(inputs, layout, fields["req_pool_indices_repeated"], fields["positions_casual"]))
-    if inputs.geometry.compression is not None:
-        fields.update(compression.compression_groups(layout, inputs, fields, seq_lens_cpu))
-    if inputs.geometry.swa_window == inputs.geometry.unified_swa_window:
-        fields.update(index_streams(inputs, fields))
 
 
 def validate_mirror(seq_lens: torch.Tensor, seq_lens_cpu: list[int] | None) -> None:
@@ -365,135 +306,3 @@ def graph_key(inputs: VerifyInputs) -> int:
     return inputs.graph.graph_num_tokens if inputs.verify_lens is not None else inputs.rows
 
 
-def _captured_tiers(inputs: VerifyInputs) -> dict[int, Any]:
-    """The runner's captured tiers of the call's bucket by key (the backend's own room, ``inputs.runner.shared``):
-    target verify's and draft extend's apart, as upstream's ``cuda_graph_metadata_of_bucket_and_bs``."""
-    if inputs.runner is None:
-        return {}
-    return inputs.runner.shared.setdefault("hip" if inputs.mode == "target_verify" else f"hip/{inputs.mode}", {})
-
-
-class HipBuilder:
-    """Builder ``"hip"`` on one torch device; keeps no state between builds.
-
-    Graph replay in two phases (the harness records ``in_graph`` at capture and
-    re-executes it at replay, :mod:`metadata_builders.harness.graph_recorder`):
-    ``graph_state`` allocates, ``out_graph`` refreshes it, ``in_graph`` materialises.
-    Its graph path pads ``pad_rows_only`` (:func:`pad_verify_lens_to_bucket`).
-    """
-
-    name = "hip"
-    padding_convention = "pad_rows_only"
-    """A real row never widens (docs/DESIGN.md section 2): the capability the harness judges it by."""
-    modes = ("target_verify", "draft_extend", "decode", "draft_decode", "idle")
-    """The builds of the MTP step it implements (a builder that declares none is judged on target verify only)."""
-
-    def __init__(self, device: str | torch.device = "cpu", *, validate_mirror: bool = False) -> None:
-        self.device = torch.device(device)
-        self.validate_mirror = validate_mirror
-        """Opt-in: check the host mirror against device ``seq_lens`` (one extra sync)."""
-
-    def with_mirror_validation(self) -> HipBuilder:
-        """The same builder with opt-in mirror validation on."""
-        return HipBuilder(self.device, validate_mirror=True)
-
-    def build(self, inputs: VerifyInputs) -> VerifyMetadata:
-        if inputs.mode == "draft_extend":
-            return draft_extend(inputs)
-        if inputs.mode in DECODE_MODES:
-            return hip_decode.decode(inputs, core_metadata, index_streams)
-        return target_verify(inputs, check_mirror=self.validate_mirror)
-
-    def graph_state(self, inputs: VerifyInputs) -> GraphState:
-        """The tier's graph state (outside the graph), stored under :func:`graph_key` for the whole runner, as
-        upstream's ``cuda_graph_metadata_of_bucket_and_bs``: a capture stores it, out-graph work finds it again."""
-        graphs = _captured_tiers(inputs)
-        key = graph_key(inputs)
-        if key not in graphs:
-            graphs[key] = self._new_state(inputs)
-        return graphs[key]
-
-    def _new_state(self, inputs: VerifyInputs) -> GraphState | DraftExtendState | DecodeState | MultiStepState:
-        """Device buffers and the host count of one tier (draft extend: one buffer per field; decode: the raw; draft
-        decode: one raw per child)."""
-        if inputs.mode == "draft_extend":
-            return DraftExtendState({name: t.clone() for name, t in draft_extend(inputs).fields.items()})
-        if inputs.mode == "draft_decode":
-            return hip_decode.multi_step_state(inputs)
-        if inputs.mode in ("decode", "idle"):
-            return hip_decode.captured_raw(inputs)
-        rows, tokens, device = inputs.rows, inputs.padded_num_tokens, inputs.seq_lens.device
-        return GraphState(
-            seq_lens=torch.zeros(rows, dtype=_I32, device=device),
-            extend_seq_lens=torch.zeros(rows, dtype=_I32, device=device),
-            extend_start_loc=torch.zeros(rows, dtype=_I32, device=device),
-            token_rows=torch.zeros(tokens, dtype=_I64, device=device),
-            num_tokens_host=torch.zeros((), dtype=_I64),
-            num_tokens=torch.zeros((), dtype=_I64, device=device),
-            bs=inputs.bs,
-        )
-
-    def out_graph(self, state: GraphState, inputs: VerifyInputs) -> Decision:
-        """Out-graph work (``init_forward_metadata_out_graph``): before the capture and every replay, in Python.
-
-        As :func:`target_verify` up to the token map: the host mirror (or the
-        ``tolist`` fallback), verify extension with its tier padding and token count
-        (a capped tier reads it back), and the token map; every read the sync
-        contract allows happens here, outside the graph.  All of it lands in
-        ``state`` in place, so the addresses the graph recorded stay valid.
-        """
-        if inputs.mode == "draft_extend":
-            return self._draft_extend_out_graph(inputs)
-        if inputs.mode in DECODE_MODES:
-            return self._decode_out_graph(inputs)
-        graphs, key = _captured_tiers(inputs), graph_key(inputs)
-        if key not in graphs:  # upstream on a miss: a new metadata object, stored under the key
-            graphs[key] = self._new_state(inputs)
-        state = graphs[key]
-        layout = verify_extension(inputs, host_mirror(inputs, check_mirror=self.validate_mirror))
-        state.seq_lens.copy_(layout.seq_lens)
-        state.extend_seq_lens.copy_(layout.extend_seq_lens)
-        state.extend_start_loc.copy_(layout.extend_start_loc)
-        rows_of = token_map(layout)
-        n = min(rows_of.shape[0], state.token_rows.shape[0])
-        state.token_rows.zero_()
-        state.token_rows[:n] = rows_of[:n]
-        state.num_tokens_host.fill_(layout.num_tokens)
-        state.max_seq_len = layout.max_seq_len
-        return _decision(layout)
-
-    def _draft_extend_out_graph(self, inputs: VerifyInputs) -> Decision:
-        """Draft extend's out-graph work: the whole build, copied into the tier's buffers (upstream's
-        ``replay_cuda_graph_metadata_from`` into the ``DRAFT_EXTEND`` bucket, keyed by ``bs``)."""
-        state, built = self.graph_state(inputs), draft_extend(inputs)
-        for name, value in built.fields.items():
-            state.fields[name].copy_(value)
-        return built.decision
-
-    def _decode_out_graph(self, inputs: VerifyInputs) -> Decision:
-        """The decode modes' out-graph work: the raw metadata copied into the tier's (``replay_cuda_graph_metadata_from``
-        into the ``DECODE_OR_IDLE`` bucket, keyed by ``bs``); draft decode: the multi-step backend's
-        (:func:`~.decode.refresh_children`)."""
-        hip_decode.refresh(self.graph_state(inputs), inputs)
-        return Decision(inputs.rows, True, True, int(inputs.req_to_token.shape[1]))
-
-    def in_graph(self, state: GraphState, inputs: VerifyInputs) -> dict[str, torch.Tensor]:
-        """In-graph work (``init_forward_metadata_in_graph``): every field, materialised from graph state.
-
-        Recorded once and re-executed at every replay: it reads graph state, the
-        static inputs and the tier's constants only -- never ``inputs.bs``, the host
-        mirror or ``inputs.verify_lens``, which change from call to call.
-        """
-        if isinstance(state, DraftExtendState):
-            return dict(state.fields)  # upstream's in-graph work only reads the buffers out-graph work filled
-        if isinstance(state, MultiStepState):  # the judged child's in-graph build (each child records its own)
-            state = state.children[inputs.draft_step]
-        if isinstance(state, DecodeState):
-            return hip_decode.from_raw_decode(state, inputs, core_metadata, index_streams)
-        state.num_tokens.copy_(state.num_tokens_host, non_blocking=True)
-        layout = Layout(state.seq_lens, state.extend_seq_lens, state.extend_start_loc, None, None, state.max_seq_len)
-        seq_lens_casual, slots = causal_expansion(layout, inputs)
-        fields = _core_fields(layout, inputs, seq_lens_casual, slots)
-        fields.update(prefill_state(state, inputs, slots))
-        _downstream_fields(layout, inputs, fields, None)
-        return fields

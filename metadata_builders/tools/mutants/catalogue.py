@@ -53,10 +53,10 @@ _SPECS: tuple[MutantSpec, ...] = (
         "seq_lens_to_cpu_async_copy", "target_verify", "device-to-host copy spelled .to(\"cpu\")",
         "A host copy of seq_lens is taken with .to(\"cpu\", non_blocking=True) for a debug log: a device-to-host "
         "read on every path, the sync-free ones included (on CPU \"cpu\" and the device were once the same name).",
-        "    layout = verify_extension(inputs, seq_lens_cpu)\n"
+        "    layout = stages.verify_extension(inputs, seq_lens_cpu)\n"
         "    _log.debug(\"target verify %s: %d rows, %d tokens\", inputs.variant.label, inputs.rows, layout.num_tokens)",
         "    host_seq_lens = inputs.seq_lens.to(\"cpu\", non_blocking=True)\n"
-        "    layout = verify_extension(inputs, seq_lens_cpu)\n"
+        "    layout = stages.verify_extension(inputs, seq_lens_cpu)\n"
         "    _log.debug(\"target verify %s: %d rows, %d tokens, prefixes %s\", inputs.variant.label, inputs.rows,\n"
         "               layout.num_tokens, host_seq_lens)",
         "SGLang spells asynchronous device-to-host copies x.to(\"cpu\", non_blocking=True); the CPU gate once saw none",
@@ -284,8 +284,8 @@ _SPECS: tuple[MutantSpec, ...] = (
         "The per-token store slots go through a scratch buffer the builder grows lazily and reuses across calls, "
         "refilling only the tokens the rows cover: a padded tail keeps the slots of the last larger batch "
         "(a fresh builder's zeroed scratch happens to be right).",
-        "        return target_verify(inputs, check_mirror=self.validate_mirror)",
-        "        md = target_verify(inputs, check_mirror=self.validate_mirror)\n"
+        "        return target_verify(inputs, check_mirror=self.validate_mirror, stages=self)",
+        "        md = target_verify(inputs, check_mirror=self.validate_mirror, stages=self)\n"
         "        slots = md.fields[\"verify_store_state_slot\"]\n"
         "        scratch = getattr(self, \"_scratch\", None)\n"
         "        if scratch is None or scratch.shape[0] < slots.shape[0]:\n"
@@ -322,10 +322,10 @@ _SPECS: tuple[MutantSpec, ...] = (
         "replay_asserts_on_graph_state", "HipBuilder.out_graph", "hidden sync on graph state",
         "Before each replay, out-graph work asserts that the captured seq_lens fit the table, reading the "
         "static buffer (graph state, not an input of this call) back to the host: a sync on every replay.",
-        "        layout = verify_extension(inputs, host_mirror(inputs, check_mirror=self.validate_mirror))\n"
+        "        layout = self.verify_extension(inputs, pipeline.host_mirror(inputs, check_mirror=self.validate_mirror))\n"
         "        state.seq_lens",
         "        assert int(state.seq_lens[: state.bs].max()) <= inputs.req_to_token.shape[1]\n"
-        "        layout = verify_extension(inputs, host_mirror(inputs, check_mirror=self.validate_mirror))\n"
+        "        layout = self.verify_extension(inputs, pipeline.host_mirror(inputs, check_mirror=self.validate_mirror))\n"
         "        state.seq_lens",
         "debug asserts on persistent CUDA-graph buffers (cudaStreamSynchronize before every replay)",
     ),
@@ -360,7 +360,7 @@ _SPECS: tuple[MutantSpec, ...] = (
         "        extend = state.extend_seq_lens\n"
         "        if inputs.verify_lens is not None and inputs.graph is not None:\n"
         "            g = inputs.graph\n"
-        "            extend = pad_verify_lens_to_bucket(inputs.verify_lens, inputs.rows, g.graph_num_tokens, g.cap)\n"
+        "            extend = pipeline.pad_verify_lens_to_bucket(inputs.verify_lens, inputs.rows, g.graph_num_tokens, g.cap)\n"
         "        layout = Layout(state.seq_lens, extend, state.extend_start_loc, None, None,",
         "replays whose request geometry differed from the captured one (DSV4 MTP verify, upstream issues)",
     ),
@@ -381,8 +381,8 @@ _SPECS: tuple[MutantSpec, ...] = (
         "Out-graph work keys a uniform tier's state by the live request count (the runner's raw_bs) instead of "
         "the tier's padded rows: a replay with fewer requests than the tier misses, stores a fresh state under "
         "its own key and refreshes that, while the recording reads the tier's captured buffers, untouched.",
-        "        graphs, key = _captured_tiers(inputs), graph_key(inputs)\n",
-        "        graphs, key = _captured_tiers(inputs), (graph_key(inputs) if inputs.verify_lens is not None\n"
+        "        graphs, key = _captured_tiers(inputs), pipeline.graph_key(inputs)\n",
+        "        graphs, key = _captured_tiers(inputs), (pipeline.graph_key(inputs) if inputs.verify_lens is not None\n"
         "                                                else inputs.bs)\n",
         "upstream's store-or-copy (cuda_graph_metadata_of_bucket_and_bs): a key missing at replay silently "
         "stores a new metadata object instead of failing",
@@ -394,8 +394,8 @@ _SPECS: tuple[MutantSpec, ...] = (
         "the replayed tier's key. A runner captures largest first, so the last capture is its smallest tier: a "
         "replay of any other tier refreshes the smallest tier's buffers (or fails to fit them), while its own "
         "recording reads its own buffers, still holding the capture's batch. Invisible with one tier per backend.",
-        "        state = graphs[key]\n        layout = verify_extension(",
-        "        state = next(reversed(graphs.values()))  # the tier captured last\n        layout = verify_extension(",
+        "        state = graphs[key]\n        layout = self.verify_extension(",
+        "        state = next(reversed(graphs.values()))  # the tier captured last\n        layout = self.verify_extension(",
         "upstream's per-tier store (cuda_graph_metadata_of_bucket_and_bs) exists because the backend's "
         "forward_metadata is overwritten by every capture; a replay that copies into it lands in the wrong tier",
     ),
@@ -411,6 +411,21 @@ _SPECS: tuple[MutantSpec, ...] = (
         "            rows = max(1, tokens // inputs.num_draft_tokens)\n",
         "compact ragged CUDA graphs captured with another request-slot geometry than replay uses (SGLang #34384, "
         "#39173, PR #39257)",
+    ),
+    # -- state kept between builds (P9) ----------------------------------------------------------------------
+    MutantSpec(
+        "uniform_lengths_memo_by_rows", "HipBuilder.build", "a per-shape cache keyed without the draft count",
+        "The builder memoises a uniform batch's extend lengths by its row count, to skip building them each "
+        "step: a later batch with the same rows and another draft count (DSpark's active count changes between "
+        "steps) gets the first batch's lengths. Only a history that keeps the rows and changes the draft count "
+        "shows it on one batch.",
+        "        return target_verify(inputs, check_mirror=self.validate_mirror, stages=self)\n",
+        "        built = target_verify(inputs, check_mirror=self.validate_mirror, stages=self)\n"
+        "        if inputs.verify_lens is None:  # uniform: 'the same for every batch of these rows'\n"
+        "            memo = self.__dict__.setdefault(\"_uniform_extend_by_rows\", {})\n"
+        "            built.fields[\"extend_seq_lens\"] = memo.setdefault(inputs.rows, built.fields[\"extend_seq_lens\"])\n"
+        "        return built\n",
+        "upstream #31026: the configured draft count used where DSpark's active count changes from step to step",
     ),
     # -- what the stores do (P10): a mistake the specification shares -----------------------------------
     MutantSpec(

@@ -55,7 +55,9 @@ def _stage_module(stage: str) -> tuple[Any, str]:
 
     ``compression.<fn>`` names a function of :mod:`metadata_builders.builders.hip.compression`
     (the compression groups), ``low_ratios.<fn>`` one of :mod:`metadata_builders.builders.hip.low_ratios`,
-    ``decode.<fn>`` one of :mod:`metadata_builders.builders.hip.decode` (the decode modes); anything else is a function of :mod:`metadata_builders.builders.hip.pipeline`.
+    ``decode.<fn>`` one of :mod:`metadata_builders.builders.hip.decode` (the decode modes); ``HipBuilder.<method>``
+    and the entry points (``target_verify``, ``draft_extend``) :mod:`metadata_builders.builders.hip.builder`'s;
+    anything else is a function of :mod:`metadata_builders.builders.hip.pipeline`.
     """
     if stage.startswith("compression."):
         from metadata_builders.builders.hip import compression as hip_compression
@@ -69,17 +71,25 @@ def _stage_module(stage: str) -> tuple[Any, str]:
         from metadata_builders.builders.hip import decode as hip_decode
 
         return hip_decode, stage.partition(".")[2]
+    if stage.startswith("HipBuilder.") or stage in _BUILDER_STAGES:
+        from metadata_builders.builders.hip import builder
+
+        return builder, stage
     from metadata_builders.builders.hip import pipeline as hip
 
     return hip, stage
 
 
+_BUILDER_STAGES = ("target_verify", "draft_extend")
+"""The entry points, which live in :mod:`metadata_builders.builders.hip.builder` with ``HipBuilder``."""
+
+
 def _original_stage(stage: str) -> Callable[..., Any]:
     """The pristine function of ``stage`` (never a mutant left in place)."""
-    from metadata_builders.builders.hip import pipeline as hip
+    from metadata_builders.builders.hip.builder import HipBuilder
 
     if stage.startswith("HipBuilder."):
-        return getattr(hip.HipBuilder, stage.partition(".")[2])
+        return getattr(HipBuilder, stage.partition(".")[2])
     module, name = _stage_module(stage)
     fn = getattr(module, name)
     return getattr(fn, "__mutant_original__", fn)
