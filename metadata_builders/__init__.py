@@ -31,7 +31,7 @@ from metadata_builders.metadata import (
     VerifyMetadata,
 )
 from metadata_builders.reference import ReferenceBuilder
-from metadata_builders.properties.spec import batches_for
+from metadata_builders.properties.spec import Focus, batches_for, focuses_for
 from metadata_builders.variants import Variant, divergence_applies, variants_for
 
 __all__ = [
@@ -45,6 +45,7 @@ __all__ = [
     "Decision",
     "Divergence",
     "FaultRecord",
+    "Focus",
     "Geometry",
     "GraphPhases",
     "GraphTier",
@@ -64,6 +65,7 @@ __all__ = [
     "VerifyMetadata",
     "batches_for",
     "divergence_applies",
+    "focuses_for",
     "get_builder",
     "variants_for",
 ]

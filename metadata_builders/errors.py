@@ -21,6 +21,7 @@ __all__ = [
     "DeviceUnavailable",
     "GateError",
     "InvalidBatch",
+    "InvalidDeclaration",
     "InvalidMetadata",
     "InvalidVariant",
     "MetadataBuildersError",
@@ -149,6 +150,20 @@ class BuilderContractError(MetadataBuildersError, TypeError):
         self._data(call, None, expected, actual)
         super().__init__(f"builder {name!r}: {call} must return {expected}, returned {actual}" +
                          (f"; {hint}" if hint else ""))
+
+
+class InvalidDeclaration(BuilderContractError):
+    """A builder class declares a capability the harness cannot take (``modes = ()``, ``modes = "decode"``, a mode
+    name the batch model does not know): refused where capabilities are computed, before anything is judged.
+
+    ``InvalidDeclaration("mypkg:Mine", "Mine", "modes", "a non-empty tuple of mode names, some of (...)", "()")``
+    reads ``builder 'mypkg:Mine': Mine.modes = () must be a non-empty tuple of mode names, some of (...)``.
+    """
+
+    def __init__(self, name: str, owner: str, attribute: str, expected: str, actual: str, hint: str = "") -> None:
+        self._data(attribute, owner, expected, actual)
+        Exception.__init__(self, f"builder {name!r}: {owner}.{attribute} = {actual} must be {expected}"
+                           + (f"; {hint}" if hint else ""))
 
 
 class UnknownMutant(BuilderNotFound, KeyError):

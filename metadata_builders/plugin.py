@@ -80,12 +80,13 @@ def pytest_configure(config: pytest.Config) -> None:
         check_spelling(config.getoption("--mb-device"), "--mb-device")
     except DeviceUnavailable as exc:
         raise pytest.UsageError(str(exc)) from None
-    from metadata_builders.builders.registry import check_builder_name, registration
-    from metadata_builders.errors import BuilderNotFound
+    from metadata_builders.builders.registry import check_builder_name, check_declarations, registration
+    from metadata_builders.errors import BuilderContractError, BuilderNotFound
 
     try:
         check_builder_name(config.getoption("--mb-builder"), "--mb-builder")
-    except BuilderNotFound as exc:
+        check_declarations(config.getoption("--mb-builder"), "--mb-builder")
+    except (BuilderNotFound, BuilderContractError) as exc:
         raise pytest.UsageError(str(exc)) from None
 
     if config.getoption("--mb-device") == "meta" and registration(config.getoption("--mb-builder")).pure_python:
@@ -112,15 +113,34 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Any:
                                      "(--tb=long shows the traceback)"])
 
 
+def _hypothesis_automatic_ci(name: str) -> bool:
+    """``name`` is the ``ci`` profile Hypothesis loads by itself when it detects CI (``CI`` set), unchanged: its
+    documented values (derandomized, no deadline, no database, blobs printed, only ``too_slow`` suppressed, the
+    default example count).  That is Hypothesis' default under CI, not a choice of the user's; a ``ci`` profile
+    the user registered with other values, or named with ``--hypothesis-profile``, is theirs."""
+    from hypothesis import HealthCheck, settings
+
+    if name != "ci":
+        return False
+    ci, default = settings.get_profile("ci"), settings.get_profile("default")
+    return (ci.derandomize is True and ci.deadline is None and ci.database is None and ci.print_blob is True
+            and list(ci.suppress_health_check) == [HealthCheck.too_slow] and ci.max_examples == default.max_examples)
+
+
 def _load_profile(config: pytest.Config) -> str:
-    """Load the harness's profile unless the user chose one of their own; what applies, for the header."""
+    """Load the harness's profile unless the user chose one of their own; what applies, for the header.
+
+    Hypothesis' automatic ``ci`` profile (loaded when ``CI`` is set) is no choice: under ``CI`` the harness's
+    ``metadata-builders-ci`` applies, as documented (docs/CI.md).
+    """
     from hypothesis import settings
 
     register_profiles()
     chosen = config.getoption("--mb-profile")
     theirs = getattr(config.option, "hypothesis_profile", None)
     current = settings.get_current_profile_name()
-    if chosen is None and (theirs or current not in ("default", *map(hypothesis_name, PROFILES))):
+    ours = ("default", *map(hypothesis_name, PROFILES))
+    if chosen is None and (theirs or (current not in ours and not _hypothesis_automatic_ci(current))):
         return f"{theirs or current} (yours; --mb-profile to use the harness's)"
     name = hypothesis_name(chosen or ("ci" if os.environ.get("CI") else "dev"))
     settings.load_profile(name)
@@ -130,6 +150,25 @@ def _load_profile(config: pytest.Config) -> str:
 def pytest_report_header(config: pytest.Config) -> str:
     return f"metadata-builders: --mb-builder {config.getoption('--mb-builder')}, hypothesis profile " \
            f"{config.stash.get(_PROFILE, 'not loaded')}"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Any:
+    """A test that takes the ``builder`` fixture draws, with ``batches_for(prop)``, the modes that builder declares
+    (what ``check`` draws for it), not target verify alone."""
+    builder = getattr(item, "funcargs", {}).get("builder")
+    if builder is None or not hasattr(builder, "capabilities"):
+        yield
+        return
+    from metadata_builders.properties.spec import Focus, builder_under_test
+
+    declared = builder.capabilities.modes
+    for focus in (v for v in getattr(getattr(item, "callspec", None), "params", {}).values() if isinstance(v, Focus)):
+        if focus.mode not in declared:  # as check says it: not applicable, never a build the builder cannot make
+            pytest.skip(f"{focus}: builder {builder.name!r} does not build mode {focus.mode} (it declares modes = "
+                        f"{declared!r})")
+    with builder_under_test(builder):
+        yield
 
 
 def _worker_device(config: pytest.Config) -> str:
@@ -185,12 +224,12 @@ def device(pytestconfig: pytest.Config) -> str:
 def builder(pytestconfig: pytest.Config, device: str):
     """The builder under test (``--mb-builder``), audited, on this worker's device; built on first use."""
     from metadata_builders.builders import get_builder
-    from metadata_builders.errors import BuilderNotFound
+    from metadata_builders.errors import BuilderContractError, BuilderNotFound
 
     stash = pytestconfig.stash
     if _BUILDER not in stash:
         try:
             stash[_BUILDER] = get_builder(pytestconfig.getoption("--mb-builder"), device)
-        except BuilderNotFound as exc:
-            raise pytest.UsageError(f"--mb-builder: {exc}") from exc
+        except (BuilderNotFound, BuilderContractError) as exc:  # a factory's builder: made only now
+            pytest.exit(f"--mb-builder: {exc}", returncode=pytest.ExitCode.USAGE_ERROR)
     return stash[_BUILDER]

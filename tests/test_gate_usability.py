@@ -449,3 +449,21 @@ def test_the_gate_runs_on_a_users_own_repository_without_python_sglang(tmp_path,
     assert main(argv) == 1
     out = capsys.readouterr().out
     assert "gate: RED (P1 blocking)" in out and f"PYTHONPATH={repo / 'src'} metadata-builders replay" in out
+
+
+def test_a_head_builder_in_the_current_directory_imports_as_check_imports_it(tmp_path, monkeypatch, capsys) -> None:
+    """``gate --base-builder hip --head-builder mypkg...`` from the folder that holds ``mypkg/``, as ``check`` is run:
+    the sides import it (no ``No module named 'mypkg'``), and the header names both builders (issue 40 item 6)."""
+    package = tmp_path / "gatepkg_cwd"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "mine.py").write_text("from metadata_builders.builders.hip import HipBuilder\n\n\n"
+                                     "class Mine(HipBuilder):\n    pass\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("PYTHONPATH", raising=False)
+    monkeypatch.setenv("METADATA_BUILDERS_CACHE", str(tmp_path / "cache"))
+    code = main(["gate", "--base-builder", "hip", "--head-builder", "gatepkg_cwd.mine:Mine", "--properties", "P4",
+                 "--examples", "3", "--workers", "0", "--no-pictures", "--failures-dir", str(tmp_path / "f")])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "builders hip (base) and gatepkg_cwd.mine:Mine (head)" in out.splitlines()[0]

@@ -169,6 +169,7 @@ SAMPLES = {
     errors.PlotExtraMissing: ("the PNG picture",),
     errors.DeviceUnavailable: ("--device", "cuda", "torch.cuda.is_available() is False"),
     errors.BuilderContractError: ("mypkg:B", "build(inputs)", "a VerifyMetadata", "dict", "wrap the fields"),
+    errors.InvalidDeclaration: ("mypkg:B", "B", "modes", "a non-empty tuple of mode names", "()", "declare one"),
     errors.ModeNotBuilt: ("spec_v3", ("target_verify", "draft_extend")),
 }
 

@@ -61,11 +61,14 @@ def _example_project(pytester: pytest.Pytester) -> None:
 
 
 def test_the_documented_example_is_green_on_a_correct_builder(pytester: pytest.Pytester) -> None:
-    """docs/examples/test_my_builder.py on the bundled builder: every test passes, no deadline trouble."""
+    """docs/examples/test_my_builder.py on the bundled builder: every focus of every test passes (one per focused
+    run of ``check``: 7 of P1, 1 of P6, 6 of P7, 6 of P10), no deadline trouble."""
+    from metadata_builders.properties import focuses_for
+
     _example_project(pytester)
     result = pytester.runpytest_subprocess("-p", "metadata_builders.plugin", "--mb-builder", "hip", "--mb-device",
                                            "cpu", "--mb-profile", "ci", "-p", "no:cacheprovider")
-    result.assert_outcomes(passed=4)
+    result.assert_outcomes(passed=sum(len(focuses_for(p)) for p in ("P1", "P6", "P7", "P10")))
     result.stdout.fnmatch_lines(["*hypothesis profile metadata-builders-ci*"])
 
 
@@ -146,3 +149,98 @@ def test_a_property_failure_reads_as_check_prints_it(pytester: pytest.Pytester) 
     out = result.stdout.str()
     assert "def check_p4_gate" not in out and "placement.py" not in out and len(result.stdout.lines) < 40, out
     assert "def check_p4_gate" in pytester.runpytest_subprocess(*args, "--tb=long").stdout.str()
+
+
+def test_the_documented_example_is_red_on_a_draft_decode_bug(pytester: pytest.Pytester) -> None:
+    """The copied example file draws the modes the builder declares (issue 40 item 2): a draft-decode child that
+    reads its step's locations step-major -- a bug ``check`` fails on P1 -- is red, not "4 passed"."""
+    _example_project(pytester)
+    result = pytester.runpytest_subprocess("-p", "metadata_builders.plugin", "--mb-builder",
+                                           "metadata_builders.tools.mutants:draft_decode_step_slice_step_major",
+                                           "--mb-device", "cpu", "--mb-profile", "ci", "-p", "no:cacheprovider",
+                                           "-k", "reference")
+    result.assert_outcomes(failed=1, passed=6)
+    result.stdout.fnmatch_lines(["FAILED*test_every_variant_equals_the_reference*draft_decode*"])
+
+
+def test_a_focus_of_a_mode_the_builder_does_not_declare_is_skipped_saying_so(pytester: pytest.Pytester) -> None:
+    """The copied file on a builder that declares target verify alone: the other modes' focuses are skipped with
+    the reason (as ``check`` says ``not applicable``), never run and never silently passed."""
+    _example_project(pytester)
+    pytester.makepyfile(mine="""
+        from metadata_builders.builders.hip import HipBuilder
+
+        class VerifyOnly(HipBuilder):
+            modes = ("target_verify",)
+    """)
+    result = pytester.runpytest_subprocess("-p", "metadata_builders.plugin", "--mb-builder", "mine:VerifyOnly",
+                                           "--mb-profile", "dev", "-p", "no:cacheprovider", "-k", "reference",
+                                           "-rs")
+    result.assert_outcomes(passed=3, skipped=4)
+    result.stdout.fnmatch_lines(["*does not build mode draft_extend*"])
+
+
+def test_batches_for_draws_the_modes_of_the_builder_under_test(pytester: pytest.Pytester) -> None:
+    """In a test that takes ``builder``, ``batches_for(prop)`` draws that builder's declared modes; a builder that
+    declares target verify alone meets target-verify batches only."""
+    pytester.makepyfile(mine="""
+        from metadata_builders.builders.hip import HipBuilder
+
+        class VerifyOnly(HipBuilder):
+            modes = ("target_verify",)
+    """)
+    pytester.makepyfile(test_modes="""
+        from hypothesis import given, settings
+        from metadata_builders import batches_for
+
+        SEEN = set()
+
+        @settings(max_examples=80, deadline=None, database=None, derandomize=True)
+        @given(batch=batches_for("P1"))
+        def test_draws(builder, batch):
+            SEEN.add(batch.mode)
+
+        def test_seen(builder):
+            assert SEEN == set(builder.capabilities.modes), SEEN
+    """)
+    for name in ("hip", "mine:VerifyOnly"):
+        result = pytester.runpytest_subprocess("-p", "metadata_builders.plugin", "--mb-builder", name,
+                                               "-p", "no:cacheprovider", "-p", "no:randomly")
+        result.assert_outcomes(passed=2)
+
+
+def test_under_CI_the_harness_profile_is_in_force(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With ``CI`` set Hypothesis loads its own ``ci`` profile by itself: that is no choice of the user's, so the
+    harness's ``metadata-builders-ci`` applies (issue 40 item 3); ``--hypothesis-profile ci`` still wins."""
+    monkeypatch.setenv("CI", "1")
+    pytester.makepyfile(test_profile="""
+        from hypothesis import settings
+
+        def test_profile(builder):
+            print("PROFILE", settings.get_current_profile_name())
+    """)
+    result = pytester.runpytest_subprocess("-p", "metadata_builders.plugin", "-s", "-p", "no:cacheprovider")
+    result.stdout.fnmatch_lines(["*hypothesis profile metadata-builders-ci", "*PROFILE metadata-builders-ci*"])
+    chosen = pytester.runpytest_subprocess("-p", "metadata_builders.plugin", "-s", "-p", "no:cacheprovider",
+                                           "--hypothesis-profile", "ci")
+    chosen.stdout.fnmatch_lines(["*hypothesis profile ci (yours*", "*PROFILE ci*"])
+
+
+@pytest.mark.parametrize("modes", ["()", '"draft_decode"', '("target_verify", "draft_verify")', '("decode", 3)'])
+def test_a_malformed_modes_declaration_is_a_usage_error(pytester: pytest.Pytester, modes: str) -> None:
+    """``modes = ()``, a string, an unknown name, a non-string: one line naming the class, the value and the modes
+    the batch model knows, before any test runs (issue 40 item 1: ``modes = ()`` gave a silent green)."""
+    pytester.makepyfile(mine=f"""
+        from metadata_builders.builders.hip import HipBuilder
+
+        class Bad(HipBuilder):
+            modes = {modes}
+    """)
+    pytester.makepyfile(test_uses="""
+        def test_uses(builder):
+            pass
+    """)
+    result = pytester.runpytest_subprocess("-p", "metadata_builders.plugin", "--mb-builder", "mine:Bad")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*Bad.modes = *must be a non-empty tuple of mode names*target_verify*"])
+    assert len(result.stderr.lines) <= 3, result.stderr.str()

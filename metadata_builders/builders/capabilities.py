@@ -23,10 +23,12 @@ import inspect
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from metadata_builders.errors import BuilderContractError
+from metadata_builders.batch.modes import MODES
+from metadata_builders.errors import BuilderContractError, InvalidDeclaration
 from metadata_builders.tier import DEFAULT_PADDING, PADDINGS, Padding
 
-__all__ = ["BuildContract", "Capabilities", "GraphContract", "Padding", "capabilities_of"]
+__all__ = ["BuildContract", "Capabilities", "GraphContract", "Padding", "capabilities_of", "declared_modes",
+           "declared_padding"]
 
 BuildContract = Literal["inputs", "batch"]
 """``inputs``: ``build(inputs)`` (0.2+); ``batch``: the deprecated ``build(batch, variant)`` (0.1)."""
@@ -59,6 +61,9 @@ class Capabilities:
     """Kernel routes it runs (``triton``, ``torch``), when it has several."""
     modes: tuple[str, ...] = ("target_verify",)
     """The metadata builds of the MTP step it implements (docs/DESIGN.md section 3)."""
+    modes_declared: bool = True
+    """Its class declares ``modes`` (False: none does, and :attr:`modes` is the documented default, target verify
+    alone: ``check``'s per-mode table says so)."""
     store_kernels: bool = False
     """Runs upstream's own KV store kernel (``swa_store_rows``): P10 judges where the kernel stores each token,
     not only where the metadata says it would."""
@@ -139,24 +144,65 @@ def _takes_batch(inner: Any) -> bool:
     return len(params) >= 2
 
 
+def _declaring(cls: type, attribute: str) -> type | None:
+    """The most derived class of ``cls``'s MRO that sets ``attribute`` itself (None: none does)."""
+    return next((k for k in cls.__mro__ if attribute in vars(k)), None)
+
+
+def declared_modes(cls: type, name: str) -> tuple[str, ...]:
+    """The modes ``cls`` declares (``modes = (...)`` on it or a base), validated; ``("target_verify",)`` when no
+    class declares any (the documented default, said so in ``check``'s per-mode table).
+
+    A declaration the harness cannot take is refused here, once, for every entry point (check, replay, the
+    plugin, the gate): not a tuple or list of strings (``modes = "decode"`` would read as letters), empty (every
+    property would be ``not applicable``: a green that judged nothing), or naming a mode the batch model does not
+    know (``"draft_verify"`` would be dropped without a word).
+    """
+    owner = _declaring(cls, "modes")
+    if owner is None:
+        return ("target_verify",)
+    value = vars(owner)["modes"]
+    expected = f"a non-empty tuple of mode names, some of {MODES}"
+    hint = "docs/BUILDERS.md, 'Declaring modes'; leave modes out to be judged on target_verify alone"
+    if not isinstance(value, (tuple, list)) or not all(isinstance(m, str) for m in value):
+        raise InvalidDeclaration(name, owner.__name__, "modes", expected, repr(value), hint)
+    if not value:
+        raise InvalidDeclaration(name, owner.__name__, "modes", expected, repr(value),
+                                 "an empty declaration judges nothing; " + hint)
+    unknown = [m for m in value if m not in MODES]
+    if unknown:
+        raise InvalidDeclaration(name, owner.__name__, "modes", expected, repr(value),
+                                 f"{', '.join(map(repr, unknown))} is no mode of the batch model; " + hint)
+    if len(set(value)) != len(value):
+        raise InvalidDeclaration(name, owner.__name__, "modes", expected + ", each once", repr(value), hint)
+    return tuple(value)
+
+
+def declared_padding(cls: type, name: str) -> Padding:
+    """The padding convention ``cls`` declares, validated; ``absorb_then_clamp`` when none (docs/DESIGN.md §2)."""
+    owner = _declaring(cls, "padding_convention")
+    if owner is None or vars(owner)["padding_convention"] is None:
+        return "absorb_then_clamp"
+    padding = vars(owner)["padding_convention"]
+    if padding not in PADDINGS:
+        raise InvalidDeclaration(name, owner.__name__, "padding_convention", f"one of {list(PADDINGS)}", repr(padding))
+    return padding
+
+
 def capabilities_of(inner: Any, name: str, *, upstream: bool = False, routes: tuple[str, ...] = ()) -> Capabilities:
     """The capabilities of builder object ``inner`` (registered as ``name``), read from its class once."""
     cls = type(inner)
     build: BuildContract = "batch" if _takes_batch(inner) else "inputs"
-    padding = vars(cls).get("padding_convention") or next(
-        (vars(k)["padding_convention"] for k in cls.__mro__ if "padding_convention" in vars(k)), "absorb_then_clamp")
-    if padding not in PADDINGS:
-        raise BuilderContractError(name, "padding_convention", f"one of {list(PADDINGS)}", repr(padding))
-    modes = next((tuple(vars(k)["modes"]) for k in cls.__mro__ if "modes" in vars(k)), ("target_verify",))
     return Capabilities(
         build=build,
         graph="none" if build == "batch" else _graph_contract(cls, name),
-        padding=padding,
+        padding=declared_padding(cls, name),
         mirror_validation="with_mirror_validation" in _all_defined(cls, ("with_mirror_validation",)),
         expresses="variants_supported" in _all_defined(cls, ("variants_supported",)),
         upstream=upstream,
         routes=routes,
-        modes=modes,
+        modes=declared_modes(cls, name),
+        modes_declared=_declaring(cls, "modes") is not None,
         capture_layout="capture_verify_lens" in _all_defined(cls, ("capture_verify_lens",)),
         store_kernels="swa_store_rows" in _all_defined(cls, ("swa_store_rows",)),
     )

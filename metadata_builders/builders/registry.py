@@ -20,7 +20,7 @@ from metadata_builders.devices import usable_device
 from metadata_builders.errors import BuilderNotFound
 from metadata_builders.reference import ReferenceBuilder
 
-__all__ = ["REGISTERED", "REGISTRY", "Registration", "Route", "check_builder_name", "get_builder",
+__all__ = ["REGISTERED", "REGISTRY", "Registration", "Route", "check_builder_name", "check_declarations", "get_builder",
            "importable_anywhere", "importable_hint", "module_root", "registration", "replay_env", "routes_of"]
 
 
@@ -117,6 +117,26 @@ def check_builder_name(name: str, option: str = "--builder") -> None:
     module = name.partition(":")[0]
     if not findable(module):
         raise BuilderNotFound(name, f"{option}: cannot import module {module!r}; " + importable_hint(module))
+
+
+def check_declarations(name: str, option: str = "--builder") -> None:
+    """Refuse a ``module:attr`` class whose declarations the harness cannot take (``modes = ()``, an unknown mode,
+    a padding convention that is none), without constructing it: the plugin and the gate say so before any test or
+    side runs.  A factory is checked when it is called (:func:`get_builder`)."""
+    if ":" not in name:
+        return
+    from metadata_builders.builders.capabilities import declared_modes, declared_padding
+
+    module_name, _, attr = name.partition(":")
+    try:
+        findable(module_name)
+        target = getattr(importlib.import_module(module_name), attr, None)
+    except ImportError as exc:
+        raise BuilderNotFound(name, f"{option}: cannot import module {module_name!r}: {exc}; "
+                              + importable_hint(module_name)) from exc
+    if isinstance(target, type):
+        declared_modes(target, name)
+        declared_padding(target, name)
 
 
 def findable(module: str) -> bool:

@@ -58,7 +58,7 @@ def _sides(args: argparse.Namespace, workdir: str, trees: list[Worktrees]) -> tu
 
 def _validate(args: argparse.Namespace) -> list[PropertySpec]:
     """Every option checked before anything runs (a bad head builder is said in a second, not after the base)."""
-    from metadata_builders.builders import check_builder_name
+    from metadata_builders.builders import check_builder_name, check_declarations
     from metadata_builders.devices import usable_device
 
     props = _select(args.properties)
@@ -84,8 +84,9 @@ def _validate(args: argparse.Namespace) -> list[PropertySpec]:
         if not (args.base_builder and args.head_builder):
             raise GateError("gate", "give --base REF (run from the backend's checkout), or --base-builder and "
                                     "--head-builder")
-        check_builder_name(args.base_builder, "--base-builder")
-        check_builder_name(args.head_builder, "--head-builder")
+        for option, name in (("--base-builder", args.base_builder), ("--head-builder", args.head_builder)):
+            check_builder_name(name, option)
+            check_declarations(name, option)
     elif args.builder not in REGISTERED and ":" not in args.builder:
         check_builder_name(args.builder, "--builder")
     return props
@@ -232,7 +233,9 @@ def _run_gate(args: argparse.Namespace) -> int:
     trees: list[Worktrees] = []
     try:
         base, head = _sides(args, workdir, trees)
-        _say(f"metadata-builders gate: base = {base.label}, head = {head.label}; builder {base.builder}, "
+        builders = f"builder {base.builder}" if base.builder == head.builder else \
+            f"builders {base.builder} (base) and {head.builder} (head)"
+        _say(f"metadata-builders gate: base = {base.label}, head = {head.label}; {builders}, "
              f"profile {args.profile}, workers {args.workers}, hang after {HANG_FACTOR:g}x a batch's base time "
              f"(at least {args.hang_floor:g}s, at most {args.batch_timeout:g}s)")
         run = _Run(args, workdir, props)

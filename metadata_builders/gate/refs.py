@@ -107,4 +107,7 @@ def builder_side(name: str, builder: str) -> Side:
             identity = f"builder:{builder}@{hashlib.sha256(fh.read()).hexdigest()[:16]}"
     else:
         identity = None
-    return Side(name, builder, None, builder, identity, replay_env(builder))
+    env = replay_env(builder)
+    # The side's processes run in the gate's workdir: a module ``check`` imports from the current directory (or
+    # from a root a fresh interpreter does not see) goes on their path as on the replay command's.
+    return Side(name, builder, root if env else None, builder, identity, env)

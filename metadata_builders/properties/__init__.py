@@ -23,12 +23,14 @@ from metadata_builders.properties.graph import check_p5_graph_vs_eager
 from metadata_builders.properties.kv import check_p10_kv_state
 from metadata_builders.properties.mirror import check_p2_mirror
 from metadata_builders.properties.sequences import fewer_requests_batch, filled_tier_batch, replay_sequence, same_tier_batch
-from metadata_builders.properties.spec import PROPERTIES, PropertyResult, PropertySpec, batches_for, run_all, verdict
+from metadata_builders.properties.spec import (PROPERTIES, Focus, PropertyResult, PropertySpec, batches_for,
+                                               focuses_for, run_all, verdict)
 from metadata_builders.properties.state import check_p8_inputs_untouched, check_p9_no_hidden_state, history_for
 from metadata_builders.properties.syncs import check_p7_capture_safety, check_sync_contract, contract_role
 
 __all__ = [
     "PROPERTIES",
+    "Focus",
     "Partial",
     "PropertyResult",
     "PropertySpec",
@@ -48,6 +50,7 @@ __all__ = [
     "contract_role",
     "fewer_requests_batch",
     "filled_tier_batch",
+    "focuses_for",
     "history_for",
     "p1_differences",
     "replay_sequence",

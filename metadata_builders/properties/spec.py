@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
+import functools
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Literal
+from typing import Any, Callable, Iterable, Iterator, Literal
 
 from metadata_builders.batch import DECODE_MODES, VerifyBatch
 from metadata_builders.errors import Origin, PropertyFailure
@@ -118,7 +121,23 @@ PROPERTIES: tuple[PropertySpec, ...] = (
                   {**_DRAFT_DECODE, "graph": True}, _IDLE), p10_applies, modes=BUILT_MODES),
 )
 
-def batches_for(prop: str, modes: tuple[str, ...] = ("target_verify",)) -> Any:
+_UNDER_TEST: contextvars.ContextVar[tuple[str, ...] | None] = contextvars.ContextVar(
+    "metadata_builders_modes_under_test", default=None)
+"""The modes the builder under test declares, while a test of it runs (the pytest plugin's ``builder``)."""
+
+
+@contextlib.contextmanager
+def builder_under_test(builder: Any) -> Iterator[None]:
+    """While the block runs, ``batches_for(prop)`` draws the modes ``builder`` declares (the plugin wraps every test
+    that takes its ``builder`` fixture in it)."""
+    token = _UNDER_TEST.set(tuple(builder.capabilities.modes))
+    try:
+        yield
+    finally:
+        _UNDER_TEST.reset(token)
+
+
+def batches_for(prop: str, modes: tuple[str, ...] | None = None) -> Any:
     """The batches property ``prop`` is judged on under ``check`` and the gate, as one Hypothesis strategy.
 
     ``verify_batches()`` alone draws no divergence, so a hand-written P6 test on it
@@ -129,22 +148,100 @@ def batches_for(prop: str, modes: tuple[str, ...] = ("target_verify",)) -> Any:
         def test_my_builder_keeps_the_dspark_gate(builder, batch):
             check_p6_fault_model(builder, batch)
 
-    ``modes``: the modes of the MTP step to draw, target verify alone by default (what every builder builds);
-    a builder that declares more passes them, ``batches_for("P1", modes=builder.capabilities.modes)``.
-    Shrinks as :func:`strategies.verify_batches` does: towards one request, one token.
+    ``modes``: the modes of the MTP step to draw.  By default, what ``check`` draws for the builder under test:
+    the modes it declares (``modes = (...)`` on its class), in a test that takes the pytest plugin's ``builder``
+    fixture; target verify alone outside such a test (no builder is under test there: pass ``modes=`` for more).
+    A property that judges none of the declared modes draws its own focuses, on which its check says ``not
+    applicable``, as ``check`` does.  Shrinks as :func:`strategies.verify_batches` does: towards one request,
+    one token.
     """
-    from hypothesis import strategies as st
+    spec = _spec(prop)
+    if modes is not None:
+        if not _focuses(spec, tuple(modes)):
+            from metadata_builders.errors import UsageError
 
-    from metadata_builders.errors import UsageError
-    from strategies import verify_batches
+            raise UsageError("modes", f"modes {spec.name} judges, some of {list(spec.modes)}", repr(tuple(modes)))
+        return _drawn(spec, tuple(modes))
+    return _under_test(spec)
 
+
+@dataclass(frozen=True)
+class Focus:
+    """One focused run of a property, as ``check`` runs it: its mode and the batches it draws.
+
+    ``check`` gives each focus its own Hypothesis run (``max_examples`` each); a test of your own gets the same
+    strength by parametrizing over :func:`focuses_for` and drawing from ``focus.batches``::
+
+        @pytest.mark.parametrize("focus", focuses_for("P1"), ids=str)
+        @given(data=st.data())
+        def test_every_variant_equals_the_reference(builder, focus, data):
+            check_p1_reference(builder, data.draw(focus.batches))
+
+    Under the pytest plugin a focus of a mode the builder under test does not declare is skipped, saying so.
+    """
+
+    prop: str
+    index: int
+    mode: str
+    kwargs: tuple[tuple[str, Any], ...]
+    """``strategies.verify_batches`` keyword arguments, as sorted pairs (hashable)."""
+
+    @property
+    def batches(self) -> Any:
+        """The focus's batches: ``verify_batches(**kwargs)``."""
+        from strategies import verify_batches
+
+        return verify_batches(**dict(self.kwargs))
+
+    def __str__(self) -> str:
+        knobs = ",".join(f"{k}={v}" for k, v in self.kwargs if k != "mode")
+        return f"{self.prop}-{self.index}-{self.mode}" + (f"-{knobs}" if knobs else "")
+
+
+def focuses_for(prop: str) -> list[Focus]:
+    """Every focused run of property ``prop``, as ``check`` runs them, in order (:class:`Focus`)."""
+    spec = _spec(prop)
+    return [Focus(spec.name, i, f.get("mode", "target_verify"), tuple(sorted(f.items())))
+            for i, f in enumerate(spec.focuses)]
+
+
+def _spec(prop: str) -> PropertySpec:
     spec = {p.name: p for p in PROPERTIES}.get(prop.upper())
     if spec is None:
+        from metadata_builders.errors import UsageError
+
         raise UsageError("prop", f"one of {[p.name for p in PROPERTIES]}", repr(prop))
-    focuses = [f for f in spec.focuses if f.get("mode", "target_verify") in modes]
-    if not focuses:
-        raise UsageError("modes", f"modes {prop.upper()} judges, some of {list(spec.modes)}", repr(modes))
-    return st.one_of(*(verify_batches(**focus) for focus in focuses))
+    return spec
+
+
+def _focuses(spec: PropertySpec, modes: tuple[str, ...]) -> list[dict[str, Any]]:
+    return [f for f in spec.focuses if f.get("mode", "target_verify") in modes]
+
+
+def _drawn(spec: PropertySpec, modes: tuple[str, ...]) -> Any:
+    """One strategy per (property, modes): each focus of the property in those modes (all of them if none)."""
+    return _drawn_by_name(spec.name, modes)
+
+
+@functools.lru_cache(maxsize=None)
+def _drawn_by_name(name: str, modes: tuple[str, ...]) -> Any:
+    from hypothesis import strategies as st
+
+    from strategies import verify_batches
+
+    spec = _spec(name)
+    return st.one_of(*(verify_batches(**focus) for focus in (_focuses(spec, modes) or spec.focuses)))
+
+
+def _under_test(spec: PropertySpec) -> Any:
+    """The batches of ``spec`` in the modes of the builder under test, read when a batch is drawn."""
+    from hypothesis import strategies as st
+
+    @st.composite
+    def under_test(draw: Any) -> VerifyBatch:
+        return draw(_drawn(spec, _UNDER_TEST.get() or ("target_verify",)))
+
+    return under_test()
 
 
 Status = Literal["held", "failed", "partial", "not applicable"]

@@ -98,20 +98,30 @@ def write_junit(path: str, suite: str, cases: Iterable[tuple[str, float, str | N
     ET.ElementTree(root).write(path, encoding="utf-8", xml_declaration=True)
 
 
-def modes_table(judged: Sequence[tuple[str, Mapping[str, int]]]) -> str | None:
+def modes_table(judged: Sequence[tuple[str, Mapping[str, int]]], capabilities: Any = None) -> str | None:
     """Examples (or batches) judged per (mode of the MTP step, property), from ``(property, mode -> count)``
-    pairs: one row per mode, ``-`` where the property does not judge the mode (None when only target verify was
-    judged, as before the modes existed)."""
+    pairs: one row per mode, ``-`` where the property does not judge the mode.  None when only target verify was
+    judged, as before the modes existed, unless ``capabilities`` (the builder's) say it builds fewer modes than
+    the harness judges: then the table is shown with a line naming what the builder declares (or that it declares
+    nothing and is judged on target verify alone), so a mode left out is never left out in silence."""
     from metadata_builders.properties import PROPERTIES
     from metadata_builders.variants import BUILT_MODES
 
-    if {mode for _, counts in judged for mode, n in counts.items() if n} <= {"target_verify"}:
+    fewer = capabilities is not None and set(capabilities.modes) < set(BUILT_MODES)
+    if not fewer and {mode for _, counts in judged for mode, n in counts.items() if n} <= {"target_verify"}:
         return None
     modes = {spec.name: spec.modes for spec in PROPERTIES}
     rows = [[mode, *(str(counts.get(mode, 0)) if mode in modes.get(prop, BUILT_MODES) else "-"
                      for prop, counts in judged)] for mode in BUILT_MODES]
-    return ("judged per mode of the MTP step (- = the property does not judge the mode):\n"
-            + format_table(["mode", *(prop for prop, _ in judged)], rows))
+    table = ("judged per mode of the MTP step (- = the property does not judge the mode):\n"
+             + format_table(["mode", *(prop for prop, _ in judged)], rows))
+    if fewer:
+        left = ", ".join(m for m in BUILT_MODES if m not in capabilities.modes)
+        said = (f"declares modes = {tuple(capabilities.modes)!r}" if capabilities.modes_declared else
+                "declares no modes: judged on target_verify alone (the documented default)")
+        table += (f"\nthe builder {said}; not judged: {left} (declare modes = (...) on its class to be judged on "
+                  "them: docs/BUILDERS.md)")
+    return table
 
 
 def runner_line(run: Any) -> str | None:

@@ -1,0 +1,104 @@
+"""A builder's declarations are validated once, where capabilities are computed: a malformed one is one line and
+exit 2 on every entry point, before anything runs; a builder that declares nothing is said to be judged on target
+verify alone (issue 40 item 1)."""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+
+import pytest
+
+from metadata_builders.batch import MODES
+from metadata_builders.builders import get_builder
+from metadata_builders.builders.capabilities import declared_modes
+from metadata_builders.cli import main as cli_main
+from metadata_builders.errors import BuilderContractError, InvalidDeclaration
+
+MALFORMED = {
+    "empty": "()",
+    "string": '"draft_decode"',
+    "unknown": '("target_verify", "draft_verify")',
+    "not_strings": '("target_verify", 3)',
+    "twice": '("decode", "decode")',
+}
+
+
+@pytest.fixture()
+def mypkg(tmp_path, monkeypatch):
+    """A package of the user's own in a folder outside the repository, the current directory (as ``check`` is run)."""
+    package = tmp_path / "mypkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    body = "".join(f"\n\nclass {name.title().replace('_', '')}(HipBuilder):\n    modes = {value}\n"
+                   for name, value in MALFORMED.items())
+    (package / "badmodes.py").write_text("from metadata_builders.builders.hip import HipBuilder\n" + body +
+                                         "\n\nclass Undeclared:\n    def build(self, inputs):\n"
+                                         "        return HipBuilder().build(inputs)\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    yield "mypkg.badmodes"
+    for name in [m for m in sys.modules if m.startswith("mypkg")]:
+        del sys.modules[name]
+
+
+@pytest.mark.parametrize("name", MALFORMED)
+def test_a_malformed_declaration_is_refused_naming_class_value_and_modes(name: str) -> None:
+    """The error carries the class, the attribute and the value as data, and lists the known modes."""
+    klass = type(name, (), {"modes": eval(MALFORMED[name])})  # noqa: S307 - the test's own literals
+    with pytest.raises(InvalidDeclaration) as info:
+        declared_modes(klass, "mypkg:X")
+    error = info.value
+    assert (error.field, error.index, error.actual) == ("modes", name, repr(klass.modes))
+    assert all(mode in str(error) for mode in MODES)
+    assert isinstance(error, BuilderContractError)
+
+
+def test_no_declaration_is_target_verify_alone_and_a_declaration_is_kept() -> None:
+    """Nothing declared: the documented default; a declaration (a list too) is taken as declared."""
+    assert declared_modes(type("Plain", (), {}), "x") == ("target_verify",)
+    assert declared_modes(type("Two", (), {"modes": ["target_verify", "decode"]}), "x") == ("target_verify", "decode")
+
+
+@pytest.mark.parametrize("name", MALFORMED)
+def test_check_and_replay_exit_2_with_one_line_before_anything_runs(mypkg, name, capsys) -> None:
+    """``check`` and ``replay`` refuse the builder in one line (exit 2); nothing is judged first."""
+    builder = f"{mypkg}:{name.title().replace('_', '')}"
+    assert cli_main(["check", "--builder", builder, "--profile", "dev", "--max-examples", "1"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "InvalidDeclaration" in err[0] and ".modes = " in err[0], err
+    with pytest.raises(BuilderContractError):
+        get_builder(builder)
+
+
+def test_the_gate_refuses_either_builder_before_drawing_its_corpus(mypkg, capsys) -> None:
+    """``gate --base-builder X --head-builder Y``: a malformed declaration on either side is refused in a second."""
+    for option in ("--base-builder", "--head-builder"):
+        other = "--head-builder" if option == "--base-builder" else "--base-builder"
+        assert cli_main(["gate", option, f"{mypkg}:Empty", other, "hip", "--no-cache"]) == 2
+        out = capsys.readouterr()
+        assert "corpus" not in out.out and "Empty.modes = ()" in out.err
+
+
+def test_a_builder_that_declares_nothing_is_said_to_be_judged_on_target_verify_alone(mypkg, capsys) -> None:
+    """The per-mode table is printed and says what was not judged and why."""
+    assert cli_main(["check", "--builder", f"{mypkg}:Undeclared", "--properties", "P8", "--profile", "dev",
+                     "--max-examples", "2", "--workers", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "declares no modes: judged on target_verify alone" in out
+    assert "not judged: draft_extend, decode, draft_decode, idle" in out
+
+
+def test_a_run_that_judged_nothing_is_no_green(tmp_path, monkeypatch, capsys) -> None:
+    """Every example not applicable (a draft-extend builder asked for P2): NOTHING JUDGED, exit 2, never held."""
+    (tmp_path / "extendonly.py").write_text(textwrap.dedent("""
+        from metadata_builders.builders.hip import HipBuilder
+
+        class ExtendOnly(HipBuilder):
+            modes = ("draft_extend",)
+    """))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert cli_main(["check", "--builder", "extendonly:ExtendOnly", "--properties", "P2", "--profile", "dev",
+                     "--max-examples", "2", "--workers", "1"]) == 2
+    assert "NOTHING JUDGED" in capsys.readouterr().out
