@@ -11,7 +11,6 @@ an unknown builder).
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import sys
@@ -19,15 +18,17 @@ from typing import Any, Callable, Sequence
 
 from metadata_builders import gate
 from metadata_builders.batch import Geometry, GraphTier, VerifyBatch
-from metadata_builders.builders import get_builder, registration, routes_of
+from metadata_builders.builders import get_builder, routes_of
 from metadata_builders.devices import DEVICE_HELP, usable_device
 from metadata_builders.errors import MetadataBuildersError, ModeNotBuilt, UsageError
 from metadata_builders.properties import PROPERTIES, PropertySpec
 from metadata_builders.reference import expected_faults, expected_host_syncs, verify_extension
 from metadata_builders.runs.report import (format_table, modes_table, replay_command, runner_line, stores_line,
-                                           write_junit, write_replay_file)
+                                           write_replay_file)
 from metadata_builders.tools import bench, mutants, power
 from metadata_builders.variants import BUILT_MODES, divergence_applies, variants_for
+from metadata_builders.runs.check_report import (coverage_table, known_findings, reproduced, upstream_coverage,
+                                                 write_check_junit)
 from metadata_builders.runs.check_runs import check_settings, resolve_workers, run_check_in_workers, run_in_order
 
 __all__ = ["main"]
@@ -59,49 +60,24 @@ def _one_torch_thread() -> None:
 
 
 def _check_rows(args: argparse.Namespace, runs: list, known: dict[str, list[str | None]],
-                builder) -> tuple[list, list[tuple[str, str]]]:
-    """The result table's rows, and a replay file (with a picture when it can) per failure (one per mode at most)."""
+                builder) -> tuple[list, list[tuple[str, str, bool]]]:
+    """The result table's rows, and a replay file (with a picture when it can) per failure (one per mode at most),
+    each with whether it reproduced on a fresh builder (a file that did not is listed apart)."""
     rows = []
-    replay_files: list[tuple[str, str]] = []
+    replay_files: list[tuple[str, str, bool]] = []
     for run in runs:
         labels = known[run.spec.name]
         status = f"FAILED (known {', '.join(labels)})" if labels and all(labels) else run.status
         rows.append([run.spec.name, run.spec.title, run.examples, len(run.failures), f"{run.seconds:.1f}s", status])
         for found in (f for f in run.failures if f.batch is not None):
-            path = write_replay_file(args.failures_dir, run.spec.name, found.batch, found.failure, args.builder,
-                                     _reproduced(builder, run.spec, found))
-            replay_files.append((run.spec.name, path))
-            _maybe_picture(path, found.batch, args.builder, args.device)
+            meta, said = reproduced(builder, run.spec, found)
+            if said:
+                _out(said)
+            path = write_replay_file(args.failures_dir, run.spec.name, found.batch, found.failure, args.builder, meta)
+            replay_files.append((run.spec.name, path, meta["reproduces_on_fresh_builder"] is not False))
+            history = [VerifyBatch.from_dict(d) for d in meta.get("history", [])]
+            _maybe_picture(path, found.batch, args.builder, args.device, found.failure, history)
     return rows, replay_files
-
-
-def _reproduced(builder, spec, found) -> dict:
-    """Replay the failure on a fresh builder before its file is written; what the file must carry to reproduce."""
-    from metadata_builders.runs.reproduce import reproduce
-
-    result = reproduce(builder, spec, found.batch, found.history)
-    if not result.verified:
-        _out(f"  {spec.name}: not verified on a fresh builder ({builder.name} has no factory)")
-        return {"reproduces_on_fresh_builder": None}
-    if result.history is None:
-        _out(f"  {spec.name}: WARNING: does not fail on a fresh builder, even after the {len(found.history)} batches "
-             "built before it; the replay file alone will not reproduce it")
-        return {"reproduces_on_fresh_builder": False}
-    if result.history:
-        _out(f"  {spec.name}: fails on a fresh builder only after {len(result.history)} earlier batch(es) "
-             "(hidden state); the replay file carries them as its history")
-    return {"reproduces_on_fresh_builder": True, "history": [b.to_dict() for b in result.history]}
-
-
-def _write_check_junit(path: str, builder: str, runs: list) -> None:
-    """One JUnit testcase per property: its time, the failure as the message, its notes."""
-    cases = []
-    for run in runs:
-        msg = None if run.passed else "\n".join(str(found.failure) for found in run.failures)
-        notes = "\n".join(run.notes)
-        cases.append((f"{run.spec.name} {run.spec.title}", run.seconds, msg, notes))
-    write_junit(path, f"metadata-builders[{builder}]", cases)
-    _out(f"JUnit XML: {path}")
 
 
 def cmd_check(args: argparse.Namespace) -> int:
@@ -125,7 +101,8 @@ def _check_routes(args: argparse.Namespace) -> int:
     if len(routes) == 1:
         code = _check_one(args, args.builder)
         _out()
-        _out(f"check --builder {args.builder}: " + ("held" if code == 0 else "FAILED") + f" ({_overall(args)})")
+        _out(f"check --builder {args.builder}: " + {0: "held", 2: "NOTHING JUDGED"}.get(code, "FAILED")
+             + f" ({_overall(args)})")
         return code
     codes = []
     for route in routes:
@@ -160,13 +137,13 @@ def _check_one(args: argparse.Namespace, family: str) -> int:
         _out(f"  {len(props)} properties on {workers} worker processes (--workers 1: one process, in order)")
         runs, builds = run_check_in_workers(args, [p.name for p in props], workers, family)
     else:
-        with _upstream_coverage(family) as builds:
+        with upstream_coverage(family) as builds:
             runs = run_in_order(props, builder, settings_)
-    known = {run.spec.name: _known(builder.capabilities.upstream, run) for run in runs}
+    known = {run.spec.name: known_findings(builder.capabilities.upstream, run) for run in runs}
     rows, replay_files = _check_rows(args, runs, known, builder)
     _out()
     _out(format_table(["property", "what", "examples", "failures", "time", "result"], rows))
-    if (by_mode := modes_table([(r.spec.name, r.judged_by_mode) for r in runs])) is not None:
+    if (by_mode := modes_table([(r.spec.name, r.judged_by_mode) for r in runs], builder.capabilities)) is not None:
         _out("\n" + by_mode)
     if builds:
         from metadata_builders.builders.sglang.coverage import report_lines
@@ -177,75 +154,51 @@ def _check_one(args: argparse.Namespace, family: str) -> int:
         _out(line)
     if args.show_coverage:
         _out()
-        _out(_coverage_table(runs))
+        _out(coverage_table(runs))
     for run in runs:
         if run.partial is not None:
             _out(f"{run.spec.name} partial: {run.partial}")
     for run in (r for r in runs if not r.passed):
         _out()
-        for index, found in enumerate(run.failures):
-            mode = f" (mode {found.batch.mode})" if index else ""
+        for found in run.failures:
+            mode = f" (mode {found.batch.mode})" if found.batch is not None else ""
             _out(f"{run.spec.name} FAILED{mode}: {found.failure}")
-    for name, path in replay_files:
-        _out(f"  replay {name}: {replay_command(path, args.builder)}")
+    for name, path, reproduces in replay_files:
+        if reproduces:
+            _out(f"  replay {name}: {replay_command(path, args.builder)}")
+    if not all(reproduces for _, _, reproduces in replay_files):
+        _out("  did NOT reproduce on a fresh builder (the file alone does not show the failure: state or "
+             "nondeterminism it does not carry; replay says so):")
+        for name, path, reproduces in replay_files:
+            if not reproduces:
+                _out(f"    replay {name}: {replay_command(path, args.builder)}")
     if any(any(labels) for labels in known.values()):
         _out()
         _out("Failures marked 'known' are upstream findings explained in docs/FINDINGS.md. check stops a property's "
              "mode at its first failure; for a verdict that sees past them, `metadata-builders gate` compares a "
              "change with its base on every example.")
     if args.junit_xml:
-        _write_check_junit(args.junit_xml, args.builder, runs)
+        write_check_junit(args.junit_xml, args.builder, runs)
+        _out(f"JUnit XML: {args.junit_xml}")
     args._ran, args._failed = len(runs), [r.spec.name for r in runs if not r.passed]
+    if all(r.passed for r in runs) and not any(sum(r.judged_by_mode.values()) for r in runs):
+        _out()
+        _out(f"NOTHING JUDGED: every example was 'not applicable' to builder {args.builder} (it declares modes = "
+             f"{builder.capabilities.modes!r}); a run that judged nothing is no green (exit 2)")
+        args._failed = ["nothing judged"]
+        return 2
     return 0 if all(r.passed for r in runs) else 1
 
 
-@contextlib.contextmanager
-def _upstream_coverage(family: str):
-    """For a builder of upstream's code: the coverage of every upstream build of the run (fields judged / produced)."""
-    if not registration(family).coverage:
-        yield []
-        return
-    from metadata_builders.builders.sglang import coverage
-
-    with coverage.recording() as builds:
-        yield builds
-
-
-def _known(upstream: bool, run) -> list[str | None]:
-    """The known upstream finding each failure of a run is (upstream subjects only: findings describe upstream code)."""
-    from metadata_builders.runs.findings import known_finding
-
-    return [known_finding(found.failure, found.batch) if upstream and found.batch else None for found in run.failures]
-
-
-def _coverage_table(runs) -> str:
-    """Boundary hits per 100 generated examples; a boundary hit at all never reads 0 (``<1``), and each
-    failing property's shrunk batch is marked with ``*`` on the boundaries it hits."""
-    from strategies import COVERAGE_EVENTS, boundary_hits
-
-    failing = {run.spec.name: set(boundary_hits(run.batch)) for run in runs if run.batch is not None}
-    rows = []
-    for event in COVERAGE_EVENTS:
-        cells = []
-        for run in runs:
-            hits = run.events.get(event, 0)
-            share = 100.0 * hits / max(run.generated, 1)
-            cell = "<1" if 0 < share < 0.5 else f"{share:.0f}"
-            cells.append(cell + ("*" if event in failing.get(run.spec.name, ()) else ""))
-        rows.append([event, *cells])
-    legend = "; * = the failing batch hits it" if failing else ""
-    return f"coverage: boundary hits per 100 generated examples{legend}\n" + format_table(
-        ["boundary", *[r.spec.name for r in runs]], rows
-    )
-
-
-def _maybe_picture(path: str, batch: VerifyBatch, builder_name: str, device: str) -> None:
+def _maybe_picture(path: str, batch: VerifyBatch, builder_name: str, device: str, failure=None,
+                   history: Sequence[VerifyBatch] = ()) -> None:
     try:
         from metadata_builders.render import render_files
     except ImportError:
         return
     try:
-        for picture in render_files(batch, path, builder_name=builder_name, device=device):
+        for picture in render_files(batch, path, builder_name=builder_name, device=device, failure=failure,
+                                    history=history):
             _out(f"  picture: {picture}")
     except Exception as exc:  # noqa: BLE001 - a picture is a convenience; never hide the failure itself
         _out(f"  (no picture: {type(exc).__name__}: {exc})")
@@ -254,8 +207,9 @@ def _maybe_picture(path: str, batch: VerifyBatch, builder_name: str, device: str
 # -- replay ------------------------------------------------------------------------------------
 
 
-def _load_batch(path: str) -> tuple[VerifyBatch, list[VerifyBatch], str | None, str | None]:
-    """The batch of a replay file, the history to build first (``meta.history``), its why, its builder."""
+def _load_batch(path: str) -> tuple[VerifyBatch, list[VerifyBatch], str | None, str | None, bool]:
+    """The batch of a replay file, the history to build first (``meta.history``), its why, its builder, and whether
+    ``check`` marked it as not reproducing on a fresh builder (``meta.reproduces_on_fresh_builder: false``)."""
     try:
         with open(path) as fh:
             text = fh.read()
@@ -263,10 +217,14 @@ def _load_batch(path: str) -> tuple[VerifyBatch, list[VerifyBatch], str | None, 
         raise UsageError("replay", "a readable batch file", f"cannot read {path}: {exc.strerror}") from exc
     batch = VerifyBatch.from_json(text)
     raw = json.loads(text)
-    meta = raw.get("meta") or {}
-    history = [VerifyBatch.from_dict(d) for d in meta.get("history", [])] if isinstance(meta, dict) else []
-    builder = meta.get("builder") if isinstance(meta, dict) and isinstance(meta.get("builder"), str) else None
-    return batch, history, raw.get("why"), builder
+    meta = raw.get("meta") if isinstance(raw.get("meta"), dict) else {}
+    history = [VerifyBatch.from_dict(d) for d in meta.get("history", [])]
+    builder = meta.get("builder") if isinstance(meta.get("builder"), str) else None
+    return batch, history, raw.get("why"), builder, meta.get("reproduces_on_fresh_builder") is False
+
+
+_NOT_REPRODUCED = ("NOT REPRODUCED when written: check saw this batch fail, but a fresh builder did not fail on it "
+                   "(not even after the batches built before it); a green here is no verdict")
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
@@ -274,7 +232,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     from metadata_builders.properties.state import play_history
 
     args.device = usable_device(args.device)
-    batch, history, why, written_for = _load_batch(args.file)
+    batch, history, why, written_for, unreproduced = _load_batch(args.file)
     if batch.mode not in BUILT_MODES:  # said once, before any builder is blamed for it
         raise ModeNotBuilt(batch.mode, BUILT_MODES)
     if args.builder is None:
@@ -286,6 +244,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
             "as found")
     builder = get_builder(args.builder, args.device)
     _out(f"replay {args.file} with builder={args.builder}{whose}")
+    if unreproduced:
+        _out(_NOT_REPRODUCED)
     if why:
         _out(f"why: {why}")
     _out(f"batch: {batch.describe()}, max_context={batch.max_context}")
@@ -307,7 +267,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     _out(format_table(["property", "result"], rows))
     for failure in failures:
         _out()
-        _out(f"{failure.prop} FAILED [{failure.variant}]: {failure.message}")
+        _out(f"{failure.prop} FAILED (mode {batch.mode}) [{failure.variant}]: {failure.message}")
         if failure.field is not None:
             _out(f"  field {failure.field}, index {failure.index}: expected {failure.expected!r}, actual {failure.actual!r}")
     for note in notes:
@@ -315,15 +275,20 @@ def cmd_replay(args: argparse.Namespace) -> int:
     _out()
     _out(_sync_fault_table(builder, batch))
     if args.png or args.html:
-        from metadata_builders.render import render_html, render_png
+        from metadata_builders.render import analyse, render_html, render_png
 
+        analysis = analyse(batch, args.builder, args.device, failure=failures[0] if failures else None,
+                           history=history)
         if args.png:
-            render_png(batch, args.png, builder_name=args.builder, device=args.device)
+            render_png(batch, args.png, analysis=analysis)
             _out(f"picture: {args.png}")
         if args.html:
-            render_html(batch, args.html, builder_name=args.builder, device=args.device)
+            render_html(batch, args.html, analysis=analysis)
             _out(f"page: {args.html}")
-    return 1 if failures else 0
+    if unreproduced and not failures:
+        _out()
+        _out(f"{_NOT_REPRODUCED}: exit 1, as the failure check saw is not shown fixed (docs/FAILURES.md section 4)")
+    return 1 if failures or unreproduced else 0
 
 
 def _sync_fault_table(builder, batch: VerifyBatch) -> str:
@@ -332,12 +297,12 @@ def _sync_fault_table(builder, batch: VerifyBatch) -> str:
         try:
             md = builder.build(batch, variant)
         except Exception as exc:  # noqa: BLE001 - shown in the table, the property above already failed
-            rows.append([variant.label, "-", "-", f"raised {type(exc).__name__}", ""])
+            rows.append([variant.label_in(batch.mode), "-", "-", f"raised {type(exc).__name__}", ""])
             continue
         want = len(expected_host_syncs(batch, variant))
         syncs = ", ".join(f"{s.op}@{s.stage}" for s in md.audit.host_syncs) or "none"
         faults = ", ".join(f"{f.kind} x{f.count}" for f in md.audit.faults) or "none"
-        rows.append([variant.label, "yes" if md.decision.used_output_size else "no",
+        rows.append([variant.label_in(batch.mode), "yes" if md.decision.used_output_size else "no",
                      f"{len(md.audit.host_syncs)} (contract {want})", syncs, faults])
     return "syncs and faults per variant\n" + format_table(
         ["variant", "output_size", "host syncs", "ops", "faults"], rows
@@ -478,6 +443,39 @@ def build_parser() -> argparse.ArgumentParser:
     for register in SUBCOMMANDS:
         register(sub)
     return parser
+
+
+def synopsis(width: int = 112) -> str:
+    """The README's CLI synopsis, made from the parsers themselves (``tests/test_docs.py`` holds the README to it):
+    one entry per subcommand, each option as ``[--flag METAVAR]``, wrapped under the subcommand's name."""
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))  # noqa: SLF001 - argparse's own
+    lines = []
+    for name, command in sub.choices.items():
+        parts = []
+        for action in command._actions:  # noqa: SLF001 - argparse keeps its actions here
+            if isinstance(action, argparse._HelpAction):  # noqa: SLF001
+                continue
+            if not action.option_strings:
+                parts.append(action.metavar or action.dest.upper())
+                continue
+            flag = max(action.option_strings, key=len)
+            if action.nargs == 0:
+                parts.append(f"[{flag}]")
+            elif action.choices:
+                parts.append(f"[{flag} {'|'.join(map(str, action.choices))}]")
+            else:
+                parts.append(f"[{flag} {action.metavar or action.dest.upper()}]")
+        head = f"metadata-builders {name:<8}"
+        line = head
+        for part in parts:
+            if len(line) + 1 + len(part) > width and line.strip() != head.strip():
+                lines.append(line)
+                line = " " * len(head)
+            line += " " + part
+        lines.append(line)
+    lines.append("metadata-builders --version")
+    return "\n".join(line.rstrip() for line in lines)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -80,6 +80,12 @@ class Variant:
         """Short human name, e.g. ``graph/mirror=host/gate=dspark``."""
         return f"{self.path}/mirror={self.mirror}/layout_total={self.layout_total}/gate={self.gate}"
 
+    def label_in(self, mode: str) -> str:
+        """The label as a batch of ``mode`` is built: target verify spells every knob; any other mode has the path
+        alone (its knobs are fixed, :func:`variants_for`), so its label claims no mirror or gate it has not got:
+        ``graph/mode=draft_decode``."""
+        return self.label if mode == "target_verify" else f"{self.path}/mode={mode}"
+
     def to_dict(self) -> dict[str, str]:
         return {"path": self.path, "mirror": self.mirror, "layout_total": self.layout_total, "gate": self.gate}
 

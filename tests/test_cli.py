@@ -340,3 +340,62 @@ def test_a_crash_inside_torch_is_placed_at_the_builder_line_that_called_it() -> 
     assert origin.function == "out_graph" and origin.filename == __file__, origin
     assert "in out_graph)" in str(failure), str(failure)
 
+
+
+# -- nothing that failed is shown as fine (issue 40 item 4) ---------------------------------------------------
+
+
+def test_a_failure_line_names_its_mode_and_its_label_claims_no_knob_the_mode_has_not(tmp_path, capsys) -> None:
+    """The first failure of a property names its mode, and a draft-decode variant is labelled by its path alone
+    (no ``mirror=host`` on a mode with no mirror knob)."""
+    code = main(["check", "--builder", "metadata_builders.tools.mutants:draft_decode_step_slice_step_major",
+                 "--properties", "P1", "--profile", "ci", "--workers", "1", "--failures-dir", str(tmp_path)])
+    out = capsys.readouterr().out
+    assert code == 1
+    line = next(line for line in out.splitlines() if line.startswith("P1 FAILED"))
+    assert line.startswith("P1 FAILED (mode draft_decode): P1 [eager/mode=draft_decode]"), line
+    assert "mirror=" not in line
+
+
+def test_replay_of_a_file_that_did_not_reproduce_says_so_first_and_last(tmp_path, capsys) -> None:
+    """A file ``check`` wrote with ``reproduces_on_fresh_builder: false`` never replays as a plain green: the first
+    and last lines say it did not reproduce, and the exit is 1 (docs/FAILURES.md section 4)."""
+    from _examples import EXAMPLES
+
+    from metadata_builders.runs.report import write_replay_file
+
+    path = write_replay_file(str(tmp_path), "P2", EXAMPLES["single_request"], None, "hip",
+                             {"reproduces_on_fresh_builder": False})
+    assert main(["replay", path, "--properties", "P2"]) == 1
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.strip()]
+    assert lines[1].startswith("NOT REPRODUCED") and lines[-1].startswith("NOT REPRODUCED"), lines
+
+
+FLAKY = '''
+from metadata_builders.builders.hip import HipBuilder
+
+BUILDS = [0]
+
+
+class WrongOnce(HipBuilder):
+    """Wrong on the process's first build only: nothing a fresh builder (or a replay file) can reproduce."""
+
+    def build(self, inputs):
+        md = super().build(inputs)
+        BUILDS[0] += 1
+        if BUILDS[0] == 1:
+            md.fields["seq_lens"] = md.fields["seq_lens"] + 1
+        return md
+'''
+
+
+def test_check_lists_a_replay_file_that_did_not_reproduce_apart(tmp_path, monkeypatch, capsys) -> None:
+    """A failure a fresh builder does not reproduce: its replay command is listed under its own warning."""
+    (tmp_path / "cli_flaky_builders.py").write_text(FLAKY)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    code = main(["check", "--builder", "cli_flaky_builders:WrongOnce", "--properties", "P1", "--profile", "dev",
+                 "--max-examples", "3", "--workers", "1", "--failures-dir", str(tmp_path / "f")])
+    out = capsys.readouterr().out
+    assert code == 1
+    after = out.split("did NOT reproduce on a fresh builder", 1)
+    assert len(after) == 2 and "replay P1:" in after[1] and "replay P1:" not in after[0].split("P1 FAILED")[-1]

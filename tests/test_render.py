@@ -469,3 +469,50 @@ def test_a_kv_store_failure_is_what_the_picture_says() -> None:
     assert "ring of slot 2 (rows 12..17): 12 pos 6 live | 13 empty | 14 empty | " \
            "[15 pos 3 live <- token 5] | 16 pos 4 live | 17 pos 5 live" in kv[0], kv[0]
     assert not [n for n in analyse(batch, "hip").notes if n.startswith("KV ")]
+
+
+# -- a picture drawn for a failure never says "fine" (issue 40 item 4) ---------------------------------------
+
+
+def _sync_failure():
+    from metadata_builders.errors import PropertyFailure
+
+    return PropertyFailure("P7", "a path that claims to be sync-free synced", variant="eager/mirror=host/"
+                           "layout_total=host/gate=ungated", field="audit.host_syncs", expected=[],
+                           actual=["Tensor.item@verify_extension:scalar"], check="p7.sync_free_synced",
+                           where="verify_extension")
+
+
+def test_a_picture_drawn_for_a_failure_names_it_first_and_is_never_good_news(tmp_path: Path) -> None:
+    """A P7 failure whose picture's own builds agree with the reference: the header names P7 and its check id,
+    the side panel shows the sync (op and stage) first, and neither page nor PNG reads as clean."""
+    batch = EXAMPLES["single_request"]
+    analysis = analyse(batch, "hip", failure=_sync_failure())
+    assert not analysis.is_clean and analysis.verdict.startswith("P7 FAILED (p7.sync_free_synced, mode target_verify)")
+    assert any("Tensor.item@verify_extension" in line for line in analysis.failure)
+    page = render.html_page(analysis)
+    assert 'class="verdict bad"' in page and "P7 FAILED" in page and "not in these builds" in page
+    from metadata_builders.render.png import _side_text
+
+    assert _side_text(analysis).startswith("P7 FAILED")
+
+
+def test_a_hidden_state_picture_builds_the_history_first(tmp_path: Path) -> None:
+    """A failure that needs earlier batches: the picture's builds come after them, so the disagreement shows."""
+    from metadata_builders.properties import history_for
+    from metadata_builders.tools.mutants import mutant_builder
+
+    batch = make_batch([5, 3], [2, 1], 3, verify_lens=[2, 1], num_slots=4, graph=GraphTier(3, 8, cap=2))
+    largest = history_for(batch)[-1]
+    fresh = analyse(batch, builder=mutant_builder("stateful_scratch_tail"))
+    after = analyse(batch, builder=mutant_builder("stateful_scratch_tail"), history=[largest],
+                    failure=_sync_failure())
+    assert not fresh.disagreements and after.disagreements
+    assert any("after 1 earlier batch" in line for line in after.failure)
+
+
+def test_the_uncovered_tail_is_not_called_a_capped_tiers() -> None:
+    """Under pad_rows_only an uncapped tier without pad rows has an uncovered tail too: the legend says so."""
+    from metadata_builders.render._style import KIND_LABELS
+
+    assert "capped" not in KIND_LABELS["uncovered"]

@@ -108,7 +108,7 @@ class AuditedBuilder:
         if self.takes_batch:
             warnings.warn(
                 f"builder {self.name!r}: build(batch, variant) is deprecated; take the harness's inputs instead, "
-                "build(inputs: VerifyInputs) (README: 'Writing a builder')",
+                "build(inputs: VerifyInputs) (docs/BUILDERS.md, 'The builder contract')",
                 DeprecationWarning, stacklevel=2,
             )
 
@@ -296,7 +296,7 @@ def _not_metadata(name: str, result: Any, replay: bool) -> BuilderContractError:
     hint = ""
     if isinstance(result, Mapping):
         hint = ("wrap the fields: VerifyMetadata(fields, Decision(num_tokens, exact_num_tokens, used_output_size, "
-                "max_seq_len)) (from metadata_builders import Decision, VerifyMetadata; README 'Writing a builder')")
+                "max_seq_len)) (from metadata_builders import Decision, VerifyMetadata; docs/BUILDERS.md, 'The builder contract')")
     elif result is None:
         hint = "did it forget to return?"
     return BuilderContractError(name, call, "a VerifyMetadata", type(result).__name__, hint)

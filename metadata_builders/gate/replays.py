@@ -94,13 +94,18 @@ def write_replays(verdicts: list[PropertyVerdict], crash: Crash | None, corpus: 
 
 
 _DRAW = """
-import sys
+import json, sys
 from metadata_builders.batch import VerifyBatch
+from metadata_builders.errors import PropertyFailure
 from metadata_builders.render import render_files
 device, rest = sys.argv[1], sys.argv[2:]
 for path, builder in zip(rest[::2], rest[1::2]):
     try:
-        drawn = render_files(VerifyBatch.from_json(open(path).read()), path, builder_name=builder, device=device)
+        text = open(path).read()
+        raw = json.loads(text)
+        prop = raw.get("meta", {}).get("property")
+        failure = PropertyFailure(prop, raw.get("why", "")) if prop and prop != "crash" else None
+        drawn = render_files(VerifyBatch.from_json(text), path, builder_name=builder, device=device, failure=failure)
     except Exception as exc:  # one picture that cannot be drawn must not cost the others
         print(path, "-", type(exc).__name__, flush=True)
         continue

@@ -5,8 +5,9 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import dataclasses
+import functools
 from collections import Counter
-from typing import Any, Iterable, Iterator, Literal
+from typing import Any, Callable, Iterable, Iterator, Literal
 
 from metadata_builders.batch import VerifyBatch
 from metadata_builders.errors import CaptureSync, PropertyFailure
@@ -77,10 +78,39 @@ def tally(what: str, **counts: int) -> None:
 
 
 
+_JUDGED_MODE: contextvars.ContextVar[str] = contextvars.ContextVar("metadata_builders_judged_mode",
+                                                                   default="target_verify")
+"""The mode of the batch a property is judging (:func:`judging`): what a variant's label may claim."""
+
+
+def judging(check: Callable[..., list[str]]) -> Callable[..., list[str]]:
+    """Mark ``check(builder, batch, ...)`` as a property's check: while it runs, labels and failures name the
+    judged batch's mode (a draft-decode failure never reads ``mirror=host``: :meth:`Variant.label_in`)."""
+
+    @functools.wraps(check)
+    def judged(builder: Any, batch: VerifyBatch, *args: Any, **kwargs: Any) -> list[str]:
+        declared = builder.capabilities.modes
+        if batch.mode not in declared:  # as check says it (properties.spec.verdict), never a build it cannot make
+            return [f"not applicable: builder {builder.name!r} does not build mode {batch.mode} (it declares "
+                    f"modes = {declared!r}: docs/DESIGN.md section 3)"]
+        token = _JUDGED_MODE.set(batch.mode)
+        try:
+            return check(builder, batch, *args, **kwargs)
+        finally:
+            _JUDGED_MODE.reset(token)
+
+    return judged
+
+
+def _label(variant: Variant) -> str:
+    """``variant``'s label in the mode being judged (every knob for target verify, the path for another mode)."""
+    return variant.label_in(_JUDGED_MODE.get())
+
+
 def _fail(prop: str, variant: Variant | None, message: str, *, check: CheckId, **data: Any) -> PropertyFailure:
     """A failure of ``prop`` on ``variant``, identified by ``check`` (:mod:`.checks`), with its data."""
     assert check in CHECKS, check
-    return PropertyFailure(prop, message, variant=None if variant is None else variant.label, check=check, **data)
+    return PropertyFailure(prop, message, variant=None if variant is None else _label(variant), check=check, **data)
 
 
 def _compare(prop: str, variant: Variant, expected: VerifyMetadata, actual: VerifyMetadata, what: str, *,
@@ -137,7 +167,7 @@ def _variants(builder: Any, batch: VerifyBatch, notes: list[str]) -> list[Varian
     if not builder.capabilities.expresses:
         return everything
     allowed = builder.variants_supported(batch)
-    missing = [v.label for v in everything if v not in allowed]
+    missing = [_label(v) for v in everything if v not in allowed]
     if missing:
         notes.append(Partial(f"builder {_name(builder)!r} cannot express {len(missing)} variant(s), e.g. {missing[0]}",
                              "variants"))

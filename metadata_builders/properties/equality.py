@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from metadata_builders.batch import VerifyBatch
 from metadata_builders.metadata import FIELD_NAMES, FIELDS, VerifyMetadata, first_difference
+from metadata_builders.properties._common import _label, judging
 from metadata_builders.properties._common import (
     _DECISION_NAMES,
     _reference, Partial,
@@ -21,6 +22,7 @@ from metadata_builders.reference import ReferenceBuilder, verify_extension
 from metadata_builders.variants import Variant, apply_gate
 
 
+@judging
 def check_p1_reference(builder, batch: VerifyBatch) -> list[str]:
     """P1: on every variant, every field and the decision equal the pure-Python reference.
 
@@ -62,14 +64,14 @@ def p1_differences(builder, batch: VerifyBatch) -> set[str]:
         actual = builder.build(batch, variant)
         for name in FIELD_NAMES:
             if name in actual.fields and first_difference(expected.fields, actual.fields, (name,)) is not None:
-                found.add(f"{variant.label}|{name}")
+                found.add(f"{_label(variant)}|{name}")
         want, got = _decided(expected), _decided(actual)
         for name in _DECISION_NAMES:
             if want[name] != got[name]:
-                found.add(f"{variant.label}|decision.{name}")
-        found.update(f"{variant.label}|{name}.dtype" for name, _, _ in _wrong_dtypes(actual))
+                found.add(f"{_label(variant)}|decision.{name}")
+        found.update(f"{_label(variant)}|{name}.dtype" for name, _, _ in _wrong_dtypes(actual))
         if actual.audit.faults:
-            found.add(f"{variant.label}|audit.faults")
+            found.add(f"{_label(variant)}|audit.faults")
     return found
 
 
@@ -98,6 +100,7 @@ def _fail_on_faults(prop: str, variant: Variant, batch: VerifyBatch, md: VerifyM
                 check="p1.oob_read" if f.kind == "oob_read" else "p1.fault_on_clean", where=f.stage)
 
 
+@judging
 def check_p3_sync_free(builder, batch: VerifyBatch) -> list[str]:
     """P3: a token map with ``output_size`` equals the synced one and performs no sync.
 
@@ -128,6 +131,7 @@ def check_p3_sync_free(builder, batch: VerifyBatch) -> list[str]:
     return notes
 
 
+@judging
 def check_p4_gate(builder, batch: VerifyBatch) -> list[str]:
     """P4: ``used_output_size`` (as the audit saw the token map) follows the gate table; outputs equal across gates."""
     batch = _clean(batch)
@@ -139,7 +143,7 @@ def check_p4_gate(builder, batch: VerifyBatch) -> list[str]:
         actual = builder.build(batch, variant)
         maps = actual.audit.token_maps
         if not maps and not isinstance(builder, ReferenceBuilder):
-            notes.append(Partial(f"{variant.label}: the audit saw no token map (repeat_interleave over device "
+            notes.append(Partial(f"{_label(variant)}: the audit saw no token map (repeat_interleave over device "
                                  "lengths); used_output_size is the builder's own word", "token_map"))
         if actual.decision.used_output_size != want:
             raise _fail(

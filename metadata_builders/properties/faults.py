@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from metadata_builders.batch import VerifyBatch
 from metadata_builders.metadata import PLANNER_OP, first_difference
+from metadata_builders.properties._common import _label, judging
 from metadata_builders.properties._common import _clean, _fail, _padding, _reference, _variants
 from metadata_builders.reference import expected_faults
 from metadata_builders.tier import host_total
 from metadata_builders.variants import divergence_applies
 
 
+@judging
 def check_p6_fault_model(builder, batch: VerifyBatch) -> list[str]:
     """P6: with diverging device lengths, exactly the maps that trusted a host count fault, as modelled.
 
@@ -61,10 +63,10 @@ def check_p6_fault_model(builder, batch: VerifyBatch) -> list[str]:
                 raise _fail("P6", variant, "device faults differ from the HIP model", field="audit.faults",
                             expected=want, actual=got, check="p6.faults_vs_model",
                             where=actual.audit.faults[0].stage if actual.audit.faults else None)
-            notes.append(f"{variant.label}: the model predicts {want} but this build's device lengths never took the "
+            notes.append(f"{_label(variant)}: the model predicts {want} but this build's device lengths never took the "
                          f"diverging copy (delivered {actual.audit.divergence_delivered}x): no exposure")
         if used and not got and batch.divergence is not None and divergence_applies(batch, variant):
             mismatch = first_difference(_reference(builder).build(clean, variant).fields, actual.fields)
             if mismatch is not None and len(notes) < 5:
-                notes.append(f"{variant.label}: no fault, but wrong metadata (silent on HIP): {mismatch}")
+                notes.append(f"{_label(variant)}: no fault, but wrong metadata (silent on HIP): {mismatch}")
     return notes

@@ -7,6 +7,7 @@ from typing import Any
 
 from metadata_builders.batch import VerifyBatch
 from metadata_builders.metadata import FIELD_NAMES, FIELDS, PER_ENTRY, PER_ROW, SHAPE_VARIES, VerifyMetadata, first_difference
+from metadata_builders.properties._common import judging
 from metadata_builders.properties._common import (Partial, _capture, _clean, _compare, _fail, _name, _padding,
                                                   _reference, _variants)
 from metadata_builders.properties.sequences import replay_sequence
@@ -22,6 +23,7 @@ def _absorbing_row(batch: VerifyBatch, padding: Padding) -> int | None:
     return batch.bs - 1 if absorbed_slack(batch.verify_lens, g.padded_bs, g.graph_num_tokens, g.cap, padding) else None
 
 
+@judging
 def check_p5_graph_vs_eager(builder, batch: VerifyBatch, second: VerifyBatch | None = None) -> list[str]:
     """P5: the graph build equals the eager build on real tokens; pads are inert; replays equal fresh builds.
 

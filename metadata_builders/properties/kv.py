@@ -15,6 +15,7 @@ from typing import Any, Callable
 from metadata_builders.kv_state import (Ring, StateRing, Store, Token, compressed_row, layout_tokens, ring_unfit,
                                         state_unfit, swa_stores, unpaged_slots)
 from metadata_builders.batch import VerifyBatch
+from metadata_builders.properties._common import _label, judging
 from metadata_builders.properties._common import Partial, _clean, _fail, _padding, _variants, tally
 from metadata_builders.variants import Variant
 
@@ -26,6 +27,7 @@ def p10_applies(batch: VerifyBatch) -> str | None:
     return ring_unfit(batch)
 
 
+@judging
 def check_p10_kv_state(builder: Any, batch: VerifyBatch) -> list[str]:
     """P10 on the SWA ring: every variant's stores land inside the ring, never on a live row they do not own.
 
@@ -73,7 +75,7 @@ def judge_build(variant: Variant, batch: VerifyBatch, fields: dict[str, Any], pa
     _low_ratio_states(variant, batch, tokens, fields)
     _compressor_states(variant, batch, tokens, fields)
     if not stores:
-        return Partial(f"P10: {variant.label} reports neither swa_loc nor verify_store_state_slot: its ring stores "
+        return Partial(f"P10: {_label(variant)} reports neither swa_loc nor verify_store_state_slot: its ring stores "
                        "are not judged", "observability")
     return None
 

@@ -5,11 +5,13 @@ from __future__ import annotations
 from metadata_builders.batch import VerifyBatch
 from metadata_builders.errors import StaleMirror
 from metadata_builders.metadata import VerifyMetadata, first_difference
+from metadata_builders.properties._common import _label, judging
 from metadata_builders.properties._common import _reference, Partial, _clean, _compare, _describe, _fail, _name, _variants
 from metadata_builders.properties.syncs import contract_role
 from metadata_builders.variants import Variant, variants_for
 
 
+@judging
 def check_p2_mirror(builder, batch: VerifyBatch) -> list[str]:
     """P2: host / device / tolist mirrors give identical metadata; only ``tolist`` syncs on seq_lens.
 
@@ -77,5 +79,5 @@ def _check_stale_mirror(builder, batch: VerifyBatch) -> list[str]:
         silent = builder.build(batch, variant)
         mismatch = first_difference(_reference(builder).build(_clean(batch), variant).fields, silent.fields)
         if mismatch is not None and len(notes) < 3:
-            notes.append(f"{variant.label}: without validation the stale mirror corrupts metadata: {mismatch}")
+            notes.append(f"{_label(variant)}: without validation the stale mirror corrupts metadata: {mismatch}")
     return notes

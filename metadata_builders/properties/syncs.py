@@ -7,6 +7,7 @@ from typing import Any
 
 from metadata_builders.batch import VerifyBatch
 from metadata_builders.metadata import SyncRecord, VerifyMetadata
+from metadata_builders.properties._common import judging
 from metadata_builders.properties._common import _capture, _clean, _describe, _fail, _padding, _variants
 from metadata_builders.reference import CONTRACT_STAGES, expected_host_syncs
 from metadata_builders.tier import Padding
@@ -98,6 +99,7 @@ def _check_contract(batch: VerifyBatch, variant: Variant, md: VerifyMetadata, wh
                 check="p7.replay_contract" if what else check)
 
 
+@judging
 def check_p7_capture_safety(builder, batch: VerifyBatch) -> list[str]:
     """P7: every variant that claims to be sync-free performs zero host syncs (and the contract holds)."""
     batch = _clean(batch)

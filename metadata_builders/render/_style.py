@@ -21,6 +21,6 @@ KIND_LABELS = {
     "verify": "verify token",
     "slack": "tier slack absorbed by the last real row",
     "pad": "pad row token (tier slack, slot 0)",
-    "uncovered": "uncovered tail of a capped tier (past num_tokens)",
+    "uncovered": "uncovered tail of the tier (past num_tokens: no row covers it)",
 }
 """Legend and tooltip words per cell kind, in legend order."""

@@ -31,7 +31,7 @@ disagreements land on the same cells.
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Sequence
 
 from metadata_builders.builders import AuditedBuilder, get_builder
 from metadata_builders.metadata import first_difference
@@ -62,6 +62,7 @@ from metadata_builders.variants import variants_for
 if TYPE_CHECKING:
     from metadata_builders.batch import VerifyBatch
     from metadata_builders.builders import Builder
+    from metadata_builders.errors import PropertyFailure
     from metadata_builders.metadata import VerifyMetadata
     from metadata_builders.variants import Path, Variant
 
@@ -79,6 +80,7 @@ __all__ = [
     "RowKind",
     "analyse",
     "every_difference",
+    "failure_lines",
     "short_label",
 ]
 
@@ -137,7 +139,8 @@ def _build(builder: Any, batch: VerifyBatch, variant: Variant, label: str, notes
 
 
 def analyse(
-    batch: VerifyBatch, builder_name: str = "hip", device: str = "cpu", *, builder: Builder | None = None
+    batch: VerifyBatch, builder_name: str = "hip", device: str = "cpu", *, builder: Builder | None = None,
+    failure: PropertyFailure | None = None, history: Sequence[VerifyBatch] = (),
 ) -> Analysis:
     """Build ``batch`` on every variant with the builder and the reference, and say where they differ.
 
@@ -146,9 +149,19 @@ def analyse(
     what catches an inconsistent reference).  The device-model faults are read from
     builds of the batch *with* its divergence and checked against the fault model.
     ``builder`` overrides ``builder_name`` (a builder object, e.g. a test's).
+
+    ``failure``: the property failure the picture is drawn for (``check``, ``replay``).  Its header names the
+    property and check id and the picture shows that failure first, whatever its own builds show: a sync or a
+    replay the picture's builds do not make, a hidden state they do not carry.  ``history``: the batches the
+    failure needs built first on the same builder (a hidden-state failure, ``meta.history``); they are built
+    before the picture's builds, so those meet the same state.
     """
     if builder is None:
         builder = get_builder(builder_name, device)
+    if history:
+        from metadata_builders.properties.state import play_history
+
+        play_history(builder, list(history))
     name, on = builder.name, str(builder.device if isinstance(builder, AuditedBuilder) else device)
     padding = _padding_of(builder)
     reference = ReferenceBuilder(padding)
@@ -176,9 +189,14 @@ def analyse(
     if batch.divergence is not None and getattr(batch.divergence, "seq_lens_cpu", None) is not None:
         notes += _stale_mirror_notes(builder, batch, labels, expected)
     records = collector.records()
+    verdict = _verdict(name, on, len(variants), records, faults, notes, len(syncs), len(stores))
+    lines = failure_lines(failure, history, batch.mode) if failure is not None else ()
+    if lines:
+        verdict = f"{lines[0]} -- the picture's own builds: {verdict.partition(', ')[2] or verdict}"
     return Analysis(
         summary=batch.describe(),
-        verdict=_verdict(name, on, len(variants), records, faults, notes, len(syncs), len(stores)),
+        verdict=verdict,
+        failure=lines,
         path=path,
         rows=tuple(rows),
         cells=tuple(cells),
@@ -194,6 +212,24 @@ def analyse(
         notes=tuple(notes),
         by_token=_by_token(records),
     )
+
+
+def failure_lines(failure: PropertyFailure, history: Sequence[VerifyBatch] = (), mode: str = "target_verify"
+                  ) -> tuple[str, ...]:
+    """What a picture says first about the failure it was drawn for: ``P7 FAILED (p7.contract, mode decode)
+    [variant]``, then the message, the field with its index and values, where, and the history it needs."""
+    ids = ", ".join(x for x in (failure.check, f"mode {mode}") if x)
+    head = f"{failure.prop} FAILED ({ids})" + (f" [{failure.variant}]" if failure.variant else "")
+    lines = [head, failure.message]
+    if failure.field is not None:
+        where = "" if failure.index is None else f", index {failure.index}"
+        lines.append(f"field {failure.field}{where}: expected {failure.expected!r}, actual {failure.actual!r}")
+    if failure.where:
+        lines.append(f"at stage {failure.where}")
+    if history:
+        lines.append(f"after {len(history)} earlier batch(es) on the same builder (hidden state): "
+                     + "; ".join(b.describe() for b in history[:3]) + (" ..." if len(history) > 3 else ""))
+    return tuple(lines)
 
 
 def _by_token(records: list[Disagreement]) -> dict[int, tuple[Disagreement, ...]]:

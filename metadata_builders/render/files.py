@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Sequence
 
 from metadata_builders.errors import PlotExtraMissing
 from metadata_builders.render.analysis import analyse
@@ -14,22 +14,24 @@ from metadata_builders.render.png import render_png
 if TYPE_CHECKING:
     from metadata_builders.batch import VerifyBatch
     from metadata_builders.builders import Builder
+    from metadata_builders.errors import PropertyFailure
 
 __all__ = ["render_files", "write_doc_picture"]
 
 
 def render_files(
     batch: VerifyBatch, replay_path: str | os.PathLike[str], *, builder_name: str = "hip", device: str = "cpu",
-    analysis: Analysis | None = None,
+    analysis: Analysis | None = None, failure: PropertyFailure | None = None, history: Sequence[VerifyBatch] = (),
 ) -> list[str]:
     """Write ``<replay_path minus .json>.png`` and ``.html`` next to a replay file; returns both paths.
 
     The builds run once for both pictures.  The PNG needs matplotlib; without it
-    only the HTML is written.
+    only the HTML is written.  ``failure`` and ``history``: the failure the replay file holds, shown first
+    (:func:`~metadata_builders.render.analysis.analyse`).
     """
     stem = os.fspath(replay_path)
     stem = stem.removesuffix(".json")
-    analysis = analysis or analyse(batch, builder_name, device)
+    analysis = analysis or analyse(batch, builder_name, device, failure=failure, history=history)
     out: list[str] = []
     try:
         out.append(render_png(batch, stem + ".png", analysis=analysis))

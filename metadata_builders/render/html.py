@@ -155,7 +155,10 @@ def _oob_rows(analysis: Analysis) -> list[str]:
 
 def _aside(analysis: Analysis) -> str:
     """Legend, disagreements, device faults, notes and the variants built."""
-    side = [_legend(analysis), "<h2>Disagreements</h2>", _disagreements(analysis), _faults(analysis)]
+    side = [_legend(analysis)]
+    if analysis.failure:
+        side.append(f'<h2 class="bad">{_esc(analysis.failure[0])}</h2>' + _list(_esc(n) for n in analysis.failure[1:]))
+    side += ["<h2>Disagreements</h2>", _disagreements(analysis), _faults(analysis)]
     if analysis.notes:
         side.append("<h2>Notes</h2>" + _list(_esc(n) for n in analysis.notes))
     side.append("<h2>Variants built</h2>" + _list(_esc(v) for v in analysis.variants))
@@ -169,7 +172,8 @@ def _list(items: Iterable[str]) -> str:
 def _disagreements(analysis: Analysis) -> str:
     """Up to ``_MAX_LISTED`` disagreements; hovering one outlines its token's cell."""
     if not analysis.disagreements:
-        return f"<p>All {len(analysis.variants)} variants agree with the reference.</p>"
+        above = " (the failure above is not in these builds)" if analysis.failure else ""
+        return f"<p>All {len(analysis.variants)} variants agree with the reference{above}.</p>"
     items = []
     for d in analysis.disagreements[:_MAX_LISTED]:
         ids = f"t{d.token}" if d.token is not None else ""

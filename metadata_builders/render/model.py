@@ -206,6 +206,10 @@ class Analysis:
     """Builder errors, fault-model mismatches, things a person should know."""
     by_token: dict[int, tuple[Disagreement, ...]] = field(default_factory=dict)
     """Disagreements per token, for tooltips."""
+    failure: tuple[str, ...] = ()
+    """The property failure the picture was drawn for (``check``'s and ``replay``'s), as lines: the property, its
+    check id and variant, then what failed (field, index, values); the history it needs.  Empty: a picture of a batch.
+    A picture with a failure is never drawn as good news, whatever its own builds show."""
 
     @property
     def uninitialised(self) -> dict[int, tuple[str, ...]]:
@@ -218,8 +222,8 @@ class Analysis:
 
     @property
     def is_clean(self) -> bool:
-        """No disagreement, no fault and nothing to note: the verdict is good news."""
-        return not (self.disagreements or self.faults or self.notes)
+        """No failure, no disagreement, no fault and nothing to note: the verdict is good news."""
+        return not (self.failure or self.disagreements or self.faults or self.notes)
 
     def drawn_rows(self, max_rows: int = MAX_ROWS, max_tokens: int = MAX_TOKENS_PER_ROW) -> list[DrawnRow]:
         """The rows and cells a picture draws: capped, with ellipses, flagged rows always kept.

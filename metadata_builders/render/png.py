@@ -347,13 +347,22 @@ def _clip(text: str, width: int = 78) -> str:
 
 
 def _side_text(analysis: Analysis) -> str:
-    return "\n".join(_disagreement_lines(analysis) + _fault_lines(analysis) + _note_lines(analysis))
+    return "\n".join(_failure_lines(analysis) + _disagreement_lines(analysis) + _fault_lines(analysis)
+                     + _note_lines(analysis))
+
+
+def _failure_lines(analysis: Analysis) -> list[str]:
+    """The failure the picture was drawn for, first: the property, check id, what failed (empty without one)."""
+    if not analysis.failure:
+        return []
+    return [_clip(analysis.failure[0])] + [" " + _clip(line, 77) for line in analysis.failure[1:]] + [""]
 
 
 def _disagreement_lines(analysis: Analysis) -> list[str]:
     """The first ``MAX_LISTED`` disagreements, two lines each; or that every variant agrees."""
     if not analysis.disagreements:
-        return [f"All {len(analysis.variants)} variants agree with the reference."]
+        agree = f"All {len(analysis.variants)} variants agree with the reference."
+        return [agree + (" (the failure above is not in these builds)" if analysis.failure else "")]
     n = analysis.num_disagreements
     out = [f"Disagreements ({min(n, MAX_LISTED)} of {n}):" if n > MAX_LISTED else f"Disagreements ({n}):"]
     for d in analysis.disagreements[:MAX_LISTED]:
