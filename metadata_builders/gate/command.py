@@ -28,6 +28,7 @@ from metadata_builders.gate.model import Crash, Outcome, Side
 from metadata_builders.gate.refs import Worktrees, builder_side
 from metadata_builders.gate.replays import draw_pictures, write_replays
 from metadata_builders.gate.running import HANG_FACTOR, HANG_FLOOR, HangRule
+from metadata_builders.gate.shrink import shrink_examples
 from metadata_builders.gate.sides import log_tail, run_side, side_env
 from metadata_builders.gate.watched import Unjudged, changed_files, unjudged_on_cpu
 from metadata_builders.gate.summary import GateResult, markdown, text
@@ -39,6 +40,9 @@ __all__ = ["BATCH_TIMEOUT", "DEFAULT_FAILURES_DIR", "add_cli", "run_gate"]
 
 BATCH_TIMEOUT = 600.0
 """Default per-batch limit in seconds: generous (a large batch under the Triton interpreter takes seconds)."""
+
+SHRINK_SECONDS = 60.0
+"""Default time to shrink one blocking property's example (each candidate is one evaluation at head)."""
 
 DEFAULT_FAILURES_DIR = os.path.join("build", "metadata-builders", "failures")
 """Under ``build/``, which SGLang's ``.gitignore`` (like most Python projects') already ignores."""
@@ -69,6 +73,8 @@ def _validate(args: argparse.Namespace) -> list[PropertySpec]:
         if value is not None and value < 1:
             raise GateError(option, f"{value} would make an empty corpus, and a gate that judges nothing is no "
                                     "verdict: give at least 1 (or leave it out for the profile's default)")
+    if args.shrink_seconds < 0:
+        raise GateError("--shrink-seconds", f"{args.shrink_seconds:g}: give 0 (no shrinking) or a positive number")
     for option, value in (("--batch-timeout", args.batch_timeout), ("--hang-floor", args.hang_floor)):
         if not value > 0:
             raise GateError(option, f"{value:g}: give a positive number of seconds")
@@ -187,9 +193,16 @@ def _gate(args: argparse.Namespace, run: _Run, base: Side, head: Side, start: fl
         head_outcomes, crashed = run.evaluate(h, HangRule.from_base(args.batch_timeout, args.hang_floor, base_outcomes))
         run.notes += [f"{h.name}: {line}" for line in setup_failures(head_outcomes)]
         found = classify(run.corpus, run.props, base_outcomes, head_outcomes, head_side_upstream=registration(head.builder).upstream)
+        shrunk = shrink_examples(found, run.corpus, lambda side: side_env(h if side == "head" else b, run.corpus_path,
+                                                                         run.workdir, run.names, args.device),
+                                 run.workdir, args.shrink_seconds) if any(pv.blocking for pv in found) else {}
+        if shrunk:
+            _say("  shrunk " + ", ".join(f"{prop}'s example in {steps} step(s)" for prop, (_, steps) in shrunk.items())
+                 + " (head still fails the same check, base holds)")
+        shrunk = {route.prop(prop): found_ for prop, found_ in shrunk.items()}
         for pv in found:
             pv.prop = route.prop(pv.prop)
-        written = write_replays(found, crashed, run.corpus, _failures_dir(args), h)
+        written = write_replays(found, crashed, run.corpus, _failures_dir(args), h, shrunk)
         verdicts, replays, crash = verdicts + found, replays + written, crash or crashed
     if replays and not args.no_pictures:
         _say(f"  drawing the smallest batch of {len(replays)} blocking result(s)")
@@ -329,6 +342,9 @@ def add_cli(sub: Any) -> None:
                         "in the checkout with --base: ignored by SGLang's .gitignore; .metadata-builders/failures "
                         "otherwise)")
     p.add_argument("--no-pictures", action="store_true", help="do not draw the smallest batches")
+    p.add_argument("--shrink-seconds", type=float, default=SHRINK_SECONDS, metavar="SECONDS",
+                   help=f"time to shrink each blocking property's example with head's code before its replay file is "
+                        f"written (default {SHRINK_SECONDS:g}; 0: keep the smallest corpus batch as drawn)")
     p.add_argument("--cache-dir", default=None, metavar="DIR",
                    help="where side results are cached (default $METADATA_BUILDERS_CACHE or "
                         "~/.cache/metadata-builders/gate; delete it to clear)")

@@ -67,8 +67,9 @@ def _new_differences(base: Outcome, head: Outcome) -> str:
 
 
 def write_replays(verdicts: list[PropertyVerdict], crash: Crash | None, corpus: list[VerifyBatch], directory: str,
-                  head: Side) -> list[Replay]:
-    """The replay files of every blocking result: the crash first, then each property with new failures."""
+                  head: Side, shrunk: dict[str, tuple[VerifyBatch, int]] | None = None) -> list[Replay]:
+    """The replay files of every blocking result: the crash first, then each property with new failures (its
+    smallest failing batch, or that batch shrunk where ``shrunk`` has it: :mod:`~metadata_builders.gate.shrink`)."""
     written = []
     if crash is not None:
         batch = corpus[crash.index]
@@ -84,11 +85,15 @@ def write_replays(verdicts: list[PropertyVerdict], crash: Crash | None, corpus: 
             continue
         index, base_outcome, head_outcome = min(new, key=lambda e: (corpus[e[0]].size_key(), e[0]))
         what = _new_differences(base_outcome, head_outcome)
-        path = _write(directory, pv.prop, corpus[index], f"{pv.prop} fails at head ({head.label}) with what base "
-                      f"did not have: {what}", {"property": pv.prop, "gate": "new", "head": head.label,
-                                                "builder": head.builder, "new": what,
-                                                "signature": list(head_outcome.signature),
-                                                "base_status": base_outcome.status})
+        batch, steps = (shrunk or {}).get(pv.prop, (corpus[index], 0))
+        meta = {"property": pv.prop, "gate": "new", "head": head.label, "builder": head.builder, "new": what,
+                "signature": list(head_outcome.signature), "base_status": base_outcome.status,
+                "check": head_outcome.check}
+        if steps:
+            meta["shrunk"] = {"from_corpus_batch": index, "steps": steps, "note": "head still fails this check on "
+                              "it and base holds (metadata_builders/gate/shrink.py)"}
+        path = _write(directory, pv.prop, batch, f"{pv.prop} fails at head ({head.label}) with what base "
+                      f"did not have: {what}", meta)
         written.append(Replay(pv.prop, path, what, replay_command(path, head), head.builder))
     return written
 
