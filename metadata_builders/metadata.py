@@ -234,10 +234,9 @@ COMMON_FIELD_NAMES: tuple[str, ...] = ("seq_lens", *(n for n, s in FIELDS.items(
 """What a build of every mode produces: the rows' ``seq_lens`` and the core group's per-token fields."""
 
 def _decode_fields(geometry: Any, mode: str) -> tuple[str, ...]:
-    """Modes ``decode`` and ``draft_decode`` (0.5.23 ``make_forward_metadata_from_raw_decode``): one token per row; the
-    core group, the SWA ring target (``swa_loc``, ``verify_store_state_slot``: the slots), the paged SWA target and the
-    index streams; with compression, decode (the target model: a draft worker has ``need_compress=False``) also has
-    the compressed groups and one decode plan per row and ratio (the V4.1 low ratios are not judged here yet)."""
+    """The decode modes (0.5.23 ``make_forward_metadata_from_raw_decode``): one token per row; the core group, the SWA
+    ring target (``swa_loc``, ``verify_store_state_slot``), the paged SWA target, the index streams; with compression
+    decode (not a draft worker: ``need_compress=False``) also the compressed groups and a decode plan per row and ratio."""
     compressed = mode in ("decode", "idle") and geometry.compression is not None
     return tuple(name for name, spec in FIELDS.items()
                  if name in COMMON_FIELD_NAMES or name in ("verify_store_state_slot", "swa_loc", "swa_out_cache_loc")
@@ -245,8 +244,9 @@ def _decode_fields(geometry: Any, mode: str) -> tuple[str, ...]:
                  or (compressed and (spec.group in ("compressed", "sparse", "indexer") or name.endswith("_decode_plan"))))
 
 
-def fields_for(geometry: Any, mode: str = "target_verify") -> tuple[str, ...]:
-    """The fields a build of a batch with ``geometry`` in ``mode`` produces, in pipeline order."""
+def fields_for(geometry: Any, mode: str = "target_verify", *, draft_runner: bool = False) -> tuple[str, ...]:
+    """The fields of a ``mode`` build with ``geometry``, in pipeline order; ``draft_runner``: on that runner."""
+    mode = "draft_decode" if mode == "idle" and draft_runner else mode  # an idle draft child: draft decode's
     fixed = MODE_FIELD_NAMES.get(mode)
     if fixed is not None:
         return fixed

@@ -70,3 +70,19 @@ def test_copy_into_a_device_buffer_is_tracked_too() -> None:
             dev.copy_(buf, non_blocking=True)
             buf[0] = 5
     assert [(f.kind, f.count) for f in audit.faults] == [("stale_async_copy", 1)]
+
+
+def test_a_buffer_staged_through_a_fresh_slice_each_step_is_tracked_by_its_memory() -> None:
+    """``buf[:n].copy_(...)`` then ``buf[:n].to(device, non_blocking=True)``: the slice dies with the step, the pinned
+    buffer it reads does not -- the next step's other bytes are still a stale copy (the model once lost the slice)."""
+    faults = []
+    with DeviceAudit.session():
+        buf = None
+        for values in ([3, 3], [2, 2]):
+            with DeviceAudit() as audit:
+                if buf is None:
+                    buf = torch.zeros(4, dtype=torch.int32, pin_memory=True)
+                buf[: len(values)].copy_(torch.tensor(values, dtype=torch.int32))
+                buf[: len(values)].to(DEVICE_NAME, non_blocking=True)
+            faults.append([(f.kind, f.count) for f in audit.faults])
+    assert faults == [[], [("stale_async_copy", 2)]]

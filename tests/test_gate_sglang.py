@@ -21,6 +21,8 @@ release; each branch plants one realistic regression:
 | ``pr-draft-extend`` | ``deepseek_v4_backend_hip_radix.py``, draft extend's lengths (0.5.22+, issue 26) | both, P1 |
 | ``pr-draft-decode-step``, ``-slice``, ``-children`` | the multi-step draft decode (issue 26): a child's step | both, |
 |               | offset (0.5.20+); the eager slice of the next step's row; children re-running out-graph work | P1 / P5 |
+| ``pr-staging`` | ``deepseek_v4_backend_hip_radix.py``, ``_move_to_device``: one pinned buffer reused | both, P9 |
+|               | step to step (ATOM #817) while DSpark's draft count changes (issue 41) |  |
 
 The gate runs both kernel routes of ``--builder sglang`` (metadata_builders/routes.py).
 """
@@ -253,6 +255,28 @@ def _count(repo: str, plant: Plant) -> int:
         return fh.read().count(plant.find)
 
 
+STAGING_PLANT = Plant(
+    "one pinned staging buffer per length, kept from step to step (ATOM #817)", BACKEND,
+    "        pin_tensor = torch.tensor(x, dtype=torch.int32, pin_memory=True)\n"
+    "        return pin_tensor.to(self.device, non_blocking=True)",
+    "        staging = globals().setdefault(\"_PINNED_STAGING\", {})  # one pinned buffer a length, every step\n"
+    "        if len(x) not in staging:\n"
+    "            staging[len(x)] = torch.empty(len(x), dtype=torch.int32, pin_memory=True)\n"
+    "        pin_tensor = staging[len(x)]\n"
+    "        pin_tensor.copy_(torch.tensor(x, dtype=torch.int32))\n"
+    "        return pin_tensor.to(self.device, non_blocking=True)",
+    "P9",
+    catalogue=(
+        "staging_buffer_reused_across_steps, planted in upstream: _move_to_device keeps one pinned staging buffer "
+        "per length instead of a fresh one per call (ROCm ATOM PR #817). The asynchronous copy reads the buffer when "
+        "the stream gets there; when DSpark's active draft count changes from one step to the next, the next step "
+        "rewrites the buffer first. Every field agrees; only consecutive builds with changing values show it (P9's "
+        "history ends with the other draft count: the stale copy is the batch's)."
+    ),
+)
+"""Issue 41 item 5: a reused staging buffer whose values change between steps, planted on ``pr-staging``."""
+
+
 @pytest.fixture(scope="module")
 def planted_repo(tmp_path_factory):
     """(repo, {branch: plant}): ``main`` = the installed release, one branch per planted regression."""
@@ -282,6 +306,8 @@ def planted_repo(tmp_path_factory):
         plants["pr-ring-stride"] = KV_PLANT
     if source.count(DRAFT_EXTEND_PLANT.find) == 1:
         plants["pr-draft-extend"] = DRAFT_EXTEND_PLANT
+    if source.count(STAGING_PLANT.find) == 1:
+        plants["pr-staging"] = STAGING_PLANT
     plants.update({branch: plant for branch, plant in DRAFT_DECODE_PLANTS.items() if _count(repo, plant) == 1})
     if os.path.exists(os.path.join(repo, "python", "sglang", *STORE_KERNEL)) and _count(repo, STORE_KERNEL_PLANT) == 1:
         plants["pr-store-kernel"] = STORE_KERNEL_PLANT
@@ -369,6 +395,18 @@ def test_a_graph_replay_regression_gates_red_through_the_recorder(planted_repo, 
     assert _gate(repo, tmp_path, cache_dir, branch, "--properties", "P5,P7") == 1, plant.what
     out = capsys.readouterr().out
     assert "BLOCKS" in _row(out, plant.prop) and "NEW" in _row(out, plant.prop), out
+
+
+@pytest.mark.slow
+def test_a_staging_buffer_reused_with_changing_values_gates_red(planted_repo, cache_dir, tmp_path, capsys) -> None:
+    """One pinned buffer kept step to step and rewritten when DSpark's draft count changes: a stale asynchronous copy
+    only consecutive builds show, red on P9 (its history ends with the other draft count)."""
+    repo, plants = planted_repo
+    if "pr-staging" not in plants:
+        pytest.skip("the installed release has no _move_to_device to plant a bug in")
+    assert _gate(repo, tmp_path, cache_dir, "pr-staging", "--properties", "P9") == 1, STAGING_PLANT.what
+    out = capsys.readouterr().out
+    assert "BLOCKS" in _row(out, "P9") and "NEW" in _row(out, "P9"), out
 
 
 @pytest.mark.slow

@@ -53,41 +53,22 @@ def test_p9_holds_for_the_bundled_builder(name: str) -> None:
 
 
 def test_p9_history_grows_the_batch_and_changes_its_values() -> None:
-    """The history is the same rows and tier with another draft count, the batch with other values, then its largest
-    form: the pad row filled, no cap, the widest rows covering the tier, long prefixes."""
-    draft, other, largest = history_for(CAPPED_WITH_A_SPARE_SLOT)
-    assert (draft.bs, draft.graph, draft.num_draft_tokens) == (2, CAPPED_WITH_A_SPARE_SLOT.graph, 2)
-    assert draft.verify_lens == (2, 1) and draft.req_pool_indices == CAPPED_WITH_A_SPARE_SLOT.req_pool_indices
+    """The history is the same requests in the other modes of the step, the batch with other values, then its
+    largest form: the pad row filled, no cap, the widest rows covering the tier, long prefixes.  DSpark's (whose
+    active draft count changes step to step) also has the same rows and tier with another draft count, first and
+    last."""
+    *modes, other, largest = history_for(CAPPED_WITH_A_SPARE_SLOT)
+    assert [b.mode for b in modes] == ["draft_decode", "draft_extend", "decode"]  # not its own mode
+    assert all(b.req_pool_indices == (2, 1) and b.seq_lens == (5, 3) and b.graph.padded_bs == 3 for b in modes)
     assert other.graph == CAPPED_WITH_A_SPARE_SLOT.graph and other != CAPPED_WITH_A_SPARE_SLOT
     assert largest.bs == 3 and largest.req_pool_indices[-1] == 3 and largest.graph.cap is None
     assert largest.num_real_tokens == largest.graph.graph_num_tokens
     assert all(s + e == largest.max_context for s, e in zip(largest.seq_lens[:2], largest.extend_lens))
-
-
-def test_p9_catches_a_cache_keyed_by_the_row_count_alone() -> None:
-    """A memo of the uniform extend lengths keyed by the rows hands the batch the lengths of the same rows with
-    another draft count (issue 40 item 5): P9 sees it on the batch alone, from its own history."""
-    batch = EXAMPLES["uniform_eagle_batch_of_three"]
-    with pytest.raises(PropertyFailure) as info:
-        check_p9_no_hidden_state(mutant_builder("uniform_lengths_memo_by_rows"), batch)
-    failure = info.value
-    assert (failure.check, failure.field) == ("p9.vs_fresh_builder", "extend_seq_lens")
-    assert failure.expected == batch.num_draft_tokens and failure.actual != batch.num_draft_tokens
-
-
-def test_other_draft_count_keeps_the_rows_and_the_tier() -> None:
-    """The batch a shape-keyed cache collides with: same rows, slots and tier, one draft fewer, locations re-read."""
-    from metadata_builders.properties.sequences import other_draft_count_batch
-
-    batch = EXAMPLES["uniform_eagle_batch_of_three"]
-    other = other_draft_count_batch(batch)
-    assert other is not None and other.bs == batch.bs and other.graph == batch.graph
-    assert other.num_draft_tokens == batch.num_draft_tokens - 1
-    assert other.out_cache_loc == tuple(batch.req_to_token[slot][s + j] for slot, s in zip(
-        other.req_pool_indices, other.seq_lens) for j in range(other.num_draft_tokens))
-    decode = batch.replace(mode="decode", out_cache_loc=[batch.req_to_token[slot][s] for slot, s in zip(
-        batch.req_pool_indices, batch.seq_lens)], graph=None)
-    assert other_draft_count_batch(decode) is None  # a decode step has no draft count to change
+    dspark = history_for(CAPPED_WITH_A_SPARE_SLOT.replace(is_dspark=True))
+    draft = dspark[3]
+    assert (draft.bs, draft.graph, draft.num_draft_tokens, draft.verify_lens) == (
+        2, CAPPED_WITH_A_SPARE_SLOT.graph, 2, (2, 1))
+    assert dspark[-1] == draft and len(dspark) == len(modes) + 4
 
 
 def test_p9_is_partial_for_a_builder_that_cannot_be_made_afresh() -> None:
@@ -99,7 +80,7 @@ def test_p9_is_partial_for_a_builder_that_cannot_be_made_afresh() -> None:
 def test_reproduce_finds_the_shortest_history_that_fails() -> None:
     """Fresh, the mutant holds P1 on the batch; after its largest form it fails: a history of one batch."""
     builder = mutant_builder("stateful_scratch_tail")
-    _, other, largest = history_for(CAPPED_WITH_A_SPARE_SLOT)
+    *_, other, largest = history_for(CAPPED_WITH_A_SPARE_SLOT)
     found = reproduce(builder, P1, CAPPED_WITH_A_SPARE_SLOT, [largest, other, largest])
     assert found.verified and found.history == (largest,)
     assert found.failure.field == "verify_store_state_slot"

@@ -76,6 +76,8 @@ EXTRA_BATCHES: dict[str, VerifyBatch] = {
         mode="draft_extend"),
     "draft_decode_tier_with_a_pad_row": make_batch([7, 3], [1, 2], 4).replace(
         mode="draft_decode", draft_step=1, out_cache_loc=[19, 20, 21, 27, 28, 29], graph=GraphTier(3, 3)),
+    "decode_tier_with_a_pad_row": make_batch([7, 3], [1, 2], 4).replace(
+        mode="decode", out_cache_loc=[19, 27], graph=GraphTier(3, 3)),
 }
 """Witnesses the shared examples do not cover (the draft-extend one: reference/draft_extend.py's worked example,
 two real rows and two pad rows on a tier of 4): a diverging device length, a stale mirror with the same sum,
@@ -152,7 +154,11 @@ WITNESSES: dict[str, str] = {
     "decode_replay_keeps_captured_out_loc": "draft_decode_tier_with_a_pad_row",
     "draft_extend_pad_length_read_unsigned": "draft_extend_tier_with_pad_rows",
     "draft_decode_children_rerun_child0_slice": "draft_decode_tier_with_a_pad_row",
-    "uniform_lengths_memo_by_rows": "uniform_eagle_batch_of_three",
+    "uniform_lengths_memo_by_rows": "uniform_dspark_tier_wider_than_its_rows",
+    "staging_buffer_reused_across_steps": "uniform_dspark_tier_wider_than_its_rows",
+    "draft_decode_children_refresh_live_rows": "draft_decode_tier_with_a_pad_row",
+    "idle_keeps_a_bucket_of_its_own": "decode_tier_with_a_pad_row",
+    "draft_step_kept_on_the_builder": "draft_extend_tier_with_pad_rows",
 }
 """Each mutant's witness: a named batch on which it must differ from ``hip`` and fail a property."""
 
@@ -177,7 +183,15 @@ def _outcome(call, *args) -> object:
 def _observable(builder, batch: VerifyBatch) -> list:
     """Every variant's build and, on the graph path, replays of a same-size and a smaller batch;
     with opt-in mirror validation; then every variant again after P9's history on a fresh builder (what a builder
-    that keeps state shows: a memo filled by the history's first batch, not by this batch)."""
+    that keeps state shows: a memo filled by the history's first batch, not by this batch), in one harness session
+    (the stream is not drained between steps)."""
+    from metadata_builders.harness import harness_session
+
+    with harness_session():
+        return _looks(builder, batch)
+
+
+def _looks(builder, batch: VerifyBatch) -> list:
     seen = _first_look(builder, batch)
     validating = builder.with_mirror_validation()
     seen += [(variant.label, "validating", _outcome(validating.build, batch, variant)) for variant in variants_for(batch)]

@@ -47,10 +47,22 @@ class Pending:
     """An asynchronous copy the stream may not have read yet."""
 
     source: weakref.ref
+    """The pinned tensor the memory belongs to (a view's base: a slice made for one copy dies with the call, the
+    buffer it reads does not)."""
     held: torch.Tensor
     """The source's bytes when the copy was issued."""
     op: str
     stage: str
+    region: tuple[tuple[int, ...], tuple[int, ...], int] | None = None
+    """Where in ``source`` the copy read: ``(size, stride, storage_offset)`` of the view copied; None: all of it."""
+
+    def now(self) -> torch.Tensor | None:
+        """The copied memory as it holds now (None: the buffer was freed)."""
+        source = self.source()
+        if source is None or self.region is None:
+            return source
+        size, stride, offset = self.region
+        return source.as_strided(size, stride, offset)
 
 
 _PENDING: list[Pending] = []
@@ -77,7 +89,11 @@ def copy_issued(source: Any, op: str) -> None:
     """A ``non_blocking`` host-to-device copy of ``source`` was issued by ``op`` (tracked when the source is pinned;
     the stage that issued it is looked up only then: most copies come from pageable memory)."""
     if isinstance(source, torch.Tensor) and is_pinned(source):
-        _PENDING.append(Pending(weakref.ref(source), source.detach().clone(), op, _caller_stage()))
+        root = source
+        while root._base is not None:
+            root = root._base
+        region = None if root is source else (tuple(source.shape), tuple(source.stride()), source.storage_offset())
+        _PENDING.append(Pending(weakref.ref(root), source.detach().clone(), op, _caller_stage(), region))
 
 
 def stale() -> list[tuple[Pending, int]]:
@@ -86,7 +102,7 @@ def stale() -> list[tuple[Pending, int]]:
     out: list[tuple[Pending, int]] = []
     keep: list[Pending] = []
     for p in _PENDING:
-        source = p.source()
+        source = p.now()
         if source is None:
             continue  # freed: the caching host allocator keeps it until the copy completes
         same_shape = source.shape == p.held.shape

@@ -70,7 +70,14 @@ class VerifyBatch:
     mode: Mode = "target_verify"
     """Which build of the MTP step this is (:data:`MODES`); a replay file without one is ``target_verify``."""
     draft_step: int | None = None
-    """``draft_decode`` only: the step, ``0 .. num_draft_tokens - 2``; None for every other mode."""
+    """``draft_decode``: the step, ``0 .. num_draft_tokens - 3`` (the steps that run a forward).  ``idle``: None for
+    the target's decode graph on an idle rank (the ``DECODE_OR_IDLE`` bucket), or the draft runner's child whose
+    idle replay is judged (the multi-step backend: every child copies child 0's idle metadata).  None otherwise."""
+
+    @property
+    def draft_runner(self) -> bool:
+        """Built on the draft runner's multi-step backend: draft decode, or its idle replay (``idle`` with a step)."""
+        return self.mode == "draft_decode" or (self.mode == "idle" and self.draft_step is not None)
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
@@ -147,6 +154,15 @@ class VerifyBatch:
             return tuple(self.out_cache_loc)
         steps, step = self.num_draft_steps, self.draft_step or 0
         return tuple(self.out_cache_loc[i * steps + step] for i in range(self.bs))
+
+    @property
+    def location_widths(self) -> tuple[int, ...]:
+        """(bs,): the entries of ``out_cache_loc`` each request owns, in order: its step's tokens, or draft decode's
+        row of every step (``num_draft_steps``).  A request's locations are its table row's positions from
+        ``seq_lens[i]`` on."""
+        if self.mode == "draft_decode":
+            return (self.num_draft_steps,) * self.bs
+        return self.extend_lens
 
     @property
     def num_out_cache_loc(self) -> int:

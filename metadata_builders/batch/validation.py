@@ -114,18 +114,20 @@ def _validate_mode(batch: VerifyBatch) -> None:
     if batch.divergence is not None and mode != "target_verify":
         raise InvalidBatch("divergence", None, f"None for a {mode} batch (the fault model is target verify's, P6)",
                            batch.divergence)
-    if mode == "draft_decode":
+    if mode == "draft_decode" or (mode == "idle" and batch.draft_step is not None):
         # Steps 0 .. steps - 2 run a forward (draft extend made the first draft token; the last step's token is
         # never fed back): the multi-step backend builds only those eagerly and refreshes only those at replay.
+        # An idle batch with a step is the draft runner's idle replay, judged on that child.
         if batch.num_draft_tokens < 3:
             raise InvalidBatch("num_draft_tokens", None, ">= 3 for draft decode (num_draft_tokens - 1 steps, of "
                                "which steps - 1 run a forward)", batch.num_draft_tokens)
         if isinstance(batch.draft_step, bool) or not isinstance(batch.draft_step, int) or \
                 not 0 <= batch.draft_step < batch.num_draft_tokens - 2:
             raise InvalidBatch("draft_step", None, f"an int in 0..num_draft_tokens-3={batch.num_draft_tokens - 3} "
-                               "for draft decode (the steps that run a forward)", batch.draft_step)
+                               f"for {mode.replace('_', ' ')} (the steps that run a forward)", batch.draft_step)
     elif batch.draft_step is not None:
-        raise InvalidBatch("draft_step", None, f"None for a {mode} batch (draft decode's step only)", batch.draft_step)
+        raise InvalidBatch("draft_step", None, f"None for a {mode} batch (draft decode's step only, or the draft "
+                           "runner's idle replay)", batch.draft_step)
     if batch.graph is not None and batch.graph.cap is not None and mode != "target_verify":
         raise InvalidBatch("graph.cap", None, f"None for a {mode} tier (the cap is ragged verify's)", batch.graph.cap)
     if mode == "idle":

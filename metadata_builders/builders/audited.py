@@ -101,6 +101,10 @@ class AuditedBuilder:
         """What constructs a fresh ``inner`` (P9, replay files); None: this builder cannot be made afresh."""
         self.history: deque[VerifyBatch] = deque(maxlen=HISTORY)
         """The last distinct batches built (or captured, replayed) on this builder, oldest first."""
+        self.last_by_mode: dict[str, VerifyBatch] = {}
+        """The last batch of each mode built on this builder, the mode built longest ago first: a worker builds
+        verify, draft decode and draft extend on one backend every step, so what one mode left behind can show in
+        another (the candidates of :func:`~metadata_builders.runs.reproduce.reproduce`)."""
         if upstream is None:
             upstream = any(vars(k).get("upstream_code") is True for k in type(inner).__mro__)
         self.capabilities: Capabilities = capabilities_of(inner, self.name, upstream=upstream, routes=routes)
@@ -127,6 +131,13 @@ class AuditedBuilder:
     def _remember(self, batch: VerifyBatch) -> None:
         if not self.history or (self.history[-1] is not batch and self.history[-1] != batch):
             self.history.append(batch)
+        self.last_by_mode.pop(batch.mode, None)
+        self.last_by_mode[batch.mode] = batch
+
+    def recent(self) -> tuple[VerifyBatch, ...]:
+        """What this builder built before now, for reproducing a failure: the last batch of each mode the history
+        no longer holds (oldest first), then the history."""
+        return (*(b for b in self.last_by_mode.values() if b not in self.history), *self.history)
 
     @property
     def takes_batch(self) -> bool:
@@ -195,7 +206,8 @@ class AuditedBuilder:
             check_variant(batch, variant)
             clean = batch.without_divergence()
             return self._audited(batch, variant, None, lambda: self.inner.build(clean, variant))
-        inputs = make_inputs(batch, variant, self.device, self.capabilities.padding)
+        inputs = make_inputs(batch, variant, self.device, self.capabilities.padding,
+                             self.capabilities.seq_len_fill_value)
         return self._audited(batch, variant, inputs, lambda: self.inner.build(inputs))
 
     def capture(self, batch: VerifyBatch, variant: Variant) -> Captured:
@@ -211,7 +223,8 @@ class AuditedBuilder:
         if variant.path != "graph":
             raise InvalidVariant("path", "'graph' to capture", variant.path)
         self._remember(batch)
-        inputs = make_inputs(batch, variant, self.device, self.capabilities.padding)
+        inputs = make_inputs(batch, variant, self.device, self.capabilities.padding,
+                             self.capabilities.seq_len_fill_value)
         assert batch.graph is not None
         inputs.runner = Runner((batch.graph,), batch.is_ragged)  # a runner of one tier
         return self._capture_on(inputs)

@@ -61,6 +61,12 @@ class Capabilities:
     """Kernel routes it runs (``triton``, ``torch``), when it has several."""
     modes: tuple[str, ...] = ("target_verify",)
     """The metadata builds of the MTP step it implements (docs/DESIGN.md section 3)."""
+    seq_len_fill_value: int = 1
+    """What its graph runner puts in a pad row's ``seq_len`` (``seq_lens`` and the host mirror): upstream asks the
+    backend, ``get_cuda_graph_seq_len_fill_value()`` (1 on every release 0.5.18-0.5.23).  Declared as a class
+    variable (``seq_len_fill_value = 1``), or set on the instance where upstream's code decides it (the ``sglang``
+    adapter asks the installed release's backend).  The reference's pad rows hold 1 (DESIGN.md section 2): a
+    builder whose runner fills another value is judged on what it then builds."""
     modes_declared: bool = True
     """Its class declares ``modes`` (False: none does, and :attr:`modes` is the documented default, target verify
     alone: ``check``'s per-mode table says so)."""
@@ -189,6 +195,17 @@ def declared_padding(cls: type, name: str) -> Padding:
     return padding
 
 
+def _fill_value(inner: Any, name: str) -> int:
+    """``seq_len_fill_value``: the instance's (upstream's answer, asked once), else the class's, else 1."""
+    value = vars(inner).get("seq_len_fill_value") if hasattr(inner, "__dict__") else None
+    if value is None:
+        owner = _declaring(type(inner), "seq_len_fill_value")
+        value = 1 if owner is None else vars(owner)["seq_len_fill_value"]
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidDeclaration(name, type(inner).__name__, "seq_len_fill_value", "an int", repr(value))
+    return value
+
+
 def capabilities_of(inner: Any, name: str, *, upstream: bool = False, routes: tuple[str, ...] = ()) -> Capabilities:
     """The capabilities of builder object ``inner`` (registered as ``name``), read from its class once."""
     cls = type(inner)
@@ -203,6 +220,7 @@ def capabilities_of(inner: Any, name: str, *, upstream: bool = False, routes: tu
         routes=routes,
         modes=declared_modes(cls, name),
         modes_declared=_declaring(cls, "modes") is not None,
+        seq_len_fill_value=_fill_value(inner, name),
         capture_layout="capture_verify_lens" in _all_defined(cls, ("capture_verify_lens",)),
         store_kernels="swa_store_rows" in _all_defined(cls, ("swa_store_rows",)),
     )

@@ -75,10 +75,7 @@ def _locations(batch: VerifyBatch, seq_lens: list[int], slots: list[int], widths
 
 
 def _widths(batch: VerifyBatch) -> list[int]:
-    """Entries of ``out_cache_loc`` per request: its step's tokens, or draft decode's row of every step."""
-    if batch.mode == "draft_decode":
-        return [batch.num_draft_steps] * batch.bs
-    return list(batch.extend_lens)
+    return list(batch.location_widths)
 
 
 def _readable_ring(batch: VerifyBatch) -> VerifyBatch | None:
@@ -142,10 +139,9 @@ def _shorter_prefixes(batch: VerifyBatch) -> VerifyBatch | None:
 
 
 def _fewer_drafts(batch: VerifyBatch) -> VerifyBatch | None:
-    from metadata_builders.properties.sequences import other_draft_count_batch
+    from metadata_builders.properties.sequences import with_draft_count
 
-    other = other_draft_count_batch(batch)
-    return other if other is not None and other.num_draft_tokens < batch.num_draft_tokens else None
+    return with_draft_count(batch, batch.num_draft_tokens - 1) if batch.mode != "idle" else None
 
 
 def _trimmed_table(batch: VerifyBatch) -> VerifyBatch | None:

@@ -34,7 +34,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from metadata_builders.batch import GraphTier, VerifyBatch
+from metadata_builders.batch import DECODE_MODES, GraphTier, VerifyBatch
 from metadata_builders.errors import InvalidBatch
 from metadata_builders.tier import host_total, runner_tiers
 
@@ -81,7 +81,8 @@ class RunnerSpec:
         if batch.graph is None:
             return None
         max_bs = batch.bs + 1
-        return cls(tuple(range(1, max_bs + 1)), batch.num_draft_tokens, batch.is_ragged)
+        width = 1 if batch.mode in DECODE_MODES else batch.num_draft_tokens  # a decode tier: one token a row
+        return cls(tuple(range(1, max_bs + 1)), width, batch.is_ragged)
 
 
 @dataclass
@@ -133,14 +134,19 @@ class _Buffers:
         import torch
 
         rows = max(t.padded_bs for t in tiers)
-        tokens = max(t.graph_num_tokens for t in tiers)
+        tokens = max(t.graph_num_tokens for t in tiers) * _per_token(template)
         return cls(
-            torch.ones(rows, dtype=torch.int32, device=device),
+            torch.zeros(rows, dtype=torch.int32, device=device),
             torch.zeros(rows, dtype=torch.int64, device=device),
             torch.zeros(tokens, dtype=torch.int64, device=device),
             torch.tensor(template.req_to_token, dtype=torch.int32, device=device),
             torch.tensor(template.full_to_swa, dtype=torch.int64, device=device),
         )
+
+
+def _per_token(template: VerifyBatch) -> int:
+    """``out_cache_loc`` entries per token of a tier: the draft runner's shared buffer holds every step's."""
+    return template.num_draft_steps if template.draft_runner else 1
 
 
 def _capture_inputs(template: VerifyBatch, variant: Variant, tier: GraphTier, buffers: _Buffers, runner: Any,
@@ -151,14 +157,16 @@ def _capture_inputs(template: VerifyBatch, variant: Variant, tier: GraphTier, bu
     from metadata_builders.harness.inputs import VerifyInputs
 
     rows, tokens = tier.padded_bs, tier.graph_num_tokens
-    seq_lens, slots, out = buffers.seq_lens[:rows], buffers.req_pool_indices[:rows], buffers.out_cache_loc[:tokens]
-    seq_lens.fill_(1)
+    seq_lens, slots = buffers.seq_lens[:rows], buffers.req_pool_indices[:rows]
+    out = buffers.out_cache_loc[:tokens * _per_token(template)]
+    fill = builder.capabilities.seq_len_fill_value  # upstream: attn_backend.get_cuda_graph_seq_len_fill_value()
+    seq_lens.fill_(fill)
     slots.fill_(0)
     out.fill_(0)
     lens = builder.capture_verify_lens(tokens, rows, spec.width) if spec.ragged else None
     padding = builder.capabilities.padding
     ragged_total = None if lens is None else host_total(lens, rows, tokens, tier.cap, padding)
-    mirror = [1] * rows if (lens is not None or variant.mirror == "host") else None
+    mirror = [fill] * rows if (lens is not None or variant.mirror == "host") else None
     return VerifyInputs(
         seq_lens=seq_lens, req_pool_indices=slots, out_cache_loc=out,
         req_to_token=buffers.req_to_token, full_to_swa=buffers.full_to_swa,
@@ -166,5 +174,5 @@ def _capture_inputs(template: VerifyBatch, variant: Variant, tier: GraphTier, bu
         seq_lens_cpu=mirror, verify_lens_cpu=lens, num_tokens_cpu=ragged_total,
         max_seq_len=template.max_context, bs=rows, num_draft_tokens=template.num_draft_tokens,
         is_dspark=template.is_dspark, geometry=template.geometry, graph=tier, variant=variant, padding=padding,
-        runner=runner, mode=template.mode,
+        runner=runner, mode=template.mode, draft_step=template.draft_step, seq_len_fill=fill,
     )

@@ -37,12 +37,20 @@ if TYPE_CHECKING:
     from metadata_builders.batch import Geometry, GraphTier, VerifyBatch
     from metadata_builders.variants import Variant
 
-__all__ = ["DEVICE_INPUTS", "Runner", "VerifyInputs", "make_inputs", "refill_inputs"]
+__all__ = ["DEVICE_INPUTS", "Runner", "VerifyInputs", "bucket_of", "make_inputs", "refill_inputs"]
 
 DEVICE_INPUTS = ("seq_lens", "req_pool_indices", "out_cache_loc", "req_to_token", "full_to_swa", "verify_lens")
 """The device tensors of :class:`VerifyInputs`; each read of one is audited by name."""
 
 _HOST_INPUTS = ("seq_lens_cpu", "verify_lens_cpu")
+
+
+def bucket_of(mode: str, draft_step: int | None = None) -> str:
+    """The captured-graph bucket a call of ``mode`` replays in (upstream's ``_GraphBucket``): an idle rank replays
+    the target's ``DECODE_OR_IDLE`` graph, or on the draft runner (a step) the multi-step backend's draft decode."""
+    if mode == "idle":
+        return "draft_decode" if draft_step is not None else "decode_or_idle"
+    return "decode_or_idle" if mode == "decode" else mode
 
 
 @dataclass(eq=False)
@@ -116,7 +124,16 @@ class VerifyInputs:
     per row, ``seq_lens`` with it.  ``draft_decode``: the forward batch's ``seq_lens`` (the child adds ``draft_step +
     1``) and ``out_cache_loc`` the shared buffer of every step, ``rows * num_draft_steps`` entries, request-major."""
     draft_step: int | None = None
-    """``draft_decode`` only: which child of the multi-step backend this call is (``speculative_step_id``)."""
+    """``draft_decode`` (and the draft runner's ``idle`` replay): which child of the multi-step backend this call is
+    (``speculative_step_id``)."""
+    seq_len_fill: int = 1
+    """What the graph runner put in the pad rows' ``seq_lens`` (and host mirror): the builder's
+    ``seq_len_fill_value`` capability, upstream's ``get_cuda_graph_seq_len_fill_value()``."""
+
+    @property
+    def draft_runner(self) -> bool:
+        """Built on the draft runner's multi-step backend: draft decode, or its idle replay (``idle`` with a step)."""
+        return self.mode == "draft_decode" or (self.mode == "idle" and self.draft_step is not None)
 
     @property
     def rows(self) -> int:
@@ -229,14 +246,14 @@ def _host_bytes(t: torch.Tensor) -> bytes | None:
 
 def _rows_and_tokens(batch: VerifyBatch, variant: Variant) -> tuple[int, int]:
     """Rows and ``out_cache_loc`` entries of the call (draft decode: the shared buffer of every step per row)."""
-    per_row = batch.num_draft_steps if batch.mode == "draft_decode" else 1
+    per_row = batch.num_draft_steps if batch.draft_runner else 1  # the draft runner's shared buffer of every step
     if variant.path == "graph":
         assert batch.graph is not None
         return batch.graph.padded_bs, batch.graph.graph_num_tokens * per_row
     return batch.bs, batch.num_real_tokens * per_row
 
 
-def _host_values(batch: VerifyBatch, variant: Variant, padding: Padding) -> dict[str, Any]:
+def _host_values(batch: VerifyBatch, variant: Variant, padding: Padding, fill: int = 1) -> dict[str, Any]:
     """The host side of the call: mirror, ragged host copy and total, ``max_seq_len``.
 
     On the graph path the ragged total is what the tier padding convention the builder
@@ -245,7 +262,7 @@ def _host_values(batch: VerifyBatch, variant: Variant, padding: Padding) -> dict
     build must read it back.
     """
     rows, _ = _rows_and_tokens(batch, variant)
-    pads = [1] * (rows - batch.bs)
+    pads = [fill] * (rows - batch.bs)
     div = batch.divergence
     mirror = list(div.seq_lens_cpu) if div is not None and div.seq_lens_cpu is not None else _caller_seq_lens(batch)
     seq_lens_cpu = mirror + pads if batch.is_ragged or variant.mirror == "host" else None
@@ -304,13 +321,14 @@ def _host_tables(batch: VerifyBatch) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def make_inputs(batch: VerifyBatch, variant: Variant, device: str | torch.device,
-                padding: Padding = DEFAULT_PADDING) -> VerifyInputs:
+                padding: Padding = DEFAULT_PADDING, fill: int = 1) -> VerifyInputs:
     """The call's arguments for ``batch`` along ``variant`` on ``device``, as upstream's caller makes them.
 
-    ``padding``: the tier padding convention the builder declares (its graph path's host total follows it).
+    ``padding``: the tier padding convention the builder declares (its graph path's host total follows it);
+    ``fill``: its runner's pad-row ``seq_len`` (the ``seq_len_fill_value`` capability).
 
     On the graph path the rows and tokens past the real ones are filled like graph
-    replay fills its static buffers: ``seq_lens`` 1, slot 0, ``out_cache_loc`` 0.
+    replay fills its static buffers: ``seq_lens`` ``fill`` (1 upstream), slot 0, ``out_cache_loc`` 0.
     """
     import torch
 
@@ -319,7 +337,7 @@ def make_inputs(batch: VerifyBatch, variant: Variant, device: str | torch.device
     seq_lens = torch.ones(rows, dtype=torch.int32, device=device)
     req_pool_indices = torch.zeros(rows, dtype=torch.int64, device=device)
     out_cache_loc = torch.zeros(tokens, dtype=torch.int64, device=device)
-    _fill_rows(seq_lens, req_pool_indices, out_cache_loc, batch)
+    _fill_rows(seq_lens, req_pool_indices, out_cache_loc, batch, fill)
     device_verify = _device_verify_lens(batch)
     table, mapping = _host_tables(batch)
     return VerifyInputs(
@@ -338,15 +356,16 @@ def make_inputs(batch: VerifyBatch, variant: Variant, device: str | torch.device
         padding=padding,
         mode=batch.mode,
         draft_step=batch.draft_step,
-        **_host_values(batch, variant, padding),
+        seq_len_fill=fill,
+        **_host_values(batch, variant, padding, fill),
     )
 
 
 def _fill_rows(seq_lens: torch.Tensor, req_pool_indices: torch.Tensor, out_cache_loc: torch.Tensor,
-               batch: VerifyBatch) -> None:
+               batch: VerifyBatch, fill: int = 1) -> None:
     import torch
 
-    seq_lens.fill_(1)
+    seq_lens.fill_(fill)
     req_pool_indices.fill_(0)
     out_cache_loc.fill_(0)
     seq_lens[: batch.bs] = torch.tensor(_caller_seq_lens(batch), dtype=seq_lens.dtype)
@@ -368,8 +387,9 @@ def refill_inputs(inputs: VerifyInputs, batch: VerifyBatch) -> None:
 
     variant = inputs.variant
     check_variant(batch, variant)
-    if batch.mode != inputs.mode:
-        raise InvalidBatch("mode", None, f"the captured graph's mode {inputs.mode!r}", batch.mode)
+    if batch.mode != inputs.mode and bucket_of(batch.mode, batch.draft_step) != bucket_of(inputs.mode, inputs.draft_step):
+        raise InvalidBatch("mode", None, f"the captured graph's mode {inputs.mode!r} (or one sharing its bucket)",
+                           batch.mode)
     if batch.draft_step != inputs.draft_step:  # each step is its own child backend, its own captured metadata
         raise InvalidBatch("draft_step", None, f"the captured child's step {inputs.draft_step!r}", batch.draft_step)
     if batch.graph != inputs.graph:
@@ -380,11 +400,12 @@ def refill_inputs(inputs: VerifyInputs, batch: VerifyBatch) -> None:
             raise InvalidBatch(name, None, f"of the captured shape {tuple(getattr(inputs, name).shape)}",
                                tuple(fresh.shape))
         getattr(inputs, name).copy_(fresh)
-    _fill_rows(inputs.seq_lens, inputs.req_pool_indices, inputs.out_cache_loc, batch)
+    _fill_rows(inputs.seq_lens, inputs.req_pool_indices, inputs.out_cache_loc, batch, inputs.seq_len_fill)
     device_verify = _device_verify_lens(batch)
     inputs.verify_lens = None if device_verify is None else torch.tensor(
         device_verify, dtype=torch.int32, device=inputs.seq_lens.device
     )
-    for name, value in _host_values(batch, variant, inputs.padding).items():
+    for name, value in _host_values(batch, variant, inputs.padding, inputs.seq_len_fill).items():
         setattr(inputs, name, value)
     inputs.bs = batch.bs
+    inputs.mode = batch.mode  # an idle rank replays the graph decode captured (its bucket), as upstream's runner

@@ -31,7 +31,7 @@ CheckId = Literal[
     "p7.sync_free_synced", "p7.contract_extra", "p7.contract_missing", "p7.replay_contract",
     "p7.capture_sync", "p7.capture_host_read",
     "p8.input_written",
-    "p9.vs_fresh_builder", "p9.decision",
+    "p9.vs_fresh_builder", "p9.decision", "p9.fault_after_history",
     "p10.store_rows", "p10.oob_write", "p10.real_writes_collide", "p10.pad_overwrites_live",
     "p10.pad_writes_other_slot", "p10.live_row_lost", "p10.window_read", "p10.compressed_store",
     "p10.pad_compressed_store", "p10.compressed_read", "p10.store_dropped", "p10.real_writes_other_slot",

@@ -31,7 +31,7 @@ from typing import Any
 from metadata_builders.batch import GraphTier, VerifyBatch
 from metadata_builders.errors import CaptureSync, InvalidBatch
 from metadata_builders.properties._common import _capture_error, _clean, _compare, _fail, _variants, tally
-from metadata_builders.properties.sequences import fewer_requests_batch, same_tier_batch
+from metadata_builders.properties.sequences import busy_on_tier, fewer_requests_batch, idle_on_tier, same_tier_batch
 from metadata_builders.variants import Variant
 
 __all__ = ["check_runner_replays", "runner_sequence"]
@@ -47,10 +47,18 @@ def _on(batch: VerifyBatch, tier: GraphTier | None) -> VerifyBatch | None:
 
 
 def runner_sequence(batch: VerifyBatch) -> tuple[Any, list[VerifyBatch]]:
-    """The runner around ``batch`` and the replays it gets (the module docstring); ``(None, [])`` when none fits."""
+    """The runner around ``batch`` and the replays it gets (the module docstring); ``(None, [])`` when none fits.
+
+    In the batch's mode's units and tiers (a decode tier one token a row); a decode (or draft-decode) runner also
+    replays an idle rank on its first tier after the batch with other values (upstream's ``DECODE_OR_IDLE``
+    bucket; the draft runner's multi-step backend), and an idle batch is replayed on the runner a busy batch of its
+    tier captured (:func:`~.sequences.busy_on_tier`)."""
     from metadata_builders.harness.graph_runner import RunnerSpec
 
     batch = _clean(batch)
+    if batch.mode == "idle":
+        busy = busy_on_tier(batch)
+        return (None, []) if busy is None else runner_sequence(busy)
     spec = RunnerSpec.around(batch)
     if spec is None:
         return None, []
@@ -65,10 +73,11 @@ def runner_sequence(batch: VerifyBatch) -> tuple[Any, list[VerifyBatch]]:
     if second is None:
         return None, []
     changed = _on(same_tier_batch(batch), a) or first
+    idle = idle_on_tier(changed)
     fewer = fewer_requests_batch(second) or second
     largest = _on(batch, spec.tiers()[0])
-    return spec, [first, second, changed, fewer] + ([largest] if largest is not None and largest.graph
-                                                     not in (a, second.graph) else [])
+    return spec, [first, second, changed, *([idle] if idle is not None else []), fewer] + (
+        [largest] if largest is not None and largest.graph not in (a, second.graph) else [])
 
 
 def _graph_variant(builder: Any, batch: VerifyBatch, notes: list[str]) -> Variant | None:
@@ -83,6 +92,7 @@ def check_runner_replays(builder: Any, batch: VerifyBatch) -> list[str]:
     if not builder.capabilities.replays:
         return []
     spec, sequence = runner_sequence(batch)
+    sequence = [b for b in sequence if b.mode in builder.capabilities.modes]
     if not sequence:
         return []
     notes: list[str] = []

@@ -35,9 +35,10 @@ from metadata_builders.properties._common import (
     _name,
     _variants,
 )
-from metadata_builders.properties.sequences import (filled_tier_batch, other_draft_count_batch, requests_in_spare_slots,
-                                                   same_tier_batch)
+from metadata_builders.properties.sequences import (filled_tier_batch, other_draft_count_batch, other_modes_batches,
+                                                   requests_in_spare_slots, same_tier_batch)
 from metadata_builders.builders.audited import MemoBuilder
+from metadata_builders.harness import harness_session
 from metadata_builders.reference import ReferenceBuilder
 
 
@@ -148,18 +149,25 @@ def largest_batch(batch: VerifyBatch) -> VerifyBatch | None:
 
 
 def history_for(batch: VerifyBatch) -> list[VerifyBatch]:
-    """What P9 builds on a builder before ``batch``: the same rows and tier with another draft count, the batch
-    with other values, then its largest form.
+    """What P9 builds on a builder before ``batch``: the same requests in the other modes of the MTP step, the same
+    rows and tier with another draft count, the batch with other values, its largest form, and the other draft
+    count again.
 
-    The first keeps the shape a cache would key on (the rows, the tier) with other values, and comes first so a
-    memo that keeps its first entry for a shape hands ``batch`` the other draft count's values (later batches of
-    the same shape and draft count would fill it right by luck); the largest form comes last, so what it leaves
-    in a reused buffer is freshest when ``batch`` is built."""
+    The other modes come first, as one worker builds verify, draft decode and draft extend on one backend every
+    step (what a draft-decode build leaves on the builder must not reach a decode build).  The other draft count
+    (DSpark: its active count changes step to step) keeps the shape a cache would key on (the rows, the tier) with
+    other values: before any batch of the same shape and count, so a memo that keeps its first entry for a shape
+    hands ``batch`` the other count's values; and last, right before ``batch``, so a staging buffer kept step to
+    step is rewritten with other bytes while the previous step's copy from it may be unread (ATOM #817's
+    ``stale_async_copy``).  The largest form comes before it: what it leaves in a reused buffer meets ``batch``."""
     batch = _clean(batch)
     out: list[VerifyBatch] = []
-    for earlier in (other_draft_count_batch(batch), same_tier_batch(batch), largest_batch(batch)):
+    other = other_draft_count_batch(batch)
+    for earlier in (*other_modes_batches(batch), other, same_tier_batch(batch), largest_batch(batch)):
         if earlier is not None and earlier != batch and earlier not in out:
             out.append(earlier)
+    if other is not None and out[-1] != other:
+        out.append(other)
     return out
 
 
@@ -170,6 +178,8 @@ def play_history(builder: Any, history: list[VerifyBatch]) -> None:
     the batch under test is then compared (:func:`check_p9_no_hidden_state`).
     """
     for earlier in history:
+        if earlier.mode not in builder.capabilities.modes:
+            continue  # a mode the builder does not build (its other modes' batches are P9's history, not its own)
         firsts: dict[str, Any] = {}
         for variant in _variants(builder, earlier, []):
             firsts.setdefault(variant.path, variant)
@@ -200,6 +210,13 @@ def check_p9_no_hidden_state(builder, batch: VerifyBatch) -> list[str]:
     history = history_for(batch)
     if not history:
         return ["no other batch of this shape to build first; nothing to check"]
+    # One session over the history and the batch: the stream (what an asynchronous copy may still read) is not
+    # drained between steps, as an overlap scheduler does not sync between them.
+    with harness_session():
+        return _after_history(builder, batch, history)
+
+
+def _after_history(builder: Any, batch: VerifyBatch, history: list[VerifyBatch]) -> list[str]:
     if isinstance(builder, MemoBuilder) and builder.played_history == tuple(history):
         seasoned = builder  # the gate's memo, already seasoned with this batch's history (P1's builds are these)
     else:
@@ -210,6 +227,8 @@ def check_p9_no_hidden_state(builder, batch: VerifyBatch) -> list[str]:
     what = f"after {len(history)} other batch(es) on the same builder vs a freshly constructed one"
     for variant in _variants(builder, batch, notes):
         got = seasoned.build(batch, variant)
+        if got.audit.faults:
+            _check_faults(builder, batch, variant, got, what)
         if _same(_reference(builder).build(batch, variant), got):
             continue
         clean = clean or builder.fresh()
@@ -221,6 +240,19 @@ def check_p9_no_hidden_state(builder, batch: VerifyBatch) -> list[str]:
                 raise _fail("P9", variant, f"{what}: the decision differs", field=f"decision.{name}",
                             expected=wanted[name], actual=seen[name], check="p9.decision")
     return notes
+
+
+def _check_faults(builder: Any, batch: VerifyBatch, variant: Any, got: Any, what: str) -> None:
+    """A fault the build after the history shows and a fresh builder's does not: what the history left behind made
+    the device read other bytes (a pinned staging buffer reused step to step and rewritten before the stream read
+    it: ATOM #817's ``stale_async_copy``), or write elsewhere."""
+    seen = [(f.kind, f.count) for f in got.audit.faults]
+    fresh = [(f.kind, f.count) for f in builder.fresh().build(batch, variant).audit.faults]
+    if seen != fresh:
+        f = got.audit.faults[0]
+        raise _fail("P9", variant, f"{what}: the build faults ({f.kind}, {f.op} in {f.stage}) where a fresh builder "
+                    "does not", field="audit.faults", expected=fresh, actual=seen, check="p9.fault_after_history",
+                    where=f.stage)
 
 
 def _same(expected: Any, actual: Any) -> bool:

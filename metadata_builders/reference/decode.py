@@ -73,7 +73,7 @@ def decode_rows(batch: VerifyBatch, graph: bool) -> Rows:
     if graph:
         assert batch.graph is not None
         pad = batch.graph.padded_bs - batch.bs
-        seq_lens += [1 + (batch.draft_step + 1 if batch.mode == "draft_decode" else 0)] * pad
+        seq_lens += [1 + (batch.draft_step + 1 if batch.draft_runner else 0)] * pad  # a child adds step + 1
         slots += [0] * pad
         out_cache_loc += [0] * pad
     rows = len(seq_lens)
@@ -107,7 +107,7 @@ def decode_fields(batch: VerifyBatch, graph: bool = False) -> dict[str, list]:
     fields: dict[str, list] = {"seq_lens": list(rows.seq_lens)}
     fields.update(core_metadata(batch, rows, list(rows.seq_lens), list(rows.slots)))
     geo = batch.geometry
-    compressed = batch.mode != "draft_decode" and geo.compression is not None
+    compressed = not batch.draft_runner and geo.compression is not None
     if compressed:
         out = compressed_attention(geo, fields["seq_lens_casual"], fields["raw_out_loc"], fields["page_table"])
         out.update(sparse_buffers(geo, out))
@@ -120,7 +120,7 @@ def decode_fields(batch: VerifyBatch, graph: bool = False) -> dict[str, list]:
     if compressed:
         assert geo.compression is not None
         fields.update(decode_plans(geo.compression, rows.slots, rows.seq_lens))
-    names = fields_for(geo, batch.mode)
+    names = fields_for(geo, batch.mode, draft_runner=batch.draft_runner)
     assert set(fields) == set(names), sorted(set(fields) ^ set(names))
     return {name: fields[name] for name in names}
 

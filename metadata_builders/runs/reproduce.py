@@ -47,23 +47,34 @@ class Reproduction:
         return self.history is not None
 
 
-def _candidates(history: Sequence[VerifyBatch]) -> list[tuple[VerifyBatch, ...]]:
-    """No history, then the last 1, 2, 4, ... batches, then all of them."""
+def _candidates(history: Sequence[VerifyBatch], mode: str) -> list[tuple[VerifyBatch, ...]]:
+    """No history; then the last batch of each other mode (a worker builds every mode of the step on one backend,
+    so what a draft-decode build left can show in a decode build); then those followed by the last 1, 2, 4, ...
+    batches; then all of them."""
+    others: dict[str, VerifyBatch] = {}
+    for b in history:
+        if b.mode != mode:
+            others.pop(b.mode, None)
+            others[b.mode] = b
+    first = tuple(b for b in history if b in others.values() and others[b.mode] is b)
     out: list[tuple[VerifyBatch, ...]] = [()]
+    if first:
+        out.append(first)
     n = 1
     while n < len(history):
-        out.append(tuple(history[-n:]))
+        tail = tuple(b for b in history[-n:] if b not in first)
+        out.append(first + tail)
         n *= 2
     if history:
         out.append(tuple(history))
-    return out
+    return list(dict.fromkeys(out))
 
 
 def reproduce(builder: Any, spec: PropertySpec, batch: VerifyBatch, history: Sequence[VerifyBatch]) -> Reproduction:
-    """Replay ``spec`` on ``batch`` on fresh builders, after ever longer tails of ``history``."""
+    """Replay ``spec`` on ``batch`` on fresh builders, after ever longer histories (:func:`_candidates`)."""
     if not can_be_made_afresh(builder):
         return Reproduction(False, ())
-    for earlier in _candidates([b for b in history if b != batch]):
+    for earlier in _candidates([b for b in history if b != batch], batch.mode):
         fresh = builder.fresh()
         play_history(fresh, list(earlier))
         result = verdict(spec, fresh, batch)

@@ -156,7 +156,7 @@ def _run_focus(
             run.events.update(boundary_hits(batch))
         if progress is not None and run.examples % 5 == 0:
             progress(run)
-        before = () if isinstance(builder, ReferenceBuilder) else tuple(builder.history)
+        before = () if isinstance(builder, ReferenceBuilder) else builder.recent()
         result = verdict(spec, builder, batch)
         if result.status != "not applicable":
             run.judged_by_mode[batch.mode] += 1

@@ -146,11 +146,15 @@ def _downstream_fields(layout: Layout, inputs: VerifyInputs, fields: dict[str, t
 
 
 def _captured_tiers(inputs: VerifyInputs) -> dict[int, Any]:
-    """The runner's captured tiers of the call's bucket by key (the backend's own room, ``inputs.runner.shared``):
-    target verify's and draft extend's apart, as upstream's ``cuda_graph_metadata_of_bucket_and_bs``."""
+    """The runner's captured tiers of the call's bucket by key (the backend's own room, ``inputs.runner.shared``),
+    as upstream's ``cuda_graph_metadata_of_bucket_and_bs``: target verify's, draft extend's, ``DECODE_OR_IDLE``
+    (decode and an idle rank share its captured metadata) and the draft runner's multi-step backend (draft decode
+    and its idle replay)."""
     if inputs.runner is None:
         return {}
-    return inputs.runner.shared.setdefault("hip" if inputs.mode == "target_verify" else f"hip/{inputs.mode}", {})
+    buckets = {"target_verify": "hip", "draft_extend": "hip/draft_extend", "decode": "hip/decode_or_idle",
+               "idle": "hip/decode_or_idle"}
+    return inputs.runner.shared.setdefault("hip/draft_decode" if inputs.draft_runner else buckets[inputs.mode], {})
 
 
 
@@ -200,7 +204,7 @@ class HipBuilder(Stages):
         decode: one raw per child)."""
         if inputs.mode == "draft_extend":
             return DraftExtendState({name: t.clone() for name, t in draft_extend(inputs, stages=self).fields.items()})
-        if inputs.mode == "draft_decode":
+        if inputs.draft_runner:
             return hip_decode.multi_step_state(inputs)
         if inputs.mode in ("decode", "idle"):
             return hip_decode.captured_raw(inputs)

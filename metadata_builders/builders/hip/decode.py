@@ -37,6 +37,8 @@ _I64 = torch.int64
 def step_out_cache_loc(inputs: VerifyInputs, step: int | None = None) -> torch.Tensor:
     """The call's ``out_cache_loc`` per row: draft decode's row ``step`` (default ``draft_step``) of the shared
     buffer (``per_step_draft_out_cache_loc``: ``view(rows, 1, steps).permute(2, 0, 1)``), else the buffer itself."""
+    if inputs.mode == "idle":  # upstream's IDLE substitution: location 0 on every row, whatever the buffer holds
+        return torch.zeros(inputs.rows, dtype=_I64, device=inputs.out_cache_loc.device)
     if inputs.mode != "draft_decode":
         return inputs.out_cache_loc
     step = inputs.draft_step if step is None else step
@@ -83,8 +85,9 @@ def refresh_children(state: MultiStepState, inputs: VerifyInputs) -> None:
     first = state.children[0]
     copy_raw(first, raw_decode(inputs, 0))
     for step in range(1, _steps(inputs) - 1):
-        copy_raw(state.children[step], DecodeState(first.req_pool_indices, first.seq_lens,
-                                                    step_out_cache_loc(inputs, step)))
+        # An idle replay has no per-step rows (upstream's step_out_cache_locs is None): child 0's raw is copied whole.
+        out = first.out_cache_loc if inputs.mode == "idle" else step_out_cache_loc(inputs, step)
+        copy_raw(state.children[step], DecodeState(first.req_pool_indices, first.seq_lens, out))
 
 
 def copy_raw(into: DecodeState, raw: DecodeState) -> None:
@@ -118,7 +121,7 @@ def from_raw_decode(raw: DecodeState, inputs: VerifyInputs, core: Callable[..., 
     """
     geo = inputs.geometry
     seq_lens = raw.seq_lens.to(_I32)
-    if inputs.mode == "draft_decode":
+    if inputs.draft_runner:  # draft decode, or the draft runner's idle replay
         assert inputs.draft_step is not None
         seq_lens = seq_lens + (inputs.draft_step + 1)  # the child's speculative_step_id + 1
     slots = raw.req_pool_indices
@@ -127,7 +130,7 @@ def from_raw_decode(raw: DecodeState, inputs: VerifyInputs, core: Callable[..., 
                     int(inputs.req_to_token.shape[1]))  # MAX_SEQ_LEN_FOR_CAPTURE: a full-width page table
     fields: dict[str, torch.Tensor] = {"seq_lens": seq_lens, **core(layout, inputs, seq_lens, slots)}
     fields["raw_out_loc"] = raw.out_cache_loc
-    compressed = inputs.mode != "draft_decode" and geo.compression is not None  # a draft worker: need_compress off
+    compressed = not inputs.draft_runner and geo.compression is not None  # a draft worker: need_compress off
     if compressed:
         out = compression.compressed_attention(inputs, seq_lens, raw.out_cache_loc, fields["page_table"])
         out.update(compression.sparse_buffers(inputs, out))
@@ -142,7 +145,7 @@ def from_raw_decode(raw: DecodeState, inputs: VerifyInputs, core: Callable[..., 
     fields["swa_out_cache_loc"] = inputs.full_to_swa[raw.out_cache_loc].to(_I32)
     if compressed:
         fields.update(decode_plans(inputs, slots, seq_lens))
-    return {name: fields[name] for name in fields_for(geo, inputs.mode)}
+    return {name: fields[name] for name in fields_for(geo, inputs.mode, draft_runner=inputs.draft_runner)}
 
 
 def decode(inputs: VerifyInputs, core: Callable[..., Any], streams: Callable[..., Any]) -> VerifyMetadata:

@@ -63,6 +63,14 @@ def _is_cpu(device: Any) -> bool:
     return torch.device(device).type == "cpu"
 
 
+def seq_len_fill_value(up: Any) -> int:
+    """``DeepseekV4HipRadixBackend.get_cuda_graph_seq_len_fill_value()``, asked of the installed release the way
+    upstream's runner asks it (``decode_cuda_graph_runner``: ``attn_backend.get_cuda_graph_seq_len_fill_value()``),
+    on a bare instance: the method reads nothing of the backend (0.5.18-0.5.23)."""
+    cls = up.backend_module.DeepseekV4HipRadixBackend
+    return int(cls.get_cuda_graph_seq_len_fill_value(object.__new__(cls)))
+
+
 class SGLangBuilder:
     """Builder ``"sglang"``: upstream's target-verify code on a backend double; keeps no state.
 
@@ -99,6 +107,8 @@ class SGLangBuilder:
             )
         if self.upstream.interpreter:
             launch_memo.want()  # inside harness sessions, interpreted launches seen before are not run again
+        self.seq_len_fill_value = seq_len_fill_value(self.upstream)
+        """The pad rows' ``seq_len`` upstream's runner fills: the installed backend's own answer (a capability)."""
 
     def variants_supported(self, batch: VerifyBatch) -> list[Variant]:
         """The variants of ``batch`` the installed release (and the route) can express.

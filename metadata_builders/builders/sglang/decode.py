@@ -120,8 +120,9 @@ def _target_backend(up: Upstream, inputs: VerifyInputs, device: Any, seen: dict[
 
 
 def _built(backend: Any, inputs: VerifyInputs) -> Any:
-    """The backend whose metadata this call is judged on: the target's, or the multi-step backend's child."""
-    return backend.attn_backends[inputs.draft_step] if inputs.mode == "draft_decode" else backend
+    """The backend whose metadata this call is judged on: the target's, or the multi-step backend's child (draft
+    decode, and the draft runner's idle replay)."""
+    return backend.attn_backends[inputs.draft_step] if inputs.draft_runner else backend
 
 
 def _forward_batch(up: Upstream, inputs: VerifyInputs, built: Any, mirror: Any, *, capture: bool = False,
@@ -150,13 +151,13 @@ def decode(up: Upstream, inputs: VerifyInputs, device: Any) -> VerifyMetadata:
     dispatcher asserts against the geometry (``page_size % 128 != 0``).  An idle rank's build is its graph replay:
     the dispatcher returns early on it (``mtp_enabled``), the out-graph phase substitutes pad rows."""
     seen: dict[str, dict[str, Any]] = {}
-    backend = (_multi_step if inputs.mode == "draft_decode" else _target_backend)(up, inputs, device, seen)
+    backend = (_multi_step if inputs.draft_runner else _target_backend)(up, inputs, device, seen)
     built = _built(backend, inputs)
     batch = _forward_batch(up, inputs, built, None)
-    if inputs.mode == "idle":
+    if inputs.mode == "idle":  # the runner's out-graph phase (the multi-step backend's on the draft runner)
         entry = "init_forward_metadata_out_graph"
-        built.init_cuda_graph_state(max_bs=inputs.rows, max_num_tokens=inputs.padded_num_tokens)
-        built.init_forward_metadata_out_graph(batch)
+        backend.init_cuda_graph_state(max_bs=inputs.rows, max_num_tokens=inputs.padded_num_tokens)
+        backend.init_forward_metadata_out_graph(batch)
         built.init_forward_metadata_in_graph(batch)
     elif inputs.geometry.page_size % 128 == 0:
         entry = "init_forward_metadata"
@@ -168,15 +169,15 @@ def decode(up: Upstream, inputs: VerifyInputs, device: Any) -> VerifyMetadata:
             out_cache_loc=_step_out_cache_loc(up, built, inputs))
         built.init_forward_metadata_in_graph(batch)
     md = built.forward_metadata
-    metadata = read_decode(md, seen, inputs.geometry, inputs.mode, _missing(up, inputs))
+    metadata = read_decode(md, seen, inputs.geometry, inputs.mode, _missing(up, inputs), inputs.draft_runner)
     compression = inputs.geometry.compression
-    low = inputs.mode != "draft_decode" and up.capabilities.low_ratios and compression is not None and \
+    low = not inputs.draft_runner and up.capabilities.low_ratios and compression is not None and \
         compression.low_ratios
     why = {**(_LOW_RATIOS_NOT_JUDGED if low else {}), **dict.fromkeys(metadata.not_observable, "not built by upstream"),
            **streams_unobservable(inputs.geometry, metadata.not_observable)}
     if compression is None and up.capabilities.forced_compression:  # 0.5.18-0.5.20: the stubs of forced compression
         why.update(unobservable(inputs.geometry, False))
-    if inputs.mode == "draft_decode" and up.capabilities.forced_compression and compression is not None:
+    if inputs.draft_runner and up.capabilities.forced_compression and compression is not None:
         extra = set(fields_for(inputs.geometry, "decode")) - set(fields_for(inputs.geometry, "draft_decode"))
         why.update(dict.fromkeys(extra, _DRAFT_COMPRESSES))
     record(md, metadata.fields, why, entry=entry, mode=inputs.mode)
@@ -200,7 +201,7 @@ def _step_out_cache_loc(up: Upstream, child: Any, inputs: VerifyInputs) -> Any:
 
 def _missing(up: Upstream, inputs: VerifyInputs) -> dict[str, str] | None:
     geo = inputs.geometry
-    if inputs.mode == "draft_decode" or geo.compression is None:
+    if inputs.draft_runner or geo.compression is None:
         return None
     return unobservable(geo, up.capabilities.low_ratios)
 
@@ -209,7 +210,7 @@ def _missing(up: Upstream, inputs: VerifyInputs) -> dict[str, str] | None:
 
 
 def read_decode(md: Any, seen: dict[str, dict[str, Any]], geometry: Any, mode: str,
-                unobservable: dict[str, str] | None = None) -> VerifyMetadata:
+                unobservable: dict[str, str] | None = None, draft_runner: bool = False) -> VerifyMetadata:
     """Upstream's decode ``DSV4Metadata`` as the mode's fields (:func:`~metadata_builders.metadata.fields_for`).
 
     ``seq_lens`` and ``req_pool_indices_repeated`` are the arguments ``make_core_attn_metadata`` received (the
@@ -229,8 +230,8 @@ def read_decode(md: Any, seen: dict[str, dict[str, Any]], geometry: Any, mode: s
         "swa_out_cache_loc": getattr(core, "swa_out_cache_loc", None),
     }
     fields.update(decode_streams(unified, geometry)[0])
-    names = fields_for(geometry, mode)
-    if mode != "draft_decode" and geometry.compression is not None:  # a draft child compresses nothing
+    names = fields_for(geometry, mode, draft_runner=draft_runner or mode == "draft_decode")
+    if not (draft_runner or mode == "draft_decode") and geometry.compression is not None:  # a draft child: none
         fields.update(compression_fields(md))
         for ratio in (4, 128):
             plan = getattr(md, f"c{ratio}_compress_metadata", None)
@@ -264,7 +265,7 @@ def graph_state(builder: Any, inputs: VerifyInputs) -> UpstreamGraph:
     else:
         up, seen = builder.upstream, {}
         with _phase(builder, inputs):
-            make = _multi_step if inputs.mode == "draft_decode" else _target_backend
+            make = _multi_step if inputs.draft_runner else _target_backend
             backend = make(up, inputs, builder.device, seen)
             backend.init_cuda_graph_state(max_bs=inputs.rows, max_num_tokens=inputs.padded_num_tokens)
         shared.update(backend=backend, seen=seen)
@@ -294,6 +295,6 @@ def in_graph(builder: Any, state: UpstreamGraph, inputs: VerifyInputs) -> Verify
     with _phase(builder, inputs):
         built.init_forward_metadata_in_graph(state.forward_batch)
     result = read_decode(built.forward_metadata, state.seen, inputs.geometry, inputs.mode,
-                         _missing(builder.upstream, inputs))
+                         _missing(builder.upstream, inputs), inputs.draft_runner)
     state.decision = result.decision
     return result

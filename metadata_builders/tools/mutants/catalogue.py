@@ -427,6 +427,23 @@ _SPECS: tuple[MutantSpec, ...] = (
         "        return built\n",
         "upstream #31026: the configured draft count used where DSpark's active count changes from step to step",
     ),
+    MutantSpec(
+        "staging_buffer_reused_across_steps", "HipBuilder.verify_extension", "one pinned staging buffer reused every step",
+        "The host-staged uniform extend lengths go through one pinned buffer the builder keeps from step to step "
+        "(no allocation per step) and copy up without a sync: when the next step's draft count differs, its fill "
+        "rewrites the buffer while the previous step's copy may not have read it yet. The fields agree; the device "
+        "got the later bytes.",
+        "        return pipeline.verify_extension(inputs, seq_lens_cpu)\n",
+        "        layout = pipeline.verify_extension(inputs, seq_lens_cpu)\n"
+        "        if inputs.verify_lens is None and seq_lens_cpu is not None:  # the host-staged uniform lengths\n"
+        "            staged = self.__dict__.get(\"_staged\")\n"
+        "            if staged is None or staged.shape[0] < inputs.rows:  # one pinned buffer for the most rows seen\n"
+        "                staged = self._staged = torch.empty(inputs.rows, dtype=torch.int32, pin_memory=True)\n"
+        "            staged[: inputs.rows].fill_(inputs.num_draft_tokens)\n"
+        "            layout.extend_seq_lens = staged[: inputs.rows].to(inputs.seq_lens.device, non_blocking=True)\n"
+        "        return layout\n",
+        "ROCm ATOM PR #817: one pinned staging buffer reused every step, rewritten before the stream read it",
+    ),
     # -- what the stores do (P10): a mistake the specification shares -----------------------------------
     MutantSpec(
         "last_row_absorbs_the_slack", "pad_verify_lens_to_bucket", "a real row widened to cover the tier",

@@ -93,8 +93,8 @@ MODE_SPECS: tuple[MutantSpec, ...] = (
         "-- its slots, its lengths and its row of the shared out_cache_loc -- instead of giving each child its own "
         "row: every draft step after the first stores its K where step 0 stored its own (the eager build and the "
         "capture are right; only the replay is wrong).",
-        "                                                    step_out_cache_loc(inputs, step)))",
-        "                                                    step_out_cache_loc(inputs, 0)))",
+        "        out = first.out_cache_loc if inputs.mode == \"idle\" else step_out_cache_loc(inputs, step)\n",
+        "        out = first.out_cache_loc if inputs.mode == \"idle\" else step_out_cache_loc(inputs, 0)\n",
         "SGLang 0.5.18/0.5.19 DeepseekV4MultiStepBackend.init_forward_metadata_out_graph (children got child 0's "
         "raw metadata; fixed in 0.5.20: docs/FINDINGS.md F23)",
     ),
@@ -107,5 +107,52 @@ MODE_SPECS: tuple[MutantSpec, ...] = (
         "    for name in (\"req_pool_indices\", \"seq_lens\", \"out_cache_loc\"):",
         "    for name in (\"req_pool_indices\", \"seq_lens\"):",
         "deepseek_v4_backend_hip_radix.py DSV4RawDecodeMetadata.copy_ (0.5.23)",
+    ),
+    # -- each mode replayed and remembered as upstream runs it (issue 41 item 7) ----------------------------
+    MutantSpec(
+        "draft_decode_children_refresh_live_rows", "decode.refresh_children",
+        "multi-step draft: children refresh only the live rows",
+        "Before a replay children 1 .. steps - 2 copy child 0's slots and lengths, and their own row of the shared "
+        "buffer, for the live requests only ('pad rows never change'): after a replay with more requests, a "
+        "request that left keeps its slot, length and locations in those children's pad rows, whose K then lands "
+        "on the departed request's live ring rows.",
+        "        copy_raw(state.children[step], DecodeState(first.req_pool_indices, first.seq_lens, out))\n",
+        "        live = inputs.bs  # the pad rows' values never change\n"
+        "        for name, value in ((\"req_pool_indices\", first.req_pool_indices), (\"seq_lens\", first.seq_lens),\n"
+        "                            (\"out_cache_loc\", out)):\n"
+        "            getattr(state.children[step], name)[:live].copy_(value[:live])\n",
+        "DeepseekV4MultiStepBackend replay_cuda_graph_metadata_from (a copy_ of every row of the bucket)",
+    ),
+    MutantSpec(
+        "idle_keeps_a_bucket_of_its_own", "_captured_tiers",
+        "an idle rank's replay looks in its own bucket, not decode's",
+        "The backend keeps an idle rank's captured metadata apart from decode's (a bucket per forward mode) while "
+        "upstream's runner captures DECODE once and replays it as IDLE (the DECODE_OR_IDLE bucket): an idle replay's "
+        "out-graph work refreshes a fresh state the recorded graph never reads, so the graph runs on the last decode "
+        "step's rows.",
+        "\"idle\": \"hip/decode_or_idle\"}",
+        "\"idle\": \"hip/idle\"}",
+        "upstream _GraphBucket.DECODE_OR_IDLE (deepseek_v4_backend_hip_radix.py, 0.5.23)",
+    ),
+    MutantSpec(
+        "draft_step_kept_on_the_builder", "HipBuilder.build",
+        "a draft step kept on the backend across modes",
+        "The draft worker's backend remembers the speculative step of its last draft-decode call and applies it to "
+        "its next draft extend ('the step the worker is on'): a draft extend after a draft decode sees every row "
+        "step + 1 tokens longer. Each mode alone is right; only a history of other modes shows it, as one worker "
+        "builds draft decode and draft extend on its backend every step.",
+        "        if inputs.mode == \"draft_extend\":\n"
+        "            return draft_extend(inputs, stages=self)\n"
+        "        if inputs.mode in DECODE_MODES:\n",
+        "        if inputs.mode == \"draft_extend\":\n"
+        "            step = self.__dict__.get(\"_draft_step\")\n"
+        "            if step is not None:  # the worker's current step\n"
+        "                import dataclasses\n"
+        "                inputs = dataclasses.replace(inputs, seq_lens=inputs.seq_lens + (step + 1))\n"
+        "            return draft_extend(inputs, stages=self)\n"
+        "        if inputs.mode in DECODE_MODES:\n"
+        "            if inputs.draft_step is not None:\n"
+        "                self._draft_step = inputs.draft_step\n",
+        "speculative_step_id kept on a shared backend (DeepseekV4MultiStepBackend gives each step a child of its own)",
     ),
 )

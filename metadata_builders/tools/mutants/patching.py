@@ -80,7 +80,7 @@ def _stage_module(stage: str) -> tuple[Any, str]:
     return hip, stage
 
 
-_BUILDER_STAGES = ("target_verify", "draft_extend")
+_BUILDER_STAGES = ("target_verify", "draft_extend", "_captured_tiers")
 """The entry points, which live in :mod:`metadata_builders.builders.hip.builder` with ``HipBuilder``."""
 
 
@@ -172,15 +172,6 @@ def mutant_builder_class() -> type:
             # Runs once, at capture: a replay re-executes what was recorded, whatever the stage.
             return self._run("in_graph", state, inputs)
 
-        def _new_state(self, inputs: VerifyInputs) -> GraphState:
-            return self._helper("_new_state", inputs)  # from graph_state and out_graph
-
-        def _draft_extend_out_graph(self, inputs: VerifyInputs) -> Decision:
-            return self._helper("_draft_extend_out_graph", inputs)  # from out_graph
-
-        def _decode_out_graph(self, inputs: VerifyInputs) -> Decision:
-            return self._helper("_decode_out_graph", inputs)  # from out_graph
-
         def _helper(self, method: str, *args: Any) -> Any:
             # A helper method of the phases: only its own mutant replaces it.
             if self.spec.stage == f"HipBuilder.{method}":
@@ -206,9 +197,24 @@ def mutant_builder_class() -> type:
         return type(base.__name__, (base,), {"padding_convention": padding, "__module__": base.__module__,
                                              "__qualname__": base.__qualname__})
 
+    for method in _HELPERS:
+        setattr(_MutantBuilder, method, _routed(method))
     _MutantBuilder.__name__ = _MutantBuilder.__qualname__ = "MutantBuilder"
     _MutantBuilder.__module__ = _PACKAGE
     return _MutantBuilder
+
+
+_HELPERS = ("_new_state", "_draft_extend_out_graph", "_decode_out_graph", "verify_extension")
+"""``HipBuilder`` methods the phases call (``_new_state`` from ``graph_state`` and ``out_graph``, the out-graph helpers,
+a stage method of ``Stages``): only their own mutant replaces them."""
+
+
+def _routed(method: str) -> Callable[..., Any]:
+    def routed(self: Any, *args: Any) -> Any:
+        return self._helper(method, *args)
+
+    routed.__name__ = routed.__qualname__ = method
+    return routed
 
 
 def __getattr__(name: str) -> Any:
