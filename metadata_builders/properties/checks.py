@@ -25,7 +25,7 @@ CheckId = Literal[
     "p5.graph_vs_eager_row", "p5.graph_vs_eager_token", "p5.plan_entries", "p5.pad_plan_ring", "p5.field_short",
     "p5.pads_cover_tier", "p5.pad_slot", "p5.pad_reads_nothing", "p5.tail_inert", "p5.tail_store_guard", "p5.tail_ring",
     "p5.capture_sync", "p5.replay_shape", "p5.replay_storage", "p5.replay_writes_input", "p5.replay_vs_fresh", "p5.in_graph_vs_reference",
-    "p5.runner_replay_storage", "p5.runner_replay_vs_fresh", "p5.runner_geometry", "p5.capture_geometry",
+    "p5.runner_replay_storage", "p5.runner_replay_vs_fresh", "p5.runner_geometry", "p5.capture_geometry", "p5.capture_convention",
     "p6.planner_overflow", "p6.oob_read", "p6.synced_map_faulted", "p6.eagle_faulted_under_dspark",
     "p6.uncapped_output_size", "p6.faults_vs_model",
     "p7.sync_free_synced", "p7.contract_extra", "p7.contract_missing", "p7.replay_contract",

@@ -181,6 +181,9 @@ def mutant_builder_class() -> type:
         def _decode_out_graph(self, inputs: VerifyInputs) -> Decision:
             return self._helper("_decode_out_graph", inputs)  # from out_graph
 
+        def ragged_capture_slots(self, graph_num_tokens: int, max_bs: int, width: int) -> int:
+            return self._helper("ragged_capture_slots", graph_num_tokens, max_bs, width)  # the runner's rule
+
         def _helper(self, method: str, *args: Any) -> Any:
             # A helper method of the phases: only its own mutant replaces it.
             if self.spec.stage == f"HipBuilder.{method}":
@@ -201,14 +204,16 @@ def mutant_builder_class() -> type:
             finally:
                 setattr(module, stage, original)
 
-    @functools.cache
-    def _declaring(base: type, padding: str) -> type:
-        return type(base.__name__, (base,), {"padding_convention": padding, "__module__": base.__module__,
-                                             "__qualname__": base.__qualname__})
-
     _MutantBuilder.__name__ = _MutantBuilder.__qualname__ = "MutantBuilder"
     _MutantBuilder.__module__ = _PACKAGE
     return _MutantBuilder
+
+
+@functools.cache
+def _declaring(base: type, padding: str) -> type:
+    """``base`` declaring ``padding`` (a mutant that changes the convention and says so)."""
+    return type(base.__name__, (base,), {"padding_convention": padding, "__module__": base.__module__,
+                                         "__qualname__": base.__qualname__})
 
 
 def __getattr__(name: str) -> Any:
