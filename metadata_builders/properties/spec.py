@@ -86,6 +86,11 @@ corpus) a share of it."""
 _DRAFT_EXTEND = {"mode": "draft_extend"}
 """Draft extend's own focus (its batches are uniform: ``verify_batches(mode="draft_extend")``)."""
 
+_DRAFT_EXTEND_WINDOWS = {**_DRAFT_EXTEND, "graph": True, "equal_windows": True}
+"""P10's draft-extend focus: graph tiers on geometries whose two windows are one (upstream's), the only ones where P10
+judges draft extend (its prefill store keeps the unified window, its reads take ``swa_window``:
+:func:`~metadata_builders.kv_state.ring_unfit`); drawn freely, about half the batches were ``not applicable``."""
+
 _DECODE = {"mode": "decode"}
 _DRAFT_DECODE = {"mode": "draft_decode"}
 _IDLE = {"mode": "idle"}
@@ -117,7 +122,7 @@ PROPERTIES: tuple[PropertySpec, ...] = (
                  ({}, _DRAFT_EXTEND, _DECODE, _DRAFT_DECODE, _IDLE),
                  modes=BUILT_MODES),
     PropertySpec("P10", "KV state: stores and reads", check_p10_kv_state,
-                 ({}, {"graph": True, "ragged": True}, {**_DRAFT_EXTEND, "graph": True}, _DECODE,
+                 ({}, {"graph": True, "ragged": True}, _DRAFT_EXTEND_WINDOWS, _DECODE,
                   {**_DRAFT_DECODE, "graph": True}, _IDLE), p10_applies, modes=BUILT_MODES),
 )
 

@@ -144,7 +144,11 @@ def stores_line(run: Any) -> str | None:
     if not kernel + model:
         return None
     pools = {k: v for (what, k), v in run.tallies.items() if what == "P10 compressed"}
+    reads = {k: v for (what, k), v in run.tallies.items() if what == "P10 page reads"}
     suffix = ""
+    if reads:
+        suffix += (f"; page-table reads: {reads.get('judged', 0)} request builds judged, {reads.get('unpaged', 0)} not "
+                   "(a table row that is not paged)")
     if pools:
         suffix += (f"; compressed pools: {pools.get('judged', 0)} request builds judged, {pools.get('unpaged', 0)} not (a "
                    "table row that is not paged: the strategies' deliberate holes)")
