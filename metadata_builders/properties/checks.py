@@ -37,8 +37,13 @@ CheckId = Literal[
     "p10.pad_compressed_store", "p10.compressed_read", "p10.store_dropped", "p10.real_writes_other_slot",
     "p10.state_write_misplaced", "p10.full_store_misplaced", "p10.pad_full_store",
     "p10.page_read",
+    "p1.stream_out_of_bounds", "p2.stream_out_of_bounds", "p3.stream_out_of_bounds", "p4.stream_out_of_bounds",
+    "p5.stream_out_of_bounds", "p6.stream_out_of_bounds", "p7.stream_out_of_bounds", "p8.stream_out_of_bounds",
+    "p9.stream_out_of_bounds", "p10.stream_out_of_bounds",
     "run.worker_died",
 ]
-"""Every check id; ``raised`` is any property whose builder raised (its origin says where)."""
+"""Every check id; ``raised`` is any property whose builder raised (its origin says where), except a decode index
+stream whose segment leaves its buffer (the read a kernel would make past it): ``p<N>.stream_out_of_bounds``, for
+whichever property built it (P6 and P8 build a diverged batch: FINDINGS F8)."""
 
 CHECKS: tuple[str, ...] = get_args(CheckId)

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator, Literal
 
 from metadata_builders.batch import DECODE_MODES, VerifyBatch
-from metadata_builders.errors import Origin, PropertyFailure
+from metadata_builders.errors import Origin, PropertyFailure, StreamOutOfBounds
 from metadata_builders.properties._common import Partial
 from metadata_builders.properties.equality import check_p1_reference, check_p3_sync_free, check_p4_gate
 from metadata_builders.properties.faults import check_p6_fault_model
@@ -291,8 +291,15 @@ def verdict(spec: PropertySpec, builder: Any, batch: VerifyBatch) -> PropertyRes
 
 def raised_failure(prop: str, exc: BaseException) -> PropertyFailure:
     """``builder raised IndexError: ... (at deepseek_v4_backend_hip_radix.py:3660 in get_swa_page_indices)``,
-    with check ``"raised"`` and the exception's :class:`~metadata_builders.errors.Origin`."""
+    with check ``"raised"`` and the exception's :class:`~metadata_builders.errors.Origin`; a decode index stream whose
+    segment leaves its buffer (:class:`~metadata_builders.errors.StreamOutOfBounds`, raised where the harness reads
+    the streams back) is check ``p<N>.stream_out_of_bounds`` with the field, token and segment as data."""
     origin = Origin.of(exc)
+    if isinstance(exc, StreamOutOfBounds):
+        return PropertyFailure(prop, f"a decode index stream reads past its buffer: {exc.field} {exc.actual[0]}.."
+                               f"{exc.actual[1]} of token {exc.index} (the attention kernel would read there)",
+                               field=exc.field, index=(exc.index,), expected=exc.expected, actual=exc.actual,
+                               check=f"{prop.lower()}.stream_out_of_bounds", origin=origin)
     where = f" (at {origin.where()})" if origin.filename else ""
     text = str(exc).splitlines()[0][:300] if str(exc) else ""
     return PropertyFailure(prop, f"builder raised {type(exc).__name__}: {text}{where}", check="raised", origin=origin)
