@@ -29,6 +29,7 @@ Pinned memory on CPU: CPU-only torch has no pinned allocator, so the audit strip
 from __future__ import annotations
 
 import weakref
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,7 +37,7 @@ import torch
 
 from metadata_builders.audit.device_model import _caller_stage
 
-__all__ = ["Pending", "copy_issued", "drain", "is_pinned", "pinned", "stale"]
+__all__ = ["Pending", "copy_issued", "counts", "drain", "is_pinned", "pinned", "stale"]
 
 _PINNED: dict[int, weakref.ref] = {}
 """``id(tensor)`` -> a weak reference to a tensor made in pinned memory (tensors compare elementwise: no WeakSet)."""
@@ -54,6 +55,15 @@ class Pending:
 
 
 _PENDING: list[Pending] = []
+
+_SEEN: Counter = Counter()
+"""What the model has seen in this process: ``pinned_copies`` (asynchronous copies from pinned memory it tracked) and
+``faults`` (those whose source held other bytes when the stream read it); ``check`` prints a run's share."""
+
+
+def counts() -> Counter:
+    """A copy of what the model has seen so far (:data:`_SEEN`); a run takes the difference over its span."""
+    return Counter(_SEEN)
 
 
 def pinned(t: torch.Tensor) -> torch.Tensor:
@@ -78,6 +88,7 @@ def copy_issued(source: Any, op: str) -> None:
     the stage that issued it is looked up only then: most copies come from pageable memory)."""
     if isinstance(source, torch.Tensor) and is_pinned(source):
         _PENDING.append(Pending(weakref.ref(source), source.detach().clone(), op, _caller_stage()))
+        _SEEN["pinned_copies"] += 1
 
 
 def stale() -> list[tuple[Pending, int]]:
@@ -95,6 +106,7 @@ def stale() -> list[tuple[Pending, int]]:
         else:
             out.append((p, int((source != p.held).sum()) if same_shape else p.held.numel()))
     _PENDING[:] = keep
+    _SEEN["faults"] += len(out)
     return out
 
 
