@@ -151,6 +151,8 @@ WITNESSES: dict[str, str] = {
     "draft_decode_step_offset_off_by_one": "draft_decode_tier_with_a_pad_row",
     "draft_decode_step_slice_step_major": "draft_decode_tier_with_a_pad_row",
     "decode_replay_keeps_captured_out_loc": "draft_decode_tier_with_a_pad_row",
+    "eager_decode_table_from_callers_length": "draft_decode_tier_with_a_pad_row",
+    "stream_indptr_from_causal_lengths": "compressed_tier_crossing_c128",
     "draft_extend_pad_length_read_unsigned": "draft_extend_tier_with_pad_rows",
     "draft_decode_children_rerun_child0_slice": "draft_decode_tier_with_a_pad_row",
     "uniform_lengths_memo_by_rows": "uniform_eagle_batch_of_three",
@@ -537,8 +539,11 @@ re-running out-graph work at replay, a negative pad length reaching a consumer, 
 diverge from its device lengths."""
 
 
-ISSUE_41_MUTANTS = ("runner_slots_per_generating_request",)
-"""Issue 41's mutants: a runner following the fixed capture geometry while its builder declares the released one."""
+ISSUE_41_MUTANTS = ("runner_slots_per_generating_request", "stream_indptr_from_causal_lengths",
+                    "eager_decode_table_from_callers_length")
+"""Issue 41's mutants: a runner following the fixed capture geometry while its builder declares the released one; a
+stream whose segments leave their buffer (``p1.stream_out_of_bounds``); an eager decode table narrower than P1 allows
+(one that misses a read)."""
 
 
 @pytest.mark.parametrize("name", ISSUE_26_MUTANTS + ISSUE_41_MUTANTS)
