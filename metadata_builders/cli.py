@@ -24,7 +24,7 @@ from metadata_builders.errors import MetadataBuildersError, ModeNotBuilt, UsageE
 from metadata_builders.properties import PROPERTIES, PropertySpec
 from metadata_builders.reference import expected_faults, expected_host_syncs, verify_extension
 from metadata_builders.runs.report import (format_table, modes_table, replay_command, runner_line, stores_line,
-                                           write_replay_file)
+                                           streams_line, write_replay_file)
 from metadata_builders.tools import bench, mutants, power
 from metadata_builders.variants import BUILT_MODES, divergence_applies, variants_for
 from metadata_builders.runs.check_report import (coverage_table, known_findings, reproduced, upstream_coverage,
@@ -150,7 +150,7 @@ def _check_one(args: argparse.Namespace, family: str) -> int:
 
         for line in report_lines(builds):
             _out(line)
-    for line in filter(None, [*map(runner_line, runs), *map(stores_line, runs)]):
+    for line in filter(None, [*map(runner_line, runs), *map(stores_line, runs), streams_line(runs)]):
         _out(line)
     if args.show_coverage:
         _out()

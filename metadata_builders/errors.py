@@ -31,6 +31,7 @@ __all__ = [
     "PlotExtraMissing",
     "PropertyFailure",
     "StaleMirror",
+    "StreamOutOfBounds",
     "UnknownMutant",
     "UpstreamNotFound",
     "UsageError",
@@ -108,6 +109,20 @@ class InvalidMetadata(MetadataBuildersError, ValueError):
     def __init__(self, field: str, expected: Any, actual: Any) -> None:
         self._data(field, None, expected, actual)
         super().__init__(f"VerifyMetadata.{field}: {actual} (expected {expected})")
+
+
+class StreamOutOfBounds(InvalidMetadata):
+    """A decode index stream's indptr gives a token a segment that leaves its indices buffer: the attention kernel
+    would read past the buffer (a stale extend length reaching ``build_decode_streams``: FINDINGS F8).
+
+    ``StreamOutOfBounds("hca_indices", 3, (40, 52), 48)`` reads ``VerifyMetadata.hca_indices: segment 3 = [40, 52)
+    (expected inside its buffer of 48 entries)``; ``index`` is the token.
+    """
+
+    def __init__(self, field: str, index: int, segment: tuple[int, int], buffer: int) -> None:
+        super().__init__(field, f"inside its buffer of {buffer} entries", f"segment {index} = [{segment[0]}, "
+                         f"{segment[1]})")
+        self._data(field, index, f"inside [0, {buffer})", list(segment))
 
 
 class UsageError(MetadataBuildersError, ValueError):

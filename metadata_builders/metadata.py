@@ -55,6 +55,10 @@ class FieldSpec:
     geometry constant (``unified_swa_window``: the SWA store's guard skips it); None: no rule."""
     pad_slot: bool = False
     """A pad row's token must hold the dummy slot 0 here (P5: it stores into slot 0's ring, never a request's)."""
+    p1_class: Literal["exact", "pad_length", "pad_position", "read_columns"] = "exact"
+    """P1's equivalences (decision 2026-12-04): ``pad_length`` (``pad_position``), a length (its position) no real token
+    has below 1 (0): where the reference holds ``<= 0`` (``< 0``), a pad token that reads nothing, any such value is one
+    class; ``read_columns``: an eager decode build's columns past ``position // page_size`` are not compared (P5's)."""
 
     @property
     def needs_compression(self) -> bool:
@@ -138,13 +142,16 @@ FIELDS: Mapping[str, FieldSpec] = _fields(
               absorbing_row="own"),
     FieldSpec("extend_start_loc", "row", "(rows,)", "exclusive cumsum of extend_seq_lens"),
     FieldSpec("seq_lens_casual", "token", "(padded_num_tokens,)", "tokens visible to this token; 1 for tail pads",
-              tail=1),
-    FieldSpec("positions_casual", "token", "(padded_num_tokens,)", "seq_lens_casual - 1", tail=0),
+              tail=1, p1_class="pad_length"),
+    FieldSpec("positions_casual", "token", "(padded_num_tokens,)", "seq_lens_casual - 1", tail=0,
+              p1_class="pad_position"),
     FieldSpec("req_pool_indices_repeated", "token", "(padded_num_tokens,)", "the token's request slot",
               dtype="int64"),
-    FieldSpec("swa_topk_lengths", "token", "(padded_num_tokens,)", "min(seq_lens_casual, swa_window)"),
+    FieldSpec("swa_topk_lengths", "token", "(padded_num_tokens,)", "min(seq_lens_casual, swa_window)",
+              p1_class="pad_length"),
     FieldSpec("page_table", "token", "(padded_num_tokens, ceil(min(max_seq_len, max_context) / page_size))",
-              "page of positions 0, page_size, 2*page_size, ... of the token's slot", dims=2, graph_columns="eager"),
+              "page of positions 0, page_size, 2*page_size, ... of the token's slot", dims=2, graph_columns="eager",
+              p1_class="read_columns"),
     FieldSpec("swa_page_indices", "token",
               "(padded_num_tokens, ceil(swa_window / page_index_align) * page_index_align)",
               "SWA location of positions pos, pos-1, ..., -1 before 0 and as right padding", dims=2),
@@ -347,14 +354,7 @@ class FaultRecord:
     """What the device-resident repeats really summed to."""
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "kind": self.kind,
-            "count": self.count,
-            "op": self.op,
-            "stage": self.stage,
-            "output_size": self.output_size,
-            "device_sum": self.device_sum,
-        }
+        return {name: getattr(self, name) for name in ("kind", "count", "op", "stage", "output_size", "device_sum")}
 
 
 @dataclass(frozen=True, slots=True)

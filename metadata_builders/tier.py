@@ -37,14 +37,41 @@ tier                   ``absorb_then_clamp``  ``full_coverage``      ``pad_rows_
 A cap below ``max(verify_lens)`` would clamp real verify tokens away and is
 rejected by the batch model (F2b), so a clamp only ever shortens pad rows and
 the slack the last real row absorbed.
+
+The graph runner's **capture geometry** is a convention too (docs/DESIGN.md section 3, P5; decision of
+2026-12-04): how many request slots a compact ragged token tier of ``T = b x W`` tokens is captured with
+(``W`` the captured request width, the draft tokens), upstream's ``_ragged_capture_slots``:
+
+``token_slots``
+    ``min(T, max_bs)``: SGLang's released runner (0.5.18-0.5.23).  Every tier of at least ``max_bs``
+    tokens shares ``bs = max_bs``; a smaller one gets one slot per token.
+``request_slots``
+    ``T // W``: the fix of upstream's #34384 / #39257 branch, each tier captured with the request geometry
+    that generates it (``T`` must be a multiple of ``W``; upstream asserts it).
+
+Worked example -- ``capture_bs = (1, 2, 3, 4)``, ``W = 3``, ``max_bs = 4``; each tier as ``(slots, T)`` and the
+layout it is captured with (:func:`capture_verify_lens`):
+
+=================  ==========================================  ==========================================
+tier ``T``         ``token_slots``                             ``request_slots``
+=================  ==========================================  ==========================================
+12 (4 requests)    ``(4, 12)`` ``[3, 3, 3, 3]``                ``(4, 12)`` ``[3, 3, 3, 3]``
+9 (3 requests)     ``(4, 9)`` ``[3, 2, 2, 2]``                 ``(3, 9)`` ``[3, 3, 3]``
+6 (2 requests)     ``(4, 6)`` ``[2, 2, 1, 1]``                 ``(2, 6)`` ``[3, 3]``
+3 (1 request)      ``(3, 3)`` ``[1, 1, 1]``                    ``(1, 3)`` ``[3]``
+=================  ==========================================  ==========================================
+
+#39257's reproduction, ``T = 42``, ``W = 6``, ``max_bs = 8``: ``token_slots`` captures 8 slots
+``[6, 6, 5, 5, 5, 5, 5, 5]``, ``request_slots`` the 7 requests of 6 tokens that made the tier.
 """
 
 from __future__ import annotations
 
 from typing import Literal, Sequence, get_args
 
-__all__ = ["DEFAULT_PADDING", "PADDINGS", "Padding", "absorbed_slack", "capture_verify_lens", "host_total",
-           "ragged_capture_slots", "runner_tiers", "tier_verify_lens"]
+__all__ = ["CAPTURE_GEOMETRIES", "CaptureGeometry", "DEFAULT_CAPTURE_GEOMETRY", "DEFAULT_PADDING", "PADDINGS",
+           "Padding", "absorbed_slack", "capture_verify_lens", "host_total", "ragged_capture_slots", "runner_tiers",
+           "tier_verify_lens"]
 
 Padding = Literal["absorb_then_clamp", "full_coverage", "pad_rows_only"]
 """How a graph path pads a ragged batch to its tier (the module docstring)."""
@@ -54,6 +81,15 @@ PADDINGS: tuple[Padding, ...] = get_args(Padding)
 DEFAULT_PADDING: Padding = "absorb_then_clamp"
 """The convention of a builder that declares none: the model's rule before conventions were named, so a
 third-party builder keeps its verdicts."""
+
+CaptureGeometry = Literal["token_slots", "request_slots"]
+"""How many request slots a graph runner captures a compact ragged token tier with (the module docstring)."""
+
+CAPTURE_GEOMETRIES: tuple[CaptureGeometry, ...] = get_args(CaptureGeometry)
+
+DEFAULT_CAPTURE_GEOMETRY: CaptureGeometry = "token_slots"
+"""The capture geometry of a builder that declares none: the released runner's (0.5.18-0.5.23), the harness's only
+rule before the geometry was named, so a builder keeps its verdicts."""
 
 
 def tier_verify_lens(verify_lens: Sequence[int], padded_bs: int, graph_num_tokens: int, cap: int | None,
@@ -113,10 +149,23 @@ def absorbed_slack(verify_lens: Sequence[int], padded_bs: int, graph_num_tokens:
 # -- the graph runner's tiers (upstream's DecodeCudaGraphRunner, compact ragged verify) ---------------------
 
 
-def ragged_capture_slots(graph_num_tokens: int, max_bs: int) -> int:
-    """The request slots a ragged token tier is captured with: ``min(T, max_bs)`` (upstream 0.5.18-0.5.23,
-    ``_ragged_capture_slots``).  Every tier of at least ``max_bs`` tokens shares ``bs = max_bs``."""
-    return min(graph_num_tokens, max_bs)
+def ragged_capture_slots(graph_num_tokens: int, max_bs: int, width: int | None = None,
+                         geometry: CaptureGeometry = DEFAULT_CAPTURE_GEOMETRY) -> int:
+    """The request slots a compact ragged token tier is captured with, along ``geometry`` (upstream's
+    ``_ragged_capture_slots``; the module docstring's table).
+
+    ``token_slots`` (0.5.18-0.5.23): ``min(T, max_bs)`` -- every tier of at least ``max_bs`` tokens shares
+    ``bs = max_bs``.  ``request_slots`` (#39257): ``T // width``, the requests of ``width`` tokens that generate
+    the tier; ``T`` must be a multiple of ``width`` and the slots at most ``max_bs``.
+    """
+    if geometry == "token_slots":
+        return min(graph_num_tokens, max_bs)
+    if geometry != "request_slots":
+        raise ValueError(f"geometry={geometry!r} must be one of {list(CAPTURE_GEOMETRIES)}")
+    if width is None or width < 1 or graph_num_tokens % width or not 1 <= graph_num_tokens // width <= max_bs:
+        raise ValueError(f"request_slots: tokens={graph_num_tokens} must be a multiple of width={width}, in "
+                         f"1..max_bs={max_bs} requests")
+    return graph_num_tokens // width
 
 
 def capture_verify_lens(graph_num_tokens: int, slots: int, width: int) -> list[int]:
@@ -134,14 +183,17 @@ def capture_verify_lens(graph_num_tokens: int, slots: int, width: int) -> list[i
     return [base + 1] * rem + [base] * (slots - rem)
 
 
-def runner_tiers(capture_bs: Sequence[int], width: int, *, ragged: bool) -> list[tuple[int, int]]:
+def runner_tiers(capture_bs: Sequence[int], width: int, *, ragged: bool,
+                 geometry: CaptureGeometry = DEFAULT_CAPTURE_GEOMETRY) -> list[tuple[int, int]]:
     """``(padded_bs, graph_num_tokens)`` of every tier a runner captures, **largest first** (its capture order).
 
     Uniform verify: one tier per captured batch size, ``(b, b * width)``, keyed by ``bs``.  Compact ragged
-    verify: one token tier per batch size, ``T = b * width``, with ``ragged_capture_slots(T, max_bs)`` slots,
-    keyed by ``T``.  Worked example, ``capture_bs = (1, 2, 3, 4)``, width 3, ragged:
-    ``[(4, 12), (4, 9), (4, 6), (3, 3)]`` -- three tiers share ``bs = 4``.
+    verify: one token tier per batch size, ``T = b * width``, with ``ragged_capture_slots(T, max_bs, width,
+    geometry)`` slots, keyed by ``T``.  Worked example, ``capture_bs = (1, 2, 3, 4)``, width 3, ragged:
+    ``[(4, 12), (4, 9), (4, 6), (3, 3)]`` under ``token_slots`` -- three tiers share ``bs = 4`` --,
+    ``[(4, 12), (3, 9), (2, 6), (1, 3)]`` under ``request_slots``.
     """
     max_bs = max(capture_bs)
-    tiers = [(ragged_capture_slots(b * width, max_bs) if ragged else b, b * width) for b in capture_bs]
+    tiers = [(ragged_capture_slots(b * width, max_bs, width, geometry) if ragged else b, b * width)
+             for b in capture_bs]
     return sorted(set(tiers), key=lambda t: (-t[1], -t[0]))

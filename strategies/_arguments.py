@@ -23,13 +23,16 @@ def _check_range(min_name: str, lo: int, max_name: str, hi: int, minimum: int) -
 
 
 def _check_batch_arguments(
-    min_requests: int, max_requests: int, num_draft_tokens: int | None, max_pad_rows: int, geometry: Geometry | None
+    min_requests: int, max_requests: int, num_draft_tokens: int | None, max_pad_rows: int, geometry: Geometry | None,
+    equal_windows: bool = False,
 ) -> None:
     _check_range("min_requests", min_requests, "max_requests", max_requests, 1)
     _check_count("num_draft_tokens", num_draft_tokens, 1)
     _check_count("max_pad_rows", max_pad_rows, 0, optional=False)
     if geometry is not None and not isinstance(geometry, Geometry):
         raise InvalidArgument(f"geometry={geometry!r} must be None (draw it) or a Geometry")
+    if equal_windows and geometry is not None and geometry.swa_window != geometry.unified_swa_window:
+        raise InvalidArgument(f"equal_windows=True with geometry={geometry!r}: its windows differ")
 
 
 _DRAWN_MODES = ("target_verify", "draft_extend", "decode", "draft_decode", "idle")

@@ -420,6 +420,7 @@ def verify_batches(
     max_pad_rows: int = _MAX_PAD_ROWS,
     compression: bool | None = None,
     mode: str = "target_verify",
+    equal_windows: bool = False,
 ) -> VerifyBatch:
     """A valid :class:`VerifyBatch` of ``mode`` (any but target verify: uniform, no divergence or cap; the decode
     modes are drawn from draft-extend batches, :func:`~strategies._modes.as_decode`); each ``None`` argument is drawn.
@@ -428,8 +429,8 @@ def verify_batches(
     ``divergence=True`` attaches one (:func:`divergences`; batches that cannot take one, such as a ragged batch
     pinned to ``num_draft_tokens=1``, are rejected) and ``None`` draws whether to; ``stale_mirror=True`` gives the
     caller's host mirror a stale entry (:func:`stale_mirrors`), ``None`` draws whether to; ``compression`` forces or
-    forbids a compressed geometry (:func:`geometries`).  Every verify position -- the pad rows' shares (seq_len 1,
-    slot 0) included -- fits the row width ``max_context``, except that one absorbing tier in four lets the slack
+    forbids a compressed geometry and ``equal_windows=True`` makes its two windows one (:func:`geometries`).  Every
+    verify position -- the pad rows' shares (seq_len 1, slot 0) included -- fits the row width ``max_context``, except that one absorbing tier in four lets the slack
     the last real row absorbed run past it (F2c); slots are distinct and in ``1..num_slots-1``; ``req_to_token``
     holds distinct pool locations except for a few deliberate ``-1`` entries and entries ``len(full_to_swa) - 1``
     (which map to the ``-1`` sentinel); ``full_to_swa`` sometimes has ``-1`` holes.  Calls ``hypothesis.event`` for
@@ -438,14 +439,14 @@ def verify_batches(
     Shrinks towards one uniform eager EAGLE request with seq_len 1, one verify token, no padding, no divergence
     and the small geometry with every dimension 1.
     """
-    _check_batch_arguments(min_requests, max_requests, num_draft_tokens, max_pad_rows, geometry)
+    _check_batch_arguments(min_requests, max_requests, num_draft_tokens, max_pad_rows, geometry, equal_windows)
     if mode != "target_verify":
         _check_mode(mode, num_draft_tokens, graph, ragged=ragged, divergence=divergence, stale_mirror=stale_mirror)
         ragged = divergence = stale_mirror = False
     if mode in DECODE_MODES:
         return decode_mode_batch(draw, verify_batches, mode, graph=graph, geometry=geometry, is_dspark=is_dspark,
                                  min_requests=min_requests, max_requests=max_requests, num_draft_tokens=num_draft_tokens,
-                                 max_pad_rows=max_pad_rows, compression=compression)
+                                 max_pad_rows=max_pad_rows, compression=compression, equal_windows=equal_windows)
     # The categorical choices come first, where their odds hold best (see _TierPlan).
     dspark = draw(st.booleans()) if is_dspark is None else is_dspark
     attach = draw(st.booleans()) if divergence is None else divergence
@@ -457,7 +458,7 @@ def verify_batches(
         draft = num_draft_tokens
     else:
         draft = draw(_DIVERGENT_RAGGED_DRAFT_TOKEN_COUNTS if attach and is_ragged else _DRAFT_TOKEN_COUNTS)
-    geo = geometry if geometry is not None else draw(geometries(num_draft_tokens=draft, compression=compression))
+    geo = geometry or draw(geometries(num_draft_tokens=draft, compression=compression, equal_windows=equal_windows))
     bs = draw(_request_counts(min_requests, max_requests))
     real = draw(verify_lens(num_requests=bs, num_draft_tokens=draft)) if is_ragged else [draft] * bs
     tier, lens = (None, list(real)) if plan is None else _tier_rows(draw, plan, real, is_ragged, draft, mode)

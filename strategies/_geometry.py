@@ -122,6 +122,7 @@ def geometries(
     page_index_align: int | None = None,
     num_draft_tokens: int | None = None,
     compression: bool | None = None,
+    equal_windows: bool = False,
 ) -> Geometry:
     """A :class:`Geometry`; each ``None`` argument is drawn.
 
@@ -136,7 +137,8 @@ def geometries(
     draws it one time in three where the page size allows (a pinned page size
     must be a multiple of 128).  With compression the page is 128 or 256, the
     alignment upstream's 64 (unless pinned) and the constants come from
-    :func:`compressions`.
+    :func:`compressions`.  ``equal_windows=True`` makes ``unified_swa_window`` the drawn ``swa_window``
+    (upstream's geometry: both 128), where draft extend's prefill store and its reads share one window.
 
     Shrinks towards the small scale with every dimension 1, without compression.
     """
@@ -158,8 +160,11 @@ def geometries(
         swa_window = _draw_dimension(draw, scale, UPSTREAM.swa_window, (16, 32, 64))
     if page_index_align is None:
         page_index_align = _draw_dimension(draw, scale, UPSTREAM.page_index_align, (16, 32))
+    if equal_windows and unified_swa_window not in (None, swa_window):
+        raise InvalidArgument(f"equal_windows=True with unified_swa_window={unified_swa_window} != swa_window="
+                              f"{swa_window}")
     if unified_swa_window is None:
-        unified_swa_window = _draw_unified_window(draw, swa_window)
+        unified_swa_window = swa_window if equal_windows else _draw_unified_window(draw, swa_window)
     if ring_size is None:
         ring_size = _draw_ring(draw, scale, swa_window + draft - 1)
     compressed = None

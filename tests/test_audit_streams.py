@@ -86,3 +86,23 @@ def test_a_buffer_staged_through_a_fresh_slice_each_step_is_tracked_by_its_memor
                 buf[: len(values)].to(DEVICE_NAME, non_blocking=True)
             faults.append([(f.kind, f.count) for f in audit.faults])
     assert faults == [[], [("stale_async_copy", 2)]]
+
+
+def test_what_the_stream_model_saw_is_a_line_of_checks_output() -> None:
+    """The model counts the copies from pinned memory it tracked and its faults into the run that collects tallies;
+    ``check`` prints them (``streams_line``), and says so when the builder staged nothing pinned."""
+    from types import SimpleNamespace
+
+    from metadata_builders.properties import collecting_tallies
+    from metadata_builders.runs.report import streams_line
+
+    with collecting_tallies() as counts:
+        assert _builds([[3, 1], [2, 2], [2, 2]]) == [[], [("stale_async_copy", 2)], []]
+        assert _builds([[3, 1]], pin=False) == [[]]
+    assert counts == {("stream model", "pinned_copies"): 3, ("stream model", "faults"): 1}, counts
+    runs = [SimpleNamespace(tallies=counts), SimpleNamespace(tallies={})]
+    assert streams_line(runs) == ("stream model: 3 asynchronous copies from pinned memory seen, 1 faults (a pinned "
+                                  "source rewritten before the stream read it: stale_async_copy)")
+    assert streams_line([SimpleNamespace(tallies={})]).endswith("the builder stages no copy from pinned memory, so "
+                                                                "the model judged none")
+    assert streams_line([]) is None

@@ -60,6 +60,21 @@ def test_no_declaration_is_target_verify_alone_and_a_declaration_is_kept() -> No
     assert declared_modes(type("Two", (), {"modes": ["target_verify", "decode"]}), "x") == ("target_verify", "decode")
 
 
+def test_a_capture_geometry_is_declared_or_the_released_rule_and_nothing_else() -> None:
+    """``capture_geometry``: none declared is ``token_slots`` (the released runner's rule, so a builder keeps its
+    verdicts); a declaration is kept; a value of neither rule is refused naming the class and the value."""
+    from metadata_builders.builders.capabilities import declared_capture_geometry
+
+    assert declared_capture_geometry(type("Plain", (), {}), "x") == "token_slots"
+    assert declared_capture_geometry(type("Fixed", (), {"capture_geometry": "request_slots"}), "x") == "request_slots"
+    with pytest.raises(InvalidDeclaration) as info:
+        declared_capture_geometry(type("Wrong", (), {"capture_geometry": "ceil"}), "mypkg:Wrong")
+    assert (info.value.field, info.value.index, info.value.actual) == ("capture_geometry", "Wrong", "'ceil'")
+    assert "token_slots" in str(info.value) and "request_slots" in str(info.value)
+    assert get_builder("hip").capabilities.capture_geometry == "token_slots"
+    assert get_builder("reference").capabilities.capture_geometry == "token_slots"
+
+
 @pytest.mark.parametrize("name", MALFORMED)
 def test_check_and_replay_exit_2_with_one_line_before_anything_runs(mypkg, name, capsys) -> None:
     """``check`` and ``replay`` refuse the builder in one line (exit 2); nothing is judged first."""

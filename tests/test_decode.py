@@ -4,6 +4,8 @@ properties that judge them and why the others do not, and the strategies."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis.errors import InvalidArgument
@@ -11,11 +13,13 @@ from hypothesis.errors import InvalidArgument
 from _examples import kv_tables
 
 from metadata_builders import Compression, Geometry, GraphTier, VerifyBatch
-from metadata_builders.builders import get_builder
-from metadata_builders.errors import InvalidBatch, InvalidVariant
+from metadata_builders.builders import AuditedBuilder, get_builder
+from metadata_builders.builders.hip import HipBuilder
+from metadata_builders.errors import InvalidBatch, InvalidVariant, PropertyFailure
 from metadata_builders.harness.inputs import make_inputs, refill_inputs
 from metadata_builders.metadata import COMMON_FIELD_NAMES, fields_for
-from metadata_builders.properties import PROPERTIES
+from metadata_builders.properties import PROPERTIES, check_p1_reference, check_p5_graph_vs_eager
+from metadata_builders.properties.kv import check_p10_kv_state
 from metadata_builders.properties.spec import verdict
 from metadata_builders.reference.decode import decode_fields
 from metadata_builders.variants import Variant, check_variant, variants_for
@@ -218,3 +222,67 @@ def test_p10_judges_what_a_draft_step_stores_where_the_reference_would_too() -> 
         check_p10_kv_state(mutant_builder("draft_decode_step_offset_off_by_one"), _batch())
     assert info.value.check == "p10.live_row_lost" and info.value.field == "swa_loc"
     check_p10_kv_state(get_builder("hip"), _batch())
+
+
+class _EagerTableByCallersLength(HipBuilder):
+    """Eager decode's page table sized by the caller's ``max_seq_len`` (the longest row the forward batch holds), the
+    graph's by the captured width: narrower, and in mode ``decode`` it still covers every read."""
+
+    def core_metadata(self, layout, inputs, seq_lens_casual, slots):
+        if inputs.mode in ("decode", "draft_decode") and inputs.graph is None:
+            layout = dataclasses.replace(layout, max_seq_len=int(inputs.max_seq_len))
+        return super().core_metadata(layout, inputs, seq_lens_casual, slots)
+
+
+class _NarrowGraphTable(HipBuilder):
+    """On the graph path a captured width of two pages, narrower than ``MAX_SEQ_LEN_FOR_CAPTURE``'s; eager as hip."""
+
+    def core_metadata(self, layout, inputs, seq_lens_casual, slots):
+        if inputs.mode == "decode" and inputs.graph is not None:
+            layout = dataclasses.replace(layout, max_seq_len=2 * inputs.geometry.page_size)
+        return super().core_metadata(layout, inputs, seq_lens_casual, slots)
+
+
+def test_an_eager_decode_page_table_that_covers_every_read_passes_p1() -> None:
+    """An eager decode table's columns no token reads are no part of P1's contract (decision 2026-12-04): rows of 8
+    and 4 tokens, page 4, read 2 and 1 columns; a 2-column table passes P1 against the reference's 3, and P10."""
+    from _examples import GEOMETRY
+
+    builder = AuditedBuilder(_EagerTableByCallersLength(), factory=_EagerTableByCallersLength)
+    batch = _batch("decode", graph=None, geometry=GEOMETRY)
+    eager = next(iter(variants_for(batch)))
+    assert [len(r) for r in builder.build(batch, eager).fields["page_table"]] == [2, 2]
+    assert [len(r) for r in decode_fields(batch, graph=False)["page_table"]] == [3, 3]
+    assert check_p1_reference(builder, batch) == []
+    assert check_p10_kv_state(builder, batch) == []
+
+
+def test_an_eager_decode_page_table_that_misses_a_read_still_fails_p1() -> None:
+    """Draft decode's caller holds the rows before the child's step offset (7 and 3 for rows of 9 and 5): a table
+    that wide misses the page of position 8 -- P1 red on ``page_table`` for token 0, as P10 is."""
+    from _examples import GEOMETRY
+
+    builder = AuditedBuilder(_EagerTableByCallersLength(), factory=_EagerTableByCallersLength)
+    batch = _batch("draft_decode", graph=None, geometry=GEOMETRY)
+    with pytest.raises(PropertyFailure) as info:
+        check_p1_reference(builder, batch)
+    assert (info.value.check, info.value.field, info.value.index) == ("p1.vs_reference", "page_table", (0,))
+    with pytest.raises(PropertyFailure) as info:
+        check_p10_kv_state(builder, batch)
+    assert info.value.check == "p10.page_read"
+
+
+def test_a_graph_decode_page_tables_width_is_still_judged() -> None:
+    """The equivalence is the eager build's only: a graph table narrower than the captured width (two pages where
+    rows of 8 tokens read two: every read covered) fails P1 on the graph variant, and P5 on the eager build's columns
+    (``graph_columns = "eager"``)."""
+    from _examples import GEOMETRY
+
+    builder = AuditedBuilder(_NarrowGraphTable(), factory=_NarrowGraphTable)
+    batch = _batch("decode", graph=GraphTier(3, 3), geometry=GEOMETRY)
+    with pytest.raises(PropertyFailure) as info:
+        check_p1_reference(builder, batch)
+    assert info.value.field == "page_table" and info.value.variant.startswith("graph"), str(info.value)
+    with pytest.raises(PropertyFailure) as info:
+        check_p5_graph_vs_eager(builder, batch)
+    assert info.value.field == "page_table", str(info.value)

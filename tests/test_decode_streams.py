@@ -217,3 +217,33 @@ def test_upstream_equals_pure(upstream_runtime, args):
     out = _upstream(upstream_runtime, args)
     _check_upstream_shapes(out, args)
     assert canonical_streams({k: v.tolist() for k, v in out.items()}) == _call(decode_index_streams, args)
+
+
+def test_a_stream_read_past_its_buffer_is_a_check_of_its_own() -> None:
+    """An indptr whose last segment ends past its indices buffer (the read the attention kernel would make there) is
+    check ``p<N>.stream_out_of_bounds`` with the field, token and segment as data -- not ``builder raised``."""
+    import dataclasses
+
+    from _examples import make_batch
+    from metadata_builders import Geometry
+    from metadata_builders.builders import AuditedBuilder
+    from metadata_builders.builders.hip import HipBuilder
+    from metadata_builders.properties import PROPERTIES
+    from metadata_builders.properties.spec import verdict
+
+    class PastTheBuffer(HipBuilder):
+        def index_streams(self, inputs, fields):
+            out = super().index_streams(inputs, fields)
+            out["swa_indptr"] = out["swa_indptr"].clone()
+            out["swa_indptr"][-1] = out["swa_indices"].numel() + 1
+            return out
+
+    geometry = Geometry(page_size=4, swa_window=4, ring_size=6, unified_swa_window=4, page_index_align=4)
+    batch = dataclasses.replace(make_batch([5, 6], [1, 2], 3), geometry=geometry)  # 6 tokens, windows of 4
+    specs = {p.name: p for p in PROPERTIES}
+    result = verdict(specs["P1"], AuditedBuilder(PastTheBuffer(), factory=PastTheBuffer), batch)
+    failure = result.failure
+    assert result.status == "failed" and failure.check == "p1.stream_out_of_bounds", failure
+    assert (failure.field, failure.index, failure.actual) == ("swa_indices", (5,), [20, 25]), failure
+    assert failure.expected == "inside [0, 24)" and "builder raised" not in str(failure)
+    assert failure.origin is not None and failure.origin.function == "canonical_streams"

@@ -108,6 +108,29 @@ def test_a_draft_extend_builder_that_floors_pad_lengths_fails_p1_only() -> None:
     assert verdict(specs["P5"], builder, _batch()).status == "held"
 
 
+def test_a_draft_extend_builder_that_floors_pad_lengths_at_0_passes_p1() -> None:
+    """A pad token's length ``<= 0`` is one class for P1 (decision 2026-12-04, DESIGN.md section 3): a builder that
+    floors the causal lengths at 0 -- upstream's ``-1, 0, 1`` become ``0, 0, 1``, positions ``-1`` -- passes P1, and
+    P5 and P10 judge that the floored pad token reads nothing.  A floor at 1 stays another class (above)."""
+    from metadata_builders.builders.audited import AuditedBuilder
+    from metadata_builders.builders.hip import HipBuilder
+
+    class FlooredAt0(HipBuilder):
+        def causal_expansion(self, layout, inputs):
+            casual, slots = super().causal_expansion(layout, inputs)
+            return (casual.clamp(min=0) if inputs.mode == "draft_extend" else casual), slots
+
+    builder = AuditedBuilder(FlooredAt0(), factory=FlooredAt0)
+    graph = next(v for v in variants_for(_batch()) if v.path == "graph")
+    floored = builder.build(_batch(), graph).fields
+    upstream = get_builder("reference").build(_batch(), graph).fields
+    assert upstream["swa_topk_lengths"][6:9] == [-1, 0, 1] and floored["swa_topk_lengths"][6:9] == [0, 0, 1]
+    assert upstream["positions_casual"][6] == -2 and floored["positions_casual"][6] == -1
+    specs, judged = {p.name: p for p in PROPERTIES}, _batch(geometry=Geometry(ring_size=130))  # a ring P10 judges
+    for name in ("P1", "P5", "P10"):
+        assert verdict(specs[name], builder, judged).status == "held", name
+
+
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow], database=None)
 @given(batch=verify_batches(mode="draft_extend"))
 def test_the_strategies_draw_valid_uniform_draft_extend_batches(batch: VerifyBatch) -> None:

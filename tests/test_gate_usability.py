@@ -280,16 +280,18 @@ def test_both_f2c_batches_are_labelled_f2c() -> None:
 
 
 def test_a_stale_length_reaching_the_decode_streams_is_f8_only_under_divergence() -> None:
-    """The streams' segments read back leave their buffer (the reader raises in ``canonical_streams``): F8 on a
-    diverged batch, for P6 and P8 (which build it diverged); on a clean batch it is a new failure, not F8."""
+    """The streams' segments read back leave their buffer (check ``p<N>.stream_out_of_bounds``): F8 on a diverged
+    batch, for P6 and P8 (which build it diverged); on a clean batch it is a new failure, not F8; a builder that
+    merely raised in the same function is no F8 (recognised by check id, never by where it raised)."""
     from metadata_builders.runs.findings import Seen, known_finding
 
     batch = next(b for b in build_corpus([p for p in PROPERTIES if p.name == "P6"], 10) if b.divergence is not None)
-    raised = ("ValueError", "metadata_builders/reference/streams.py", 231, "canonical_streams")
-    assert known_finding(Seen("P8", "raised", origin=raised), batch) == "F8"
-    assert known_finding(Seen("P6", "raised", origin=raised), batch) == "F8"
-    assert known_finding(Seen("P8", "raised", origin=raised), batch.without_divergence()) is None
-    assert known_finding(Seen("P1", "raised", origin=raised), batch) is None  # P1 judges it without the divergence
+    raised = ("StreamOutOfBounds", "metadata_builders/reference/streams.py", 233, "canonical_streams")
+    assert known_finding(Seen("P8", "p8.stream_out_of_bounds", "hca_indices", origin=raised), batch) == "F8"
+    assert known_finding(Seen("P6", "p6.stream_out_of_bounds", "swa_indices", origin=raised), batch) == "F8"
+    assert known_finding(Seen("P8", "p8.stream_out_of_bounds", origin=raised), batch.without_divergence()) is None
+    assert known_finding(Seen("P1", "p1.stream_out_of_bounds", origin=raised), batch) is None  # P1: no divergence
+    assert known_finding(Seen("P8", "raised", origin=raised), batch) is None
 
 
 def test_f11_is_known_only_where_the_installed_release_keeps_c4_state_in_the_swa_pool(monkeypatch) -> None:

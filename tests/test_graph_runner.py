@@ -173,3 +173,121 @@ def test_what_the_runner_captured_sums_over_a_run_and_check_prints_it() -> None:
     line = runner_line(run)
     assert run.passed and line is not None and line.startswith("P5 runner: ") and "tiers captured on" in line, line
     assert run.tallies[("P5 runner", "tiers")] >= 2 * run.tallies[("P5 runner", "runners")] > 0
+
+
+# -- the capture geometry, a declared convention (docs/DESIGN.md section 3, P5; decision of 2026-12-04) ----------
+
+
+def test_both_capture_geometries_are_the_worked_example_of_tier() -> None:
+    """capture_bs 1..4, 3 drafts: the released rule's tiers share bs = 4; #39257's capture each tier with the
+    requests that generate it, every row as wide as the captured request width."""
+    assert runner_tiers((1, 2, 3, 4), 3, ragged=True, geometry="token_slots") == [(4, 12), (4, 9), (4, 6), (3, 3)]
+    fixed = runner_tiers((1, 2, 3, 4), 3, ragged=True, geometry="request_slots")
+    assert fixed == [(4, 12), (3, 9), (2, 6), (1, 3)]
+    assert [capture_verify_lens(t, s, 3) for s, t in fixed] == [[3] * 4, [3] * 3, [3] * 2, [3]]
+    assert ragged_capture_slots(42, 8, 6, "token_slots") == 8 and ragged_capture_slots(42, 8, 6, "request_slots") == 7
+    with pytest.raises(ValueError, match="multiple of width=6"):
+        ragged_capture_slots(40, 8, 6, "request_slots")
+    with pytest.raises(ValueError, match="must be one of"):
+        ragged_capture_slots(42, 8, 6, "one_per_request")  # type: ignore[arg-type]
+
+
+_UPSTREAM_WIDTH, _UPSTREAM_BUCKETS = 6, (6, 192, 1152)
+"""Upstream's regression test for #34384 (``TestRaggedVerifyCaptureGeometry`` in SGLang's
+``test_decode_cuda_graph_runner.py``, on the fix branch of #34636/#39257): width 6, token buckets 6, 192, 1152,
+``max_bs`` the largest bucket."""
+
+
+def _upstreams_capture_geometry_test(geometry: str) -> None:
+    """Upstream's three assertions, translated to the harness's reference of ``geometry``:
+
+    * each tier is captured with its generating request geometry: tiers 192, 6, 1152 are made by 32, 1 and 192
+      requests, captured with that many slots, each ``[6] * requests`` wide;
+    * an admitted batch of 32 requests x 6 tokens (tier: the smallest bucket that holds 192 tokens) stages, padded to
+      the tier and clamped to the width (upstream's ``pad_verify_lens_to_bucket`` + clamp: ``absorb_then_clamp``),
+      exactly the captured layout;
+    * 33 requests of 5 tokens (165 -> tier 192) are more requests than the tier's slots: refused.
+    """
+    from metadata_builders.tier import tier_verify_lens
+
+    width, max_bs = _UPSTREAM_WIDTH, _UPSTREAM_BUCKETS[-1]
+    for requests, tier in ((32, 192), (1, 6), (192, 1152)):
+        slots = ragged_capture_slots(tier, max_bs, width, geometry)
+        assert slots == requests, (geometry, tier, slots)
+        assert capture_verify_lens(tier, slots, width) == [width] * requests
+    tier = min(b for b in _UPSTREAM_BUCKETS if b >= 32 * width)
+    slots = ragged_capture_slots(tier, max_bs, width, geometry)
+    assert slots >= 32
+    staged = tier_verify_lens([width] * 32, slots, tier, width, "absorb_then_clamp")
+    assert staged == capture_verify_lens(tier, slots, width)
+    assert not 33 <= ragged_capture_slots(192, max_bs, width, geometry)
+
+
+def test_upstreams_own_capture_geometry_test_holds_on_the_reference_of_the_fixed_rule() -> None:
+    """Upstream's #34384 regression asserts the fixed rule (``request_slots``): it holds on that rule's reference,
+    and fails on the released rule's, which captures tier 192 with 192 one-token slots -- the test tells them apart."""
+    _upstreams_capture_geometry_test("request_slots")
+    with pytest.raises(AssertionError, match="'token_slots', 192, 192"):
+        _upstreams_capture_geometry_test("token_slots")
+
+
+def test_pr_39257s_reproduction_is_the_released_rules_reference_and_its_fix_the_fixed_rules() -> None:
+    """#39257: 42 tokens, width 6, max_bs 8 -- released: 8 requests [6, 6, 5, 5, 5, 5, 5, 5]; expected (the fix):
+    7 requests [6] * 7."""
+    released, fixed = (ragged_capture_slots(42, 8, 6, g) for g in ("token_slots", "request_slots"))
+    assert capture_verify_lens(42, released, 6) == [6, 6, 5, 5, 5, 5, 5, 5]
+    assert capture_verify_lens(42, fixed, 6) == [6] * 7
+
+
+class _FixedRunnerHip(type(HIP.inner)):  # hip served by #39257's runner, and saying so
+    capture_geometry = "request_slots"
+
+    def ragged_capture_slots(self, graph_num_tokens: int, max_bs: int, width: int) -> int:
+        return graph_num_tokens // width
+
+
+class _UndeclaredFixedRunnerHip(type(HIP.inner)):  # #39257's runner, the declaration left at the released rule
+    def ragged_capture_slots(self, graph_num_tokens: int, max_bs: int, width: int) -> int:
+        return graph_num_tokens // width
+
+
+class _StaleDeclarationHip(type(HIP.inner)):  # declares #39257's rule, its runner still the released one
+    capture_geometry = "request_slots"
+
+
+def test_p5s_runner_captures_with_the_declared_geometry() -> None:
+    """A builder declaring ``request_slots`` is captured tier by tier with the requests that generate each tier --
+    no two tiers share bs -- and ``hip``'s backend holds under that runner too; the default stays the released rule."""
+    from metadata_builders.builders import AuditedBuilder
+    from metadata_builders.properties import collecting_tallies
+
+    assert HIP.capabilities.capture_geometry == "token_slots" and HIP.capabilities.capture_slots
+    fixed = AuditedBuilder(_FixedRunnerHip(), "cpu", "fixed-runner")
+    assert fixed.capabilities.capture_geometry == "request_slots"
+    batch = EXAMPLES["ragged_tier_slack_spread_over_pad_rows"]
+    spec, _ = runner_sequence(batch, "request_slots")
+    assert spec.tiers() == [GraphTier(4, 12, 3), GraphTier(3, 9, 3), GraphTier(2, 6, 3), GraphTier(1, 3, 3)]
+    with collecting_tallies() as counts:
+        assert check_runner_replays(fixed, batch) == []
+    assert counts[("P5 runner", "shared_bs")] == 0 and counts[("P5 runner", "tiers")] == 2, counts  # 9, 12
+    with collecting_tallies() as counts:
+        assert check_runner_replays(HIP, batch) == []
+    assert counts[("P5 runner", "shared_bs")] == 1, counts
+
+
+@pytest.mark.parametrize("cls, follows, declared", [(_UndeclaredFixedRunnerHip, "request_slots", "token_slots"),
+                                                    (_StaleDeclarationHip, "token_slots", "request_slots")])
+def test_a_runner_that_follows_one_rule_while_the_builder_declares_the_other_is_red(cls, follows, declared) -> None:
+    """The builder's own runner rule (``ragged_capture_slots``) is held to its declaration on every tier of P5's
+    runner, before anything is captured: ``p5.capture_convention``, naming the rule the runner follows."""
+    from metadata_builders.builders import AuditedBuilder
+
+    builder = AuditedBuilder(cls(), "cpu", cls.__name__)
+    batch = EXAMPLES["ragged_tier_slack_spread_over_pad_rows"]  # 3 drafts, max_bs 4: tiers 12, 9, 6, 3
+    with pytest.raises(PropertyFailure) as info:
+        check_p5_graph_vs_eager(builder, batch)
+    failure = info.value
+    assert failure.check == "p5.capture_convention" and failure.field == "ragged_capture_slots", str(failure)
+    assert f"the {follows} rule" in str(failure) and f"capture_geometry = {declared!r}" in str(failure)
+    assert failure.index == (9,) and (failure.expected, failure.actual) == (
+        (4, 3) if declared == "token_slots" else (3, 4))

@@ -297,7 +297,9 @@ def test_p10_says_whether_it_judged_a_store_kernel_of_the_builders_or_the_harnes
     line = stores_line(SimpleNamespace(spec=SimpleNamespace(name="P10"), tallies=counts))
     assert line == (f"P10 stores: the fp8 SWA store of {counts[('P10 stores', 'model')]} builds judged, 0 through the "
                     f"builder's own store kernel, {counts[('P10 stores', 'model')]} through the harness's model of it "
-                    "(the builder brings no store kernel)"), line
+                    "(the builder brings no store kernel); page-table reads: "
+                    f"{counts[('P10 page reads', 'judged')]} request builds judged, 0 not (a table row that is not "
+                    "paged)"), line
     assert stores_line(SimpleNamespace(spec=SimpleNamespace(name="P10"), tallies={})) is None
 
 
@@ -390,3 +392,47 @@ def test_one_state_ring_mistake_in_the_reference_and_the_builder_alike_only_p10_
     check_p1_reference(hip, batch)
     failure = _p10(hip, batch)
     assert (failure.check, failure.field) == ("p10.state_write_misplaced", "c4_write_plan"), failure
+
+
+def test_the_page_read_skip_is_counted_on_an_uncompressed_geometry_too() -> None:
+    """A request whose table row is not paged (a ``-1`` hole in its positions) has its page-table reads counted, not
+    judged, on the ``P10 stores:`` line -- on an uncompressed geometry as on a compressed one (before, only the
+    compressed pools' skip was counted, and an uncompressed skip was silent)."""
+    from types import SimpleNamespace
+
+    from metadata_builders.kv_state import unpaged_slots
+    from metadata_builders.properties import collecting_tallies
+    from metadata_builders.runs.report import stores_line
+
+    batch = dataclasses.replace(make_batch([5, 6], [1, 2], 3), geometry=STREAMS)
+    table = [list(row) for row in batch.req_to_token]
+    table[2][1] = -1  # slot 2's position 1: not page-contiguous
+    holed = batch.replace(req_to_token=table)
+    assert holed.geometry.compression is None and set(unpaged_slots(holed)) == {2}
+    with collecting_tallies() as counts:
+        assert check_p10_kv_state(get_builder("hip"), holed) == []
+    assert counts[("P10 page reads", "unpaged")] > 0 and counts[("P10 page reads", "judged")] > 0, counts
+    line = stores_line(SimpleNamespace(tallies=counts, spec=SimpleNamespace(name="P10")))
+    n, skipped = counts[("P10 page reads", "judged")], counts[("P10 page reads", "unpaged")]
+    assert f"page-table reads: {n} request builds judged, {skipped} not (a table row that is not paged)" in line, line
+
+
+def test_p10s_draft_extend_focus_draws_the_geometries_it_judges() -> None:
+    """P10 judges draft extend only where ``swa_window == unified_swa_window`` (its prefill store keeps the unified
+    window, its reads take ``swa_window``); its draft-extend focus draws exactly those, so what is ``not applicable``
+    there is a ring too small for a step, never the windows (before, about half the focus was)."""
+    from metadata_builders.properties import focuses_for
+    from metadata_builders.properties.kv import p10_applies
+
+    focus = next(f for f in focuses_for("P10") if f.mode == "draft_extend")
+    seen: list[str | None] = []
+
+    @settings(max_examples=60, database=None, derandomize=True)
+    @given(batch=focus.batches)
+    def drawn(batch) -> None:
+        assert batch.graph is not None and batch.geometry.swa_window == batch.geometry.unified_swa_window
+        seen.append(p10_applies(batch))
+
+    drawn()
+    assert seen.count(None) > len(seen) // 2, seen
+    assert not [why for why in seen if why and "unified_swa_window" in why]

@@ -157,6 +157,7 @@ SAMPLES = {
     errors.InvalidBatch: ("verify_lens", 2, "in 1..num_draft_tokens=3", 0),
     errors.InvalidVariant: ("gate", "one of [...]", "bogus"),
     errors.InvalidMetadata: ("fields", "every FIELD_NAMES entry", "missing ['swa_loc']"),
+    errors.StreamOutOfBounds: ("hca_indices", 3, (40, 52), 48),
     errors.UsageError: ("--only", "choose from [...]", "unknown ['x']"),
     errors.BuilderNotFound: ("nosuch", "expected module:attr"),
     errors.UnknownMutant: ("nosuch", ("a", "b")),

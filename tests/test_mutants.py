@@ -143,6 +143,7 @@ WITNESSES: dict[str, str] = {
     "replay_keyed_by_live_requests": "uniform_eagle_batch_of_three",
     "replay_refreshes_the_last_capture": "ragged_tier_slack_spread_over_pad_rows",
     "capture_slots_from_uniform_width": "ragged_tier_slack_spread_over_pad_rows",
+    "runner_slots_per_generating_request": "ragged_tier_slack_spread_over_pad_rows",
     "last_row_absorbs_the_slack": "tier_slack_absorbed_by_last_real_row",
     "low_ratio_map_uniform": "low_ratios_capped_tier_with_tail_pads",
     "draft_extend_count_real_rows": "draft_extend_tier_with_pad_rows",
@@ -152,6 +153,8 @@ WITNESSES: dict[str, str] = {
     "draft_decode_step_offset_off_by_one": "draft_decode_tier_with_a_pad_row",
     "draft_decode_step_slice_step_major": "draft_decode_tier_with_a_pad_row",
     "decode_replay_keeps_captured_out_loc": "draft_decode_tier_with_a_pad_row",
+    "eager_decode_table_from_callers_length": "draft_decode_tier_with_a_pad_row",
+    "stream_indptr_from_causal_lengths": "compressed_tier_crossing_c128",
     "draft_extend_pad_length_read_unsigned": "draft_extend_tier_with_pad_rows",
     "draft_decode_children_rerun_child0_slice": "draft_decode_tier_with_a_pad_row",
     "uniform_lengths_memo_by_rows": "uniform_dspark_tier_wider_than_its_rows",
@@ -227,15 +230,18 @@ def _runner_look(builder, batch: VerifyBatch, variant) -> list:
     from metadata_builders.harness.graph_runner import GraphRunner
     from metadata_builders.properties.runner import runner_sequence
 
-    spec, sequence = runner_sequence(batch)
+    spec, sequence = runner_sequence(batch, builder.capabilities.capture_geometry)
     if not sequence:
         return []
+    slots = [builder.ragged_capture_slots(t.graph_num_tokens, max(spec.capture_bs), spec.width)
+             for t in spec.tiers() if spec.ragged]  # the runner's own rule: what the builder says it captures with
     try:
         runner = GraphRunner(builder, variant, spec, sequence[0]).capture(
             sorted({b.graph for b in sequence} | {spec.tiers()[0]}, key=lambda t: -t.graph_num_tokens))
     except Exception as exc:  # noqa: BLE001 - a capture that raises where hip does not is a difference
         return [(variant.label, "runner", ("raised", type(exc).__name__))]
-    return [(variant.label, "runner", _outcome(runner.replay, other)) for other in sequence]
+    return [(variant.label, "runner slots", slots)] + [(variant.label, "runner", _outcome(runner.replay, other))
+                                                        for other in sequence]
 
 
 # -- the catalogue ---------------------------------------------------------------------------------
@@ -547,7 +553,14 @@ re-running out-graph work at replay, a negative pad length reaching a consumer, 
 diverge from its device lengths."""
 
 
-@pytest.mark.parametrize("name", ISSUE_26_MUTANTS)
+ISSUE_41_MUTANTS = ("runner_slots_per_generating_request", "stream_indptr_from_causal_lengths",
+                    "eager_decode_table_from_callers_length")
+"""Issue 41's mutants: a runner following the fixed capture geometry while its builder declares the released one; a
+stream whose segments leave their buffer (``p1.stream_out_of_bounds``); an eager decode table narrower than P1 allows
+(one that misses a read)."""
+
+
+@pytest.mark.parametrize("name", ISSUE_26_MUTANTS + ISSUE_41_MUTANTS)
 def test_each_mtp_step_mutant_has_a_replay_file_that_reproduces(tmp_path, capsys, name: str) -> None:
     """Its witness written as a replay file: ``replay`` exits 1 on the mutant and 0 on ``hip``."""
     from metadata_builders.cli import main

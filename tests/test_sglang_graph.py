@@ -285,3 +285,42 @@ def test_the_runner_captures_on_upstreams_own_capture_layout(sglang) -> None:
         for max_bs in (1, 2, 5, 8):
             for slots, tokens in runner_tiers(tuple(range(1, max_bs + 1)), width, ragged=True):
                 assert sglang.capture_verify_lens(tokens, slots, width) == capture_verify_lens(tokens, slots, width)
+
+
+def test_the_adapter_declares_the_releases_capture_geometry_and_brings_its_runners_rule(sglang) -> None:
+    """The adapter declares ``token_slots`` and brings upstream's ``DecodeCudaGraphRunner._ragged_capture_slots``
+    (bound on a stand-in, as upstream's own tests call it): on the installed release it is the released rule's
+    reference on every runner tier, so P5's convention check holds -- and upstream's own #34384 regression test,
+    which asserts the fixed rule, fails on the release's runner (tier 192 captured with 192 slots)."""
+    import importlib
+
+    from metadata_builders.tier import ragged_capture_slots
+
+    assert sglang.capabilities.capture_geometry == "token_slots" and sglang.capabilities.capture_slots
+    runner = importlib.import_module("sglang.srt.model_executor.runner.decode_cuda_graph_runner")
+    assert hasattr(runner.DecodeCudaGraphRunner, "_ragged_capture_slots")  # upstream's, not the fallback
+    for width in (1, 2, 3, 6):
+        for max_bs in (1, 2, 5, 8):
+            for b in range(1, max_bs + 1):
+                assert sglang.ragged_capture_slots(b * width, max_bs, width) == ragged_capture_slots(
+                    b * width, max_bs, width, "token_slots")
+    assert sglang.ragged_capture_slots(42, 8, 6) == 8  # #39257's reproduction: 8 slots, not the 7 requests
+    width, max_bs = 6, 1152  # upstream's TestRaggedVerifyCaptureGeometry: tier 192 is made by 32 requests
+    assert sglang.ragged_capture_slots(192, max_bs, width) == 192 != 192 // width
+
+
+
+def test_an_installed_runner_with_39257s_fix_fails_the_released_declaration(sglang, monkeypatch) -> None:
+    """#39257's fix planted in upstream's runner (``_ragged_capture_slots`` returning ``T // W``) while the adapter
+    still declares ``token_slots``: P5's runner half is red before capturing anything, naming the fixed rule --
+    what a release with the fix shows until the declaration follows it."""
+    import importlib
+
+    runner = importlib.import_module("sglang.srt.model_executor.runner.decode_cuda_graph_runner")
+    batch = EXAMPLES["ragged_tier_slack_spread_over_pad_rows"]
+    monkeypatch.setattr(runner.DecodeCudaGraphRunner, "_ragged_capture_slots",
+                        lambda self, num_tokens: num_tokens // self.captured_req_width)
+    with pytest.raises(PropertyFailure) as info:
+        check_p5_graph_vs_eager(sglang, batch)
+    assert info.value.check == "p5.capture_convention" and "the request_slots rule" in str(info.value), \
+        str(info.value)

@@ -280,6 +280,25 @@ def test_bad_arguments_are_rejected():
         find(graph_tiers(num_draft_tokens=2, num_requests=3, verify_lens=[1, 2]), bool, settings=FIND)
 
 
+@FAST
+@given(st.data())
+def test_equal_windows_draws_one_window_in_every_mode(data):
+    """``equal_windows=True``: ``unified_swa_window == swa_window`` in every mode; pinned otherwise, refused."""
+    mode = data.draw(st.sampled_from(("target_verify", "draft_extend", "decode")))
+    geo = data.draw(verify_batches(mode=mode, equal_windows=True)).geometry
+    assert geo.unified_swa_window == geo.swa_window
+
+
+def test_equal_windows_refuses_a_geometry_whose_windows_differ():
+    """A pinned geometry or unified window that contradicts ``equal_windows=True`` is an argument error."""
+    from metadata_builders import Geometry
+
+    with pytest.raises(InvalidArgument, match="equal_windows"):
+        find(verify_batches(equal_windows=True, geometry=Geometry(unified_swa_window=7)), bool, settings=FIND)
+    with pytest.raises(InvalidArgument, match="equal_windows"):
+        find(geometries(swa_window=4, unified_swa_window=5, equal_windows=True), bool, settings=FIND)
+
+
 def test_worked_example_hits_its_boundaries():
     """The docstring's batch straddles the window, wraps the ring twice and spreads slack unevenly."""
     hits = boundary_hits(WORKED_EXAMPLE)

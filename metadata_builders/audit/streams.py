@@ -29,6 +29,7 @@ Pinned memory on CPU: CPU-only torch has no pinned allocator, so the audit strip
 from __future__ import annotations
 
 import weakref
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,7 +37,7 @@ import torch
 
 from metadata_builders.audit.device_model import _caller_stage
 
-__all__ = ["Pending", "copy_issued", "drain", "is_pinned", "pinned", "stale"]
+__all__ = ["Pending", "copy_issued", "counts", "drain", "is_pinned", "pinned", "stale"]
 
 _PINNED: dict[int, weakref.ref] = {}
 """``id(tensor)`` -> a weak reference to a tensor made in pinned memory (tensors compare elementwise: no WeakSet)."""
@@ -67,6 +68,15 @@ class Pending:
 
 _PENDING: list[Pending] = []
 
+_SEEN: Counter = Counter()
+"""What the model has seen in this process: ``pinned_copies`` (asynchronous copies from pinned memory it tracked) and
+``faults`` (those whose source held other bytes when the stream read it); ``check`` prints a run's share."""
+
+
+def counts() -> Counter:
+    """A copy of what the model has seen so far (:data:`_SEEN`); a run takes the difference over its span."""
+    return Counter(_SEEN)
+
 
 def pinned(t: torch.Tensor) -> torch.Tensor:
     """Remember ``t`` as pinned host memory; return it."""
@@ -94,6 +104,7 @@ def copy_issued(source: Any, op: str) -> None:
             root = root._base
         region = None if root is source else (tuple(source.shape), tuple(source.stride()), source.storage_offset())
         _PENDING.append(Pending(weakref.ref(root), source.detach().clone(), op, _caller_stage(), region))
+        _SEEN["pinned_copies"] += 1
 
 
 def stale() -> list[tuple[Pending, int]]:
@@ -111,6 +122,7 @@ def stale() -> list[tuple[Pending, int]]:
         else:
             out.append((p, int((source != p.held).sum()) if same_shape else p.held.numel()))
     _PENDING[:] = keep
+    _SEEN["faults"] += len(out)
     return out
 
 

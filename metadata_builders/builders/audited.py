@@ -187,6 +187,15 @@ class AuditedBuilder:
 
         return capture_verify_lens(graph_num_tokens, slots, width)
 
+    def ragged_capture_slots(self, graph_num_tokens: int, max_bs: int, width: int) -> int:
+        """The request slots its graph runner captures a compact ragged token tier with: the builder's own rule
+        (upstream's ``_ragged_capture_slots``) when it brings one, else the reference of the geometry it declares."""
+        if self.capabilities.capture_slots:
+            return int(self.inner.ragged_capture_slots(graph_num_tokens, max_bs, width))
+        from metadata_builders.tier import ragged_capture_slots
+
+        return ragged_capture_slots(graph_num_tokens, max_bs, width, self.capabilities.capture_geometry)
+
     # -- building --------------------------------------------------------------------------
 
     def build(self, batch: VerifyBatch, variant: Variant) -> VerifyMetadata:

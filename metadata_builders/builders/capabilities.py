@@ -25,10 +25,11 @@ from typing import Any, Literal
 
 from metadata_builders.batch.modes import MODES
 from metadata_builders.errors import BuilderContractError, InvalidDeclaration
-from metadata_builders.tier import DEFAULT_PADDING, PADDINGS, Padding
+from metadata_builders.tier import (CAPTURE_GEOMETRIES, DEFAULT_CAPTURE_GEOMETRY, DEFAULT_PADDING, PADDINGS,
+                                   CaptureGeometry, Padding)
 
-__all__ = ["BuildContract", "Capabilities", "GraphContract", "Padding", "capabilities_of", "declared_modes",
-           "declared_padding"]
+__all__ = ["BuildContract", "Capabilities", "CaptureGeometry", "GraphContract", "Padding", "capabilities_of",
+           "declared_capture_geometry", "declared_modes", "declared_padding"]
 
 BuildContract = Literal["inputs", "batch"]
 """``inputs``: ``build(inputs)`` (0.2+); ``batch``: the deprecated ``build(batch, variant)`` (0.1)."""
@@ -74,9 +75,16 @@ class Capabilities:
     """Runs upstream's own KV store kernel (``swa_store_rows``): P10 judges where the kernel stores each token,
     not only where the metadata says it would."""
     capture_layout: bool = False
-    """Brings its graph runner's capture geometry (``capture_verify_lens(graph_num_tokens, slots, width)``:
+    """Brings its graph runner's capture layout (``capture_verify_lens(graph_num_tokens, slots, width)``:
     upstream's own runner code); False: the harness's model of upstream's runner
     (:func:`~metadata_builders.tier.capture_verify_lens`)."""
+    capture_geometry: CaptureGeometry = DEFAULT_CAPTURE_GEOMETRY
+    """The request slots its graph runner captures a compact ragged token tier with (``capture_geometry`` on the
+    class; a builder that declares none is judged as ``token_slots``, the released runner's rule): P5's runner
+    half captures with it (docs/DESIGN.md section 3)."""
+    capture_slots: bool = False
+    """Brings its runner's slot rule (``ragged_capture_slots(graph_num_tokens, max_bs, width)``: upstream's
+    ``_ragged_capture_slots``), which P5 holds to the declared :attr:`capture_geometry`."""
 
     @property
     def replays(self) -> bool:
@@ -206,6 +214,18 @@ def _fill_value(inner: Any, name: str) -> int:
     return value
 
 
+def declared_capture_geometry(cls: type, name: str) -> CaptureGeometry:
+    """The capture geometry ``cls`` declares, validated; ``token_slots`` when none (docs/DESIGN.md §3, P5)."""
+    owner = _declaring(cls, "capture_geometry")
+    if owner is None or vars(owner)["capture_geometry"] is None:
+        return DEFAULT_CAPTURE_GEOMETRY
+    geometry = vars(owner)["capture_geometry"]
+    if geometry not in CAPTURE_GEOMETRIES:
+        raise InvalidDeclaration(name, owner.__name__, "capture_geometry", f"one of {list(CAPTURE_GEOMETRIES)}",
+                                 repr(geometry), "docs/BUILDERS.md, 'Declaring a capture geometry'")
+    return geometry
+
+
 def capabilities_of(inner: Any, name: str, *, upstream: bool = False, routes: tuple[str, ...] = ()) -> Capabilities:
     """The capabilities of builder object ``inner`` (registered as ``name``), read from its class once."""
     cls = type(inner)
@@ -222,5 +242,7 @@ def capabilities_of(inner: Any, name: str, *, upstream: bool = False, routes: tu
         modes_declared=_declaring(cls, "modes") is not None,
         seq_len_fill_value=_fill_value(inner, name),
         capture_layout="capture_verify_lens" in _all_defined(cls, ("capture_verify_lens",)),
+        capture_geometry=declared_capture_geometry(cls, name),
+        capture_slots="ragged_capture_slots" in _all_defined(cls, ("ragged_capture_slots",)),
         store_kernels="swa_store_rows" in _all_defined(cls, ("swa_store_rows",)),
     )

@@ -6,7 +6,9 @@ one set of max-size static buffers (``build_replay_fb_view``: ``[:bs]``, ``[:T]`
 each captured with the request geometry the runner derives for it
 (upstream's ``build_capture_verify_lens`` where the builder brings it, else its model
 :func:`~metadata_builders.tier.capture_verify_lens`: seq_lens 1, slot 0,
-``out_cache_loc`` 0 -- never a batch the harness chooses).  The backend keeps one
+``out_cache_loc`` 0 -- never a batch the harness chooses), its request slots by the capture
+geometry the builder declares (:class:`RunnerSpec`'s ``geometry``: the released runner's
+``min(T, max_bs)``, or #39257's ``T // W``).  The backend keeps one
 captured metadata per tier, keyed by ``bs`` -- by ``graph_num_tokens`` for compact
 ragged tiers, where several share ``bs = max_bs`` -- storing it at capture and
 ``copy_``-ing into it at replay.  So a builder's backend-wide state lives as long
@@ -36,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 from metadata_builders.batch import DECODE_MODES, GraphTier, VerifyBatch
 from metadata_builders.errors import InvalidBatch
-from metadata_builders.tier import host_total, runner_tiers
+from metadata_builders.tier import DEFAULT_CAPTURE_GEOMETRY, CaptureGeometry, host_total, runner_tiers
 
 if TYPE_CHECKING:
     from metadata_builders.builders.audited import AuditedBuilder, Captured
@@ -49,18 +51,21 @@ __all__ = ["GraphRunner", "RunnerSpec"]
 
 @dataclass(frozen=True, slots=True)
 class RunnerSpec:
-    """Which tiers a runner captures: its batch sizes, the captured request width, ragged (compact) or uniform."""
+    """Which tiers a runner captures: its batch sizes, the captured request width, ragged (compact) or uniform,
+    and the capture geometry its compact ragged tiers take their request slots from."""
 
     capture_bs: tuple[int, ...]
     width: int
     """``captured_req_width``: the draft tokens per request (the ragged tiers' cap)."""
     ragged: bool
+    geometry: CaptureGeometry = DEFAULT_CAPTURE_GEOMETRY
+    """The builder's declared capture geometry (:mod:`metadata_builders.tier`): ``token_slots`` or ``request_slots``."""
 
     def tiers(self) -> list[GraphTier]:
         """Every tier, largest first (the capture order); ragged tiers carry the runner's cap, ``width``."""
         cap = self.width if self.ragged else None
         return [GraphTier(bs, tokens, cap) for bs, tokens in runner_tiers(self.capture_bs, self.width,
-                                                                           ragged=self.ragged)]
+                                                                           ragged=self.ragged, geometry=self.geometry)]
 
     def key(self, tier: GraphTier) -> int:
         """How the backend keys the tier's captured metadata (upstream): ``graph_num_tokens`` ragged, ``bs`` else."""
@@ -74,15 +79,16 @@ class RunnerSpec:
         return min(fits, key=lambda t: (t.graph_num_tokens, t.padded_bs)) if fits else None
 
     @classmethod
-    def around(cls, batch: VerifyBatch) -> RunnerSpec | None:
+    def around(cls, batch: VerifyBatch, geometry: CaptureGeometry = DEFAULT_CAPTURE_GEOMETRY) -> RunnerSpec | None:
         """A runner whose tiers hold ``batch``: batch sizes ``1 .. bs + 1`` (a uniform batch has a larger tier to
-        hop to; the ragged tiers of at least ``max_bs`` tokens share ``bs = max_bs``), width the draft tokens;
-        None for an eager-only batch.  P5 captures three of its tiers, whatever ``max_bs`` is."""
+        hop to; under ``token_slots`` the ragged tiers of at least ``max_bs`` tokens share ``bs = max_bs``), width
+        the draft tokens, ``geometry`` the capture geometry; None for an eager-only batch.  P5 captures three of its
+        tiers, whatever ``max_bs`` is."""
         if batch.graph is None:
             return None
         max_bs = batch.bs + 1
         width = 1 if batch.mode in DECODE_MODES else batch.num_draft_tokens  # a decode tier: one token a row
-        return cls(tuple(range(1, max_bs + 1)), width, batch.is_ragged)
+        return cls(tuple(range(1, max_bs + 1)), width, batch.is_ragged, geometry)
 
 
 @dataclass

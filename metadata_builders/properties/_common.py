@@ -60,13 +60,24 @@ _TALLIES: contextvars.ContextVar[Counter | None] = contextvars.ContextVar("metad
 
 @contextlib.contextmanager
 def collecting_tallies() -> Iterator[Counter]:
-    """Collect what the checks exercise while the block runs: ``(what, name) -> sum`` (see :func:`tally`)."""
+    """Collect what the checks exercise while the block runs: ``(what, name) -> sum`` (see :func:`tally`), and what
+    the audit's stream model saw meanwhile (``("stream model", "pinned_copies" | "faults")``: audit/streams.py)."""
     counts: Counter = Counter()
     token = _TALLIES.set(counts)
+    before = _stream_model_counts()
     try:
         yield counts
     finally:
         _TALLIES.reset(token)
+        counts.update({("stream model", name): n for name, n in (_stream_model_counts() - before).items()})
+
+
+def _stream_model_counts() -> Counter:
+    """What the stream model has seen in this process; nothing where it was never imported (no build ran)."""
+    import sys
+
+    streams = sys.modules.get("metadata_builders.audit.streams")
+    return Counter() if streams is None else streams.counts()
 
 
 def tally(what: str, **counts: int) -> None:

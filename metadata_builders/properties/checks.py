@@ -25,7 +25,7 @@ CheckId = Literal[
     "p5.graph_vs_eager_row", "p5.graph_vs_eager_token", "p5.plan_entries", "p5.pad_plan_ring", "p5.field_short",
     "p5.pads_cover_tier", "p5.pad_slot", "p5.pad_reads_nothing", "p5.tail_inert", "p5.tail_store_guard", "p5.tail_ring",
     "p5.capture_sync", "p5.replay_shape", "p5.replay_storage", "p5.replay_writes_input", "p5.replay_vs_fresh", "p5.in_graph_vs_reference",
-    "p5.runner_replay_storage", "p5.runner_replay_vs_fresh", "p5.runner_geometry", "p5.capture_geometry",
+    "p5.runner_replay_storage", "p5.runner_replay_vs_fresh", "p5.runner_geometry", "p5.capture_geometry", "p5.capture_convention",
     "p6.planner_overflow", "p6.oob_read", "p6.synced_map_faulted", "p6.eagle_faulted_under_dspark",
     "p6.uncapped_output_size", "p6.faults_vs_model",
     "p7.sync_free_synced", "p7.contract_extra", "p7.contract_missing", "p7.replay_contract",
@@ -37,8 +37,13 @@ CheckId = Literal[
     "p10.pad_compressed_store", "p10.compressed_read", "p10.store_dropped", "p10.real_writes_other_slot",
     "p10.state_write_misplaced", "p10.full_store_misplaced", "p10.pad_full_store",
     "p10.page_read",
+    "p1.stream_out_of_bounds", "p2.stream_out_of_bounds", "p3.stream_out_of_bounds", "p4.stream_out_of_bounds",
+    "p5.stream_out_of_bounds", "p6.stream_out_of_bounds", "p7.stream_out_of_bounds", "p8.stream_out_of_bounds",
+    "p9.stream_out_of_bounds", "p10.stream_out_of_bounds",
     "run.worker_died",
 ]
-"""Every check id; ``raised`` is any property whose builder raised (its origin says where)."""
+"""Every check id; ``raised`` is any property whose builder raised (its origin says where), except a decode index
+stream whose segment leaves its buffer (the read a kernel would make past it): ``p<N>.stream_out_of_bounds``, for
+whichever property built it (P6 and P8 build a diverged batch: FINDINGS F8)."""
 
 CHECKS: tuple[str, ...] = get_args(CheckId)

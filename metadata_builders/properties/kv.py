@@ -181,10 +181,12 @@ def _page_reads(variant: Variant, batch: VerifyBatch, tokens: list[Token], field
     """The full pool's reads: the attention finds position ``q`` of a real token's context through its
     ``page_table`` row, at page ``page_table[t][q // page]``; so the row's first ``position // page + 1`` entries
     must be the pages that hold its positions ``0 .. position`` (``req_to_token[s][k * page] // page``), its own
-    one included.  Requests whose table row is not paged are counted, not judged (:func:`_compressed`)."""
+    one included.  Requests whose table row is not paged are counted, not judged, on every geometry (the
+    ``P10 stores:`` line's page-table reads, as the compressed pools' are: :func:`_compressed`)."""
     table = fields.get("page_table")
     if table is None or batch.mode == "draft_extend":  # draft extend's one-page placeholder: nothing reads it (F21)
         return
+    tally("P10 page reads", judged=sum(s not in unpaged for s in batch.req_pool_indices), unpaged=len(unpaged))
     page = batch.geometry.page_size
     for tok in tokens:
         if not tok.real or tok.slot in unpaged:

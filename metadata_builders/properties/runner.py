@@ -11,7 +11,11 @@ tier, on one builder, largest first; then replays
 
     batch @ A,  batch @ B,  batch with other values @ A,  batch with fewer requests @ B,  batch @ largest
 
-and holds the capture layouts to the tiers (each covers its tier: ``p5.capture_geometry``), and each
+The runner takes its request slots from the capture geometry the builder declares (``token_slots``, the
+released runner's, unless it says ``request_slots``: :mod:`metadata_builders.tier`); a builder that brings its
+runner's own slot rule (``ragged_capture_slots``) is held to that declaration first, on every tier
+(``p5.capture_convention``: a runner that follows one rule while the builder declares the other).  It
+holds the capture layouts to the tiers (each covers its tier: ``p5.capture_geometry``), and each
 replay to a fresh build of its batch on its tier (same fields, the
 tier's captured storage and shapes), and to the geometry the tier was captured
 with: as many rows as the tier has slots, no row wider than the captured request
@@ -32,6 +36,7 @@ from metadata_builders.batch import GraphTier, VerifyBatch
 from metadata_builders.errors import CaptureSync, InvalidBatch
 from metadata_builders.properties._common import _capture_error, _clean, _compare, _fail, _variants, tally
 from metadata_builders.properties.sequences import busy_on_tier, fewer_requests_batch, idle_on_tier, same_tier_batch
+from metadata_builders.tier import CAPTURE_GEOMETRIES, DEFAULT_CAPTURE_GEOMETRY, CaptureGeometry, ragged_capture_slots
 from metadata_builders.variants import Variant
 
 __all__ = ["check_runner_replays", "runner_sequence"]
@@ -46,8 +51,10 @@ def _on(batch: VerifyBatch, tier: GraphTier | None) -> VerifyBatch | None:
         return None
 
 
-def runner_sequence(batch: VerifyBatch) -> tuple[Any, list[VerifyBatch]]:
-    """The runner around ``batch`` and the replays it gets (the module docstring); ``(None, [])`` when none fits.
+def runner_sequence(batch: VerifyBatch, geometry: CaptureGeometry = DEFAULT_CAPTURE_GEOMETRY
+                    ) -> tuple[Any, list[VerifyBatch]]:
+    """The runner around ``batch`` (its slots by ``geometry``) and the replays it gets (the module docstring);
+    ``(None, [])`` when none fits.
 
     In the batch's mode's units and tiers (a decode tier one token a row); a decode (or draft-decode) runner also
     replays an idle rank on its first tier after the batch with other values (upstream's ``DECODE_OR_IDLE``
@@ -58,8 +65,8 @@ def runner_sequence(batch: VerifyBatch) -> tuple[Any, list[VerifyBatch]]:
     batch = _clean(batch)
     if batch.mode == "idle":
         busy = busy_on_tier(batch)
-        return (None, []) if busy is None else runner_sequence(busy)
-    spec = RunnerSpec.around(batch)
+        return (None, []) if busy is None else runner_sequence(busy, geometry)
+    spec = RunnerSpec.around(batch, geometry)
     if spec is None:
         return None, []
     first = _on(batch, spec.tier_for(batch))
@@ -91,7 +98,7 @@ def check_runner_replays(builder: Any, batch: VerifyBatch) -> list[str]:
 
     if not builder.capabilities.replays:
         return []
-    spec, sequence = runner_sequence(batch)
+    spec, sequence = runner_sequence(batch, builder.capabilities.capture_geometry)
     sequence = [b for b in sequence if b.mode in builder.capabilities.modes]
     if not sequence:
         return []
@@ -99,6 +106,7 @@ def check_runner_replays(builder: Any, batch: VerifyBatch) -> list[str]:
     variant = _graph_variant(builder, sequence[0], notes)
     if variant is None:
         return notes
+    _check_capture_convention(builder, variant, spec)
     tiers = sorted({b.graph for b in sequence} | {spec.tiers()[0]}, key=lambda t: -t.graph_num_tokens)
     try:
         runner = GraphRunner(builder, variant, spec, sequence[0]).capture(tiers)
@@ -125,6 +133,33 @@ def check_runner_replays(builder: Any, batch: VerifyBatch) -> list[str]:
     tally("P5 runner", runners=1, tiers=len(tiers), keys=len({spec.key(t) for t in tiers}),
           shared_bs=int(shared_bs > 0), replays=len(sequence))
     return notes
+
+
+def _check_capture_convention(builder: Any, variant: Variant, spec: Any) -> None:
+    """The runner the builder brings (``ragged_capture_slots``: upstream's ``_ragged_capture_slots``) captures
+    every compact ragged tier with the request slots of the geometry the builder declares: a runner that follows
+    one rule while the builder declares the other fails here, before anything is captured (docs/DESIGN.md §3)."""
+    if not (spec.ragged and builder.capabilities.capture_slots):
+        return
+    declared, max_bs = spec.geometry, max(spec.capture_bs)
+    for tier in spec.tiers():
+        tokens = tier.graph_num_tokens
+        got = builder.ragged_capture_slots(tokens, max_bs, spec.width)
+        if got == tier.padded_bs:
+            continue
+        follows = [g for g in CAPTURE_GEOMETRIES if _slots(tokens, max_bs, spec.width, g) == got]
+        rule = f"the {follows[0]} rule" if follows else "neither rule"
+        raise _fail("P5", variant, f"the runner the builder brings captures the {tokens}-token tier with {got} "
+                    f"request slots ({rule}; max_bs={max_bs}, width={spec.width}), but the builder declares "
+                    f"capture_geometry = {declared!r}: {tier.padded_bs} slots", field="ragged_capture_slots",
+                    index=(tokens,), expected=tier.padded_bs, actual=got, check="p5.capture_convention")
+
+
+def _slots(tokens: int, max_bs: int, width: int, geometry: CaptureGeometry) -> int | None:
+    try:
+        return ragged_capture_slots(tokens, max_bs, width, geometry)
+    except ValueError:
+        return None
 
 
 def _check_capture_layouts(variant: Variant, spec: Any, runner: Any) -> None:

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator, Literal
 
 from metadata_builders.batch import DECODE_MODES, VerifyBatch
-from metadata_builders.errors import Origin, PropertyFailure
+from metadata_builders.errors import Origin, PropertyFailure, StreamOutOfBounds
 from metadata_builders.properties._common import Partial
 from metadata_builders.properties.equality import check_p1_reference, check_p3_sync_free, check_p4_gate
 from metadata_builders.properties.faults import check_p6_fault_model
@@ -86,6 +86,11 @@ corpus) a share of it."""
 _DRAFT_EXTEND = {"mode": "draft_extend"}
 """Draft extend's own focus (its batches are uniform: ``verify_batches(mode="draft_extend")``)."""
 
+_DRAFT_EXTEND_WINDOWS = {**_DRAFT_EXTEND, "graph": True, "equal_windows": True}
+"""P10's draft-extend focus: graph tiers on geometries whose two windows are one (upstream's), the only ones where P10
+judges draft extend (its prefill store keeps the unified window, its reads take ``swa_window``:
+:func:`~metadata_builders.kv_state.ring_unfit`); drawn freely, about half the batches were ``not applicable``."""
+
 _DECODE = {"mode": "decode"}
 _DRAFT_DECODE = {"mode": "draft_decode"}
 _IDLE = {"mode": "idle"}
@@ -117,7 +122,7 @@ PROPERTIES: tuple[PropertySpec, ...] = (
                  ({}, _DRAFT_EXTEND, _DECODE, _DRAFT_DECODE, _IDLE),
                  modes=BUILT_MODES),
     PropertySpec("P10", "KV state: stores and reads", check_p10_kv_state,
-                 ({}, {"graph": True, "ragged": True}, {**_DRAFT_EXTEND, "graph": True}, _DECODE,
+                 ({}, {"graph": True, "ragged": True}, _DRAFT_EXTEND_WINDOWS, _DECODE,
                   {**_DRAFT_DECODE, "graph": True}, _IDLE), p10_applies, modes=BUILT_MODES),
 )
 
@@ -286,8 +291,15 @@ def verdict(spec: PropertySpec, builder: Any, batch: VerifyBatch) -> PropertyRes
 
 def raised_failure(prop: str, exc: BaseException) -> PropertyFailure:
     """``builder raised IndexError: ... (at deepseek_v4_backend_hip_radix.py:3660 in get_swa_page_indices)``,
-    with check ``"raised"`` and the exception's :class:`~metadata_builders.errors.Origin`."""
+    with check ``"raised"`` and the exception's :class:`~metadata_builders.errors.Origin`; a decode index stream whose
+    segment leaves its buffer (:class:`~metadata_builders.errors.StreamOutOfBounds`, raised where the harness reads
+    the streams back) is check ``p<N>.stream_out_of_bounds`` with the field, token and segment as data."""
     origin = Origin.of(exc)
+    if isinstance(exc, StreamOutOfBounds):
+        return PropertyFailure(prop, f"a decode index stream reads past its buffer: {exc.field} {exc.actual[0]}.."
+                               f"{exc.actual[1]} of token {exc.index} (the attention kernel would read there)",
+                               field=exc.field, index=(exc.index,), expected=exc.expected, actual=exc.actual,
+                               check=f"{prop.lower()}.stream_out_of_bounds", origin=origin)
     where = f" (at {origin.where()})" if origin.filename else ""
     text = str(exc).splitlines()[0][:300] if str(exc) else ""
     return PropertyFailure(prop, f"builder raised {type(exc).__name__}: {text}{where}", check="raised", origin=origin)

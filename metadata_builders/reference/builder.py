@@ -30,6 +30,9 @@ class ReferenceBuilder:
     """
 
     name = "reference"
+    capture_geometry = "token_slots"
+    """The capture geometry it declares: the released runner's, as ``hip`` (the rule under which tiers share
+    ``bs``); it captures nothing itself, and :mod:`metadata_builders.tier` computes both rules."""
 
     def __init__(self, padding: Padding = DEFAULT_PADDING) -> None:
         self.padding: Padding = padding
@@ -39,7 +42,8 @@ class ReferenceBuilder:
         """The specification's: every variant, no graph replay of its own (it *is* the graph path's answer)."""
         from metadata_builders.builders.capabilities import Capabilities
 
-        return Capabilities(build="batch", padding=self.padding, modes=BUILT_MODES)
+        return Capabilities(build="batch", padding=self.padding, modes=BUILT_MODES,
+                            capture_geometry=self.capture_geometry)
 
     def build(self, batch: VerifyBatch, variant: Variant) -> VerifyMetadata:
         check_variant(batch, variant)

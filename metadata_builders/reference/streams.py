@@ -91,6 +91,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from metadata_builders.errors import StreamOutOfBounds
+
 __all__ = [
     "STREAM_FIELDS",
     "canonical_streams",
@@ -213,8 +215,9 @@ def canonical_streams(flat: Mapping[str, Sequence[int]]) -> dict[str, list]:
 
     ``swa_len[t]`` comes from ``swa_indptr``; the CSA row keeps that many entries
     of its segment (the window), the SWA and HCA rows their whole segment.
-    Raises ``ValueError`` when an indptr is not ``N + 1`` long or a segment
-    leaves its buffer.
+    Raises ``ValueError`` when an indptr is not ``N + 1`` long, and
+    :class:`~metadata_builders.errors.StreamOutOfBounds` (a ``ValueError``) when a segment
+    leaves its buffer -- a read the kernel would make past it.
     """
     swa_p, hca_p, csa_p = (list(flat[k]) for k in ("swa_indptr", "hca_indptr", "csa_indptr"))
     if not len(swa_p) == len(hca_p) == len(csa_p) >= 1:
@@ -228,7 +231,7 @@ def canonical_streams(flat: Mapping[str, Sequence[int]]) -> dict[str, list]:
         for t in range(n):
             end = indptr[t + 1] if keep is None else indptr[t] + keep[t]
             if not 0 <= indptr[t] <= end <= len(buf):
-                raise ValueError(f"{name}_indices segment {t} = [{indptr[t]}, {end}) leaves the buffer of {len(buf)}")
+                raise StreamOutOfBounds(f"{name}_indices", t, (indptr[t], end), len(buf))
             rows.append(list(buf[indptr[t] : end]))
         out[f"{name}_indices"] = rows
     return {k: out[k] for k in STREAM_FIELDS}

@@ -11,7 +11,8 @@ from typing import Any, Iterable, Mapping, Sequence
 from metadata_builders.batch import VerifyBatch
 from metadata_builders.errors import PropertyFailure
 
-__all__ = ["format_table", "modes_table", "replay_command", "runner_line", "stores_line", "write_junit", "write_replay_file"]
+__all__ = ["format_table", "modes_table", "replay_command", "runner_line", "stores_line", "streams_line", "write_junit",
+           "write_replay_file"]
 
 
 def format_table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
@@ -144,7 +145,11 @@ def stores_line(run: Any) -> str | None:
     if not kernel + model:
         return None
     pools = {k: v for (what, k), v in run.tallies.items() if what == "P10 compressed"}
+    reads = {k: v for (what, k), v in run.tallies.items() if what == "P10 page reads"}
     suffix = ""
+    if reads:
+        suffix += (f"; page-table reads: {reads.get('judged', 0)} request builds judged, {reads.get('unpaged', 0)} not "
+                   "(a table row that is not paged)")
     if pools:
         suffix += (f"; compressed pools: {pools.get('judged', 0)} request builds judged, {pools.get('unpaged', 0)} not (a "
                    "table row that is not paged: the strategies' deliberate holes)")
@@ -159,3 +164,15 @@ def stores_line(run: Any) -> str | None:
                "size guard)" if declined else "the builder brings no store kernel")
         line += f", {model} through the harness's model of it ({why})"
     return line + suffix
+
+
+def streams_line(runs: Sequence[Any]) -> str | None:
+    """What the audit's stream model (asynchronous copies as a stream orders them: audit/streams.py) saw over the whole
+    check: the copies from pinned memory it tracked and how many were faults; None when nothing ran."""
+    if not runs:
+        return None
+    copies = sum(run.tallies.get(("stream model", "pinned_copies"), 0) for run in runs)
+    faults = sum(run.tallies.get(("stream model", "faults"), 0) for run in runs)
+    line = (f"stream model: {copies} asynchronous copies from pinned memory seen, {faults} faults (a pinned source "
+            "rewritten before the stream read it: stale_async_copy)")
+    return line + ("; the builder stages no copy from pinned memory, so the model judged none" if not copies else "")

@@ -173,6 +173,10 @@ class HipBuilder(Stages):
     """A real row never widens (docs/DESIGN.md section 2): the capability the harness judges it by."""
     modes = ("target_verify", "draft_extend", "decode", "draft_decode", "idle")
     """The builds of the MTP step it implements (a builder that declares none is judged on target verify only)."""
+    capture_geometry = "token_slots"
+    """The runner serving it captures a compact ragged tier with ``min(T, max_bs)`` request slots: the released
+    runner's rule (0.5.18-0.5.23), under which several tiers share ``bs = max_bs`` and the per-tier state must be
+    keyed by token count (docs/DESIGN.md section 3, P5)."""
 
     def __init__(self, device: str | torch.device = "cpu", *, validate_mirror: bool = False) -> None:
         self.device = torch.device(device)
@@ -182,6 +186,12 @@ class HipBuilder(Stages):
     def with_mirror_validation(self) -> HipBuilder:
         """The same builder with opt-in mirror validation on."""
         return HipBuilder(self.device, validate_mirror=True)
+
+    def ragged_capture_slots(self, graph_num_tokens: int, max_bs: int, width: int) -> int:
+        """The request slots its runner captures a compact ragged token tier with (upstream's
+        ``_ragged_capture_slots``, 0.5.18-0.5.23): one per token up to ``max_bs``, whatever requests made the tier.
+        P5 holds it to :attr:`capture_geometry`."""
+        return min(graph_num_tokens, max_bs)
 
     def build(self, inputs: VerifyInputs) -> VerifyMetadata:
         if inputs.mode == "draft_extend":

@@ -91,6 +91,10 @@ class SGLangBuilder:
     """How upstream's runner hands the DSV4 attention backend a ragged tier (``padded_to_bucket(cap=None)``), and how
     the backend's out-graph phase pads it at replay: the cap ignored, the last real row absorbing what pad rows
     do not take."""
+    capture_geometry = "token_slots"
+    """The request slots upstream's released runner (0.5.18-0.5.23) captures a compact ragged tier with:
+    ``min(T, max_bs)``.  The adapter brings the runner's own rule (:meth:`ragged_capture_slots`), so an installed
+    SGLang with #39257's fix (``T // W``) fails P5 (``p5.capture_convention``) instead of passing in silence."""
 
     def __init__(self, device: str | torch.device = "cpu", kernels: KernelRoute = "triton") -> None:
         if kernels not in KERNEL_ROUTES:
@@ -165,6 +169,25 @@ class SGLangBuilder:
 
             return capture_verify_lens(graph_num_tokens, slots, width)
         return list(build(num_tokens=graph_num_tokens, num_slots=slots, num_draft_tokens=width))
+
+
+    def ragged_capture_slots(self, graph_num_tokens: int, max_bs: int, width: int) -> int:
+        """The request slots upstream's runner captures a compact ragged tier with: its own
+        ``DecodeCudaGraphRunner._ragged_capture_slots``, bound on a stand-in runner holding only ``max_bs`` and
+        ``captured_req_width`` (as upstream's own tests call it); the reference of the declared geometry where the
+        release has none."""
+        import importlib
+
+        try:
+            runner = importlib.import_module("sglang.srt.model_executor.runner.decode_cuda_graph_runner")
+            method = runner.DecodeCudaGraphRunner._ragged_capture_slots
+        except (ImportError, AttributeError):
+            from metadata_builders.tier import ragged_capture_slots
+
+            return ragged_capture_slots(graph_num_tokens, max_bs, width, "token_slots")
+        from types import SimpleNamespace
+
+        return int(method(SimpleNamespace(max_bs=max_bs, captured_req_width=width), graph_num_tokens))
 
 
 def _phases(inputs: VerifyInputs) -> Any:

@@ -412,6 +412,19 @@ _SPECS: tuple[MutantSpec, ...] = (
         "compact ragged CUDA graphs captured with another request-slot geometry than replay uses (SGLang #34384, "
         "#39173, PR #39257)",
     ),
+    MutantSpec(
+        "runner_slots_per_generating_request", "HipBuilder.ragged_capture_slots",
+        "a runner rule its builder does not declare",
+        "The runner serving the backend takes #39257's fix -- a compact ragged tier of T tokens is captured with "
+        "the T // W requests of W tokens that generate it -- while the builder still declares capture_geometry = "
+        "'token_slots' (min(T, max_bs) slots): every tier below the largest is captured with fewer request slots "
+        "than the declared rule gives it, which the harness -- and a backend sizing its per-tier state by it -- "
+        "assumes.",
+        "        return min(graph_num_tokens, max_bs)\n",
+        "        return graph_num_tokens // width\n",
+        "SGLang PR #39257 (#34636) changing the runner's capture geometry under backends that assumed the released "
+        "one (#34384, #39173)",
+    ),
     # -- state kept between builds (P9) ----------------------------------------------------------------------
     MutantSpec(
         "uniform_lengths_memo_by_rows", "HipBuilder.build", "a per-shape cache keyed without the draft count",

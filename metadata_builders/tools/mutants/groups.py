@@ -1,9 +1,10 @@
-"""The mutants of the whole metadata's groups: compression (c4/c128, sparse, indexer, plans) and the low ratios.
+"""The mutants of the whole metadata's groups: compression (c4/c128, sparse, indexer, plans), the low ratios and the
+decode index streams.
 
 Two or more realistic mutants per group, each a bug a backend engineer could plant
-in :mod:`metadata_builders.builders.hip.compression` (stage ``compression.<function>``) or
-:mod:`metadata_builders.builders.hip.low_ratios` (stage ``low_ratios.<function>``); the
-catalogue (:mod:`.catalogue`) lists them after the core pipeline's.
+in :mod:`metadata_builders.builders.hip.compression` (stage ``compression.<function>``),
+:mod:`metadata_builders.builders.hip.low_ratios` (stage ``low_ratios.<function>``) or the pipeline's
+``index_streams``; the catalogue (:mod:`.catalogue`) lists them after the core pipeline's.
 """
 
 from __future__ import annotations
@@ -13,6 +14,24 @@ from metadata_builders.tools.mutants.spec import MutantSpec
 __all__ = ["GROUP_SPECS"]
 
 GROUP_SPECS: tuple[MutantSpec, ...] = (
+    # The decode index streams (metadata_builders.builders.hip.pipeline.index_streams).
+    MutantSpec(
+        "stream_indptr_from_causal_lengths", "index_streams", "a stream indptr that no longer describes its buffer",
+        "After build_decode_streams laid each token's window out by its window length, the SWA indptr is recomputed "
+        "from the causal lengths (seq_lens_casual): indptr and indices no longer describe one another, and every "
+        "token past its window's start gets a segment as long as its context -- the attention kernel reads past "
+        "the buffer's end.",
+        "    return decode_index_streams_torch(fields[\"req_pool_indices_repeated\"], fields[\"positions_casual\"],\n"
+        "                                      fields[\"swa_topk_lengths\"], hca, csa, pages, csa_width=csa_width,\n"
+        "                                      win=geo.unified_swa_window, ring_size=geo.ring_size, swa_pages=swa_pages)\n",
+        "    out = decode_index_streams_torch(fields[\"req_pool_indices_repeated\"], fields[\"positions_casual\"],\n"
+        "                                     fields[\"swa_topk_lengths\"], hca, csa, pages, csa_width=csa_width,\n"
+        "                                     win=geo.unified_swa_window, ring_size=geo.ring_size, swa_pages=swa_pages)\n"
+        "    out[\"swa_indptr\"] = F.pad(torch.cumsum(casual, 0, dtype=torch.int32), (1, 0))  # one segment per context\n"
+        "    return out\n",
+        "docs/FINDINGS.md F8: a stale extend length reaching build_decode_streams, whose indptr then describes "
+        "segments outside its buffer",
+    ),
     # The compression groups (metadata_builders.builders.hip.compression): two or more per group.
     MutantSpec(
         "compress_gate_on_position", "compression.compressed_attention", "positions for lengths",

@@ -99,6 +99,19 @@ MODE_SPECS: tuple[MutantSpec, ...] = (
         "raw metadata; fixed in 0.5.20: docs/FINDINGS.md F23)",
     ),
     MutantSpec(
+        "eager_decode_table_from_callers_length", "decode.from_raw_decode",
+        "an eager decode page table sized by the caller's max_seq_len",
+        "Eager decode sizes its page table by the caller's max_seq_len (the longest row of the forward batch) instead "
+        "of MAX_SEQ_LEN_FOR_CAPTURE: narrower, which P1 allows where it covers every read (decision 2026-12-04) -- "
+        "but draft decode's caller holds the rows before the child's step offset, so a step's token past the last "
+        "page of its pre-step row finds no page for its newest positions.",
+        "    layout = Layout(seq_lens, ones, torch.cumsum(ones, 0, dtype=_I32) - ones, None, None,\n"
+        "                    int(inputs.req_to_token.shape[1]))  # MAX_SEQ_LEN_FOR_CAPTURE: a full-width page table",
+        "    layout = Layout(seq_lens, ones, torch.cumsum(ones, 0, dtype=_I32) - ones, None, None,\n"
+        "                    int(inputs.req_to_token.shape[1]) if inputs.graph is not None else inputs.max_seq_len)",
+        "SGLang 0.5.18-0.5.21's draft-extend placeholder sized by the caller's max_seq_len (docs/FINDINGS.md F21)",
+    ),
+    MutantSpec(
         "decode_replay_keeps_captured_out_loc", "decode.copy_raw",
         "replay keeps the capture's store locations (decode)",
         "Out-graph work before a decode replay copies the replay's slots and lengths into the captured raw decode "

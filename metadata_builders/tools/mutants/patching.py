@@ -192,11 +192,6 @@ def mutant_builder_class() -> type:
             finally:
                 setattr(module, stage, original)
 
-    @functools.cache
-    def _declaring(base: type, padding: str) -> type:
-        return type(base.__name__, (base,), {"padding_convention": padding, "__module__": base.__module__,
-                                             "__qualname__": base.__qualname__})
-
     for method in _HELPERS:
         setattr(_MutantBuilder, method, _routed(method))
     _MutantBuilder.__name__ = _MutantBuilder.__qualname__ = "MutantBuilder"
@@ -204,9 +199,9 @@ def mutant_builder_class() -> type:
     return _MutantBuilder
 
 
-_HELPERS = ("_new_state", "_draft_extend_out_graph", "_decode_out_graph", "verify_extension")
+_HELPERS = ("_new_state", "_draft_extend_out_graph", "_decode_out_graph", "verify_extension", "ragged_capture_slots")
 """``HipBuilder`` methods the phases call (``_new_state`` from ``graph_state`` and ``out_graph``, the out-graph helpers,
-a stage method of ``Stages``): only their own mutant replaces them."""
+a stage method of ``Stages``, the runner's slot rule): only their own mutant replaces them."""
 
 
 def _routed(method: str) -> Callable[..., Any]:
@@ -215,6 +210,13 @@ def _routed(method: str) -> Callable[..., Any]:
 
     routed.__name__ = routed.__qualname__ = method
     return routed
+
+
+@functools.cache
+def _declaring(base: type, padding: str) -> type:
+    """``base`` declaring ``padding`` (a mutant that changes the convention and says so)."""
+    return type(base.__name__, (base,), {"padding_convention": padding, "__module__": base.__module__,
+                                         "__qualname__": base.__qualname__})
 
 
 def __getattr__(name: str) -> Any:
