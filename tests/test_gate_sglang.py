@@ -23,6 +23,8 @@ release; each branch plants one realistic regression:
 |               | offset (0.5.20+); the eager slice of the next step's row; children re-running out-graph work | P1 / P5 |
 | ``pr-staging`` | ``deepseek_v4_backend_hip_radix.py``, ``_move_to_device``: one pinned buffer reused | both, P9 |
 |               | step to step (ATOM #817) while DSpark's draft count changes (issue 41) |  |
+| ``pr-unpadded`` | ``deepseek_v4_backend_hip_radix.py``, out-graph target verify: the live | both, P5 |
+|               | ``out_cache_loc`` not padded to the tier (issue 45: the runner hands it unpadded) |  |
 
 The gate runs both kernel routes of ``--builder sglang`` (metadata_builders/routes.py).
 """
@@ -276,6 +278,22 @@ STAGING_PLANT = Plant(
 )
 """Issue 41 item 5: a reused staging buffer whose values change between steps, planted on ``pr-staging``."""
 
+UNPADDED_PLANT = Plant(
+    "target verify's out-graph phase hands the live out_cache_loc on unpadded", BACKEND,
+    "                seq_lens=seq_lens,\n                out_cache_loc=out_cache_loc_padded,\n"
+    "                use_prefill_cuda_graph=True,",
+    "                seq_lens=seq_lens,\n                out_cache_loc=out_cache_loc,\n"
+    "                use_prefill_cuda_graph=True,",
+    "P5",
+    catalogue=(
+        "The TARGET_VERIFY branch of init_forward_metadata_out_graph builds on the runner's out_cache_loc as handed, "
+        "dropping its F.pad to the tier: upstream's runner hands the live, unpadded tensor at a replay "
+        "(build_replay_fb_view), so a replay with fewer requests than the tier builds fewer tokens than the graph "
+        "captured. Green while the harness handed the tier-sized static buffer (issue 45 item 1)."
+    ),
+)
+"""Issue 45 item 1: the backend's own pad of the live out_cache_loc dropped, planted on ``pr-unpadded``."""
+
 
 @pytest.fixture(scope="module")
 def planted_repo(tmp_path_factory):
@@ -308,6 +326,8 @@ def planted_repo(tmp_path_factory):
         plants["pr-draft-extend"] = DRAFT_EXTEND_PLANT
     if source.count(STAGING_PLANT.find) == 1:
         plants["pr-staging"] = STAGING_PLANT
+    if source.count(UNPADDED_PLANT.find) == 1:
+        plants["pr-unpadded"] = UNPADDED_PLANT
     plants.update({branch: plant for branch, plant in DRAFT_DECODE_PLANTS.items() if _count(repo, plant) == 1})
     if os.path.exists(os.path.join(repo, "python", "sglang", *STORE_KERNEL)) and _count(repo, STORE_KERNEL_PLANT) == 1:
         plants["pr-store-kernel"] = STORE_KERNEL_PLANT
@@ -395,6 +415,19 @@ def test_a_graph_replay_regression_gates_red_through_the_recorder(planted_repo, 
     assert _gate(repo, tmp_path, cache_dir, branch, "--properties", "P5,P7") == 1, plant.what
     out = capsys.readouterr().out
     assert "BLOCKS" in _row(out, plant.prop) and "NEW" in _row(out, plant.prop), out
+
+
+@pytest.mark.slow
+def test_the_backends_own_pad_of_the_live_out_cache_loc_dropped_gates_red(planted_repo, cache_dir, tmp_path,
+                                                                         capsys) -> None:
+    """The runner hands the live, unpadded out_cache_loc at a replay, as upstream's does: a backend that drops its
+    pad to the tier is red on P5 (it was green when the harness handed the static buffer)."""
+    repo, plants = planted_repo
+    if "pr-unpadded" not in plants:
+        pytest.skip("the installed release has no such out-graph target-verify call to plant a bug in")
+    assert _gate(repo, tmp_path, cache_dir, "pr-unpadded", "--properties", "P5") == 1, UNPADDED_PLANT.what
+    out = capsys.readouterr().out
+    assert "BLOCKS" in _row(out, "P5") and "NEW" in _row(out, "P5"), out
 
 
 @pytest.mark.slow

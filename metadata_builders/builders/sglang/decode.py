@@ -52,7 +52,9 @@ from metadata_builders.builders.sglang.graph import (
     _DispatchedBatch,
     _graph_attributes,
     _phase,
+    live_out_cache_loc,
     runner_backend,
+    warm_up,
 )
 from metadata_builders.builders.sglang.reading import (
     compression_fields,
@@ -136,9 +138,11 @@ def _forward_batch(up: Upstream, inputs: VerifyInputs, built: Any, mirror: Any, 
     total = None if inputs.seq_lens_cpu is None else sum(inputs.seq_lens_cpu)
     if mirror is None and inputs.seq_lens_cpu is not None:
         mirror = torch.tensor(inputs.seq_lens_cpu, dtype=torch.int64)
+    live = "positions" in extra and not capture  # a graph replay: the runner hands the live out_cache_loc (D5)
     fields = dict(forward_mode=mode, actual_forward_mode=mode, batch_size=inputs.rows,
                   req_pool_indices=inputs.req_pool_indices, seq_lens=inputs.seq_lens, seq_lens_cpu=mirror,
-                  seq_lens_sum=total, out_cache_loc=inputs.out_cache_loc, spec_info=None, input_ids=None,
+                  seq_lens_sum=total, out_cache_loc=live_out_cache_loc(inputs) if live else inputs.out_cache_loc,
+                  spec_info=None, input_ids=None,
                   extend_seq_lens=None, encoder_swa_replay=False, encoder_lens=None, **extra)
     if "positions" in fields:
         return SimpleNamespace(**fields)
@@ -285,6 +289,8 @@ def out_graph(builder: Any, state: UpstreamGraph, inputs: VerifyInputs) -> Decis
                                          is not None else None, capture=not state.captured, positions=state.positions)
     with _phase(builder, inputs):
         state.backend.init_forward_metadata_out_graph(state.forward_batch, in_capture=not state.captured)
+        if not state.captured:
+            warm_up(state.backend, state.forward_batch, state.seen)
     state.captured = True
     return state.decision
 

@@ -66,7 +66,8 @@ if TYPE_CHECKING:
     from metadata_builders.harness.inputs import VerifyInputs
     from metadata_builders.metadata import VerifyMetadata
 
-__all__ = ["UpstreamGraph", "dispatched", "eager_in_graph", "graph_state", "in_graph", "out_graph", "runner_backend"]
+__all__ = ["UpstreamGraph", "dispatched", "eager_in_graph", "graph_state", "in_graph", "live_out_cache_loc", "out_graph",
+           "runner_backend", "warm_up"]
 
 Builder = Any
 """An :class:`~.builder.SGLangBuilder` (its ``upstream``, ``device`` and ``kernels``): it calls these phases."""
@@ -174,16 +175,46 @@ def _host_mirror(state: UpstreamGraph, inputs: VerifyInputs) -> tuple[torch.Tens
 
 
 def _forward_batch(builder: Builder, state: UpstreamGraph, inputs: VerifyInputs) -> SimpleNamespace:
-    """The fields of the runner's ``build_replay_fb_view`` that out-graph and in-graph read."""
+    """The fields of the runner's ``build_replay_fb_view`` that out-graph and in-graph read (at a replay, the live
+    ``out_cache_loc`` and layout, as upstream's runner hands them: :func:`live_out_cache_loc`)."""
     mirror, total = _host_mirror(state, inputs)
-    return _verify_forward_batch(builder.upstream, inputs, state.positions,
+    return _verify_forward_batch(builder.upstream, inputs, state.positions, replay=state.captured,
                                  seq_lens_cpu=mirror, seq_lens_sum=total)  # the sum: read at replay by 0.5.18-0.5.21
 
 
-def _verify_forward_batch(up: Any, inputs: VerifyInputs, positions: Any, **extra: Any) -> SimpleNamespace:
-    """A target-verify ``ForwardBatch`` double: what the two phases read, ``extra`` (the runner's mirror) besides."""
+def live_out_cache_loc(inputs: VerifyInputs) -> Any:
+    """The ``out_cache_loc`` upstream's runner hands the backend at a replay: the live, unpadded tensor, which the
+    backend pads to the tier itself (``F.pad``, 0.5.18-0.5.23; docs/research/sglang-runner-inputs.md D1, D3, D5).
+
+    Uniform target verify: the live ``raw_bs * W`` tensor (``build_replay_fb_view`` hands ``forward_batch.out_cache_loc``,
+    not the static slot); draft extend: the static buffer's first ``raw_bs * n`` entries (its runner's view); decode:
+    the live ``raw_bs`` tensor.  A compact ragged tier's live window is already tier-length (the planner pads it), and
+    draft decode's runner re-points the shared buffer to its static slot (0.5.19+): the static buffer itself.
+    """
+    if inputs.verify_lens is not None or inputs.mode in ("draft_decode", "idle"):
+        return inputs.out_cache_loc
+    raw = inputs.bs * (1 if inputs.mode == "decode" else inputs.num_draft_tokens)
+    view = inputs.out_cache_loc[:raw]
+    return view if inputs.mode == "draft_extend" else view.clone()
+
+
+def _live_layout(up: Any, inputs: VerifyInputs) -> Any:
+    """The ragged layout on ``spec_info`` at a replay: the scheduled compact path's device-only layout (no host copy,
+    no total: ``from_verify_lens_device``, D10), which the backend's out-graph phase pads to the tier."""
+    if inputs.verify_lens is None:
+        return None
+    return up.layout_cls.from_verify_lens_device(verify_lens=inputs.verify_lens,
+                                                 graph_num_tokens=inputs.padded_num_tokens)
+
+
+def _verify_forward_batch(up: Any, inputs: VerifyInputs, positions: Any, *, replay: bool = False,
+                          **extra: Any) -> SimpleNamespace:
+    """A target-verify ``ForwardBatch`` double: what the two phases read, ``extra`` (the runner's mirror) besides;
+    ``replay``: as the runner hands it at a replay (the live ``out_cache_loc`` and layout), else at a capture or an
+    eager step (the batch's own)."""
     modes = up.backend_module.ForwardMode
     mode = modes.DRAFT_EXTEND_V2 if inputs.mode == "draft_extend" else modes.TARGET_VERIFY
+    layout = _live_layout(up, inputs) if replay else ragged_layout(up, inputs, padded=False)
     return SimpleNamespace(
         forward_mode=mode,
         actual_forward_mode=mode,
@@ -191,10 +222,9 @@ def _verify_forward_batch(up: Any, inputs: VerifyInputs, positions: Any, **extra
         req_pool_indices=inputs.req_pool_indices,
         seq_lens=inputs.seq_lens,
         positions=positions,
-        out_cache_loc=inputs.out_cache_loc,
+        out_cache_loc=live_out_cache_loc(inputs) if replay else inputs.out_cache_loc,
         # EagleVerifyInput's fields the two phases read: V4.1's in-graph token->request map reads draft_token_num
-        spec_info=SimpleNamespace(ragged_verify_layout=ragged_layout(up, inputs, padded=False),
-                                  draft_token_num=inputs.num_draft_tokens),
+        spec_info=SimpleNamespace(ragged_verify_layout=layout, draft_token_num=inputs.num_draft_tokens),
         **extra,
     )
 
@@ -270,12 +300,29 @@ def out_graph(builder: Builder, state: UpstreamGraph, inputs: VerifyInputs) -> D
     capturing = not state.captured
     with _phase(builder, inputs):
         state.backend.init_forward_metadata_out_graph(state.forward_batch, in_capture=capturing)
+        if capturing:
+            warm_up(state.backend, state.forward_batch, state.seen)
     state.captured = True
     state.eager = "_attach_unified_kv_prefill_meta" in state.seen
     if not state.eager:
         return state.decision
     _keep_stage_values(state, capture=capturing)
     return decision(state.seen)
+
+
+def warm_up(backend: Any, forward_batch: Any, seen: dict[str, dict[str, Any]]) -> None:
+    """What upstream's runner does between the capture's out-graph call and the recording (0.5.18-0.5.23, D14): the
+    warmup forwards run the in-graph upgrade on the host, then its post-warmup hook,
+    ``on_after_cuda_graph_warmup``, restores the raw metadata so the recording re-runs the upgrade.  A hook that
+    does not restore it leaves the recording nothing to upgrade (P5 sees the capture's metadata at every replay)."""
+    hook = getattr(backend, "on_after_cuda_graph_warmup", None)
+    if hook is None:
+        return
+    before = {name: dict(args) for name, args in seen.items()}  # the spies' record is the out-graph call's, not ours
+    backend.init_forward_metadata_in_graph(forward_batch)
+    hook()
+    seen.clear()
+    seen.update(before)
 
 
 def _keep_stage_values(state: UpstreamGraph, *, capture: bool) -> None:
