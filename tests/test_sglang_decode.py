@@ -103,8 +103,8 @@ def test_upstreams_recorded_replays_refresh_every_child_that_runs_a_forward(sgla
 
 
 def test_every_field_upstream_fills_in_a_decode_step_is_judged_or_named(sglang) -> None:
-    """Coverage per mode: the target's decode fills 30 fields with compression, all judged; the V4.1 low ratios
-    are named with why (not in the decode field table yet); a draft child fills 15, all judged."""
+    """Coverage per mode: the target's decode fills 30 fields with compression, all judged, and with the V4.1 low
+    ratios (0.5.22+) 14 more, all judged; a draft child fills 15, all judged."""
     from metadata_builders.builders.sglang.coverage import coverage_of
 
     decode = coverage_of(sglang, _batch("decode", geometry=UPSTREAM_GEOMETRY), Variant("eager"))
@@ -114,8 +114,8 @@ def test_every_field_upstream_fills_in_a_decode_step_is_judged_or_named(sglang) 
         assert len(decode.judged) == 30
     if sglang.inner.upstream.capabilities.low_ratios:
         low = coverage_of(sglang, _batch("decode", geometry=LOW_RATIOS), Variant("eager"))
-        assert "core_attn_metadata.c1_out_loc" in low.not_observable
-        assert "decode modes' field table" in low.not_observable["core_attn_metadata.c1_out_loc"]
+        assert {"core_attn_metadata.c1_out_loc", "c2_indexer_metadata", "low_ratio_pos_i64"} <= set(low.judged)
+        assert not low.not_observable and len(low.judged) == len(low.produced) == 44
     draft = coverage_of(sglang, _batch("draft_decode", graph=GraphTier(3, 3), geometry=UPSTREAM_GEOMETRY),
                         Variant("graph"))
     assert len(draft.judged) == 15

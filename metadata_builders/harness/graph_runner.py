@@ -34,7 +34,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from metadata_builders.batch import GraphTier, VerifyBatch
+from metadata_builders.batch import DECODE_MODES, GraphTier, VerifyBatch
 from metadata_builders.errors import InvalidBatch
 from metadata_builders.tier import host_total, runner_tiers
 
@@ -127,6 +127,7 @@ class _Buffers:
     out_cache_loc: Any
     req_to_token: Any
     full_to_swa: Any
+    positions: Any
 
     @classmethod
     def for_tiers(cls, template: VerifyBatch, tiers: list[GraphTier], device: Any) -> _Buffers:
@@ -140,6 +141,7 @@ class _Buffers:
             torch.zeros(tokens, dtype=torch.int64, device=device),
             torch.tensor(template.req_to_token, dtype=torch.int32, device=device),
             torch.tensor(template.full_to_swa, dtype=torch.int64, device=device),
+            torch.zeros(tokens, dtype=torch.int64, device=device),
         )
 
 
@@ -152,9 +154,11 @@ def _capture_inputs(template: VerifyBatch, variant: Variant, tier: GraphTier, bu
 
     rows, tokens = tier.padded_bs, tier.graph_num_tokens
     seq_lens, slots, out = buffers.seq_lens[:rows], buffers.req_pool_indices[:rows], buffers.out_cache_loc[:tokens]
+    positions = buffers.positions[:rows if template.mode in DECODE_MODES else tokens]
     seq_lens.fill_(1)
     slots.fill_(0)
     out.fill_(0)
+    positions.fill_(0)
     lens = builder.capture_verify_lens(tokens, rows, spec.width) if spec.ragged else None
     padding = builder.capabilities.padding
     ragged_total = None if lens is None else host_total(lens, rows, tokens, tier.cap, padding)
@@ -166,5 +170,5 @@ def _capture_inputs(template: VerifyBatch, variant: Variant, tier: GraphTier, bu
         seq_lens_cpu=mirror, verify_lens_cpu=lens, num_tokens_cpu=ragged_total,
         max_seq_len=template.max_context, bs=rows, num_draft_tokens=template.num_draft_tokens,
         is_dspark=template.is_dspark, geometry=template.geometry, graph=tier, variant=variant, padding=padding,
-        runner=runner, mode=template.mode,
+        runner=runner, mode=template.mode, positions=positions,
     )

@@ -18,9 +18,10 @@ the unified pool's, the six streams are not observable, with why.  With the V4.1
 low ratios (0.5.22+, ``low_ratios=(1, 2)``) upstream fills six more per ratio -- five in
 ``core`` (``c{R}_out_loc``, ``_topk_lengths_clamp1``, ``_sparse_topk_lengths``,
 ``_sparse_page_indices``, ``_sparse_raw_indices``) and ``c{R}_indexer_metadata`` -- 45 in all; on an
-eager build the in-graph block (run after the entry point, as the dispatcher does) adds three:
-``low_ratio_req_indices`` (judged), ``low_ratio_pos_i64`` and ``core_attn_metadata.swa_out_cache_loc``
-(named) -- 46 judged / 48 produced.
+eager build the in-graph block (run after the entry point, as the dispatcher does) adds three, all
+judged: ``low_ratio_req_indices``, ``low_ratio_pos_i64`` (the forward batch's positions) and
+``core_attn_metadata.swa_out_cache_loc`` (the paged SWA store's target) -- 48 judged / 48 produced.
+Without the low ratios a dispatched build has 34 (``swa_out_cache_loc`` the one the in-graph block adds).
 A piece the adapter stubs because upstream asserts against the geometry (the
 indexer on a page other than 256) is counted as produced and not observable.
 
@@ -65,20 +66,18 @@ HARNESS_FIELDS: Mapping[str, tuple[str, ...]] = {
        for n in ("out_loc", "topk_lengths_clamp1", "sparse_topk_lengths", "sparse_page_indices", "sparse_raw_indices")},
     **{f"c{r}_indexer_metadata": (f"c{r}_indexer_compressed_seq_lens", f"c{r}_indexer_page_table") for r in (1, 2)},
     "low_ratio_req_indices": ("low_ratio_req_indices",),
+    "low_ratio_pos_i64": ("low_ratio_pos_i64",),
+    "core_attn_metadata.swa_out_cache_loc": ("swa_out_cache_loc",),
 }
 """Upstream field (relative to ``DSV4Metadata``) -> the harness fields that judge it."""
 
 DECODE_HARNESS_FIELDS: Mapping[str, tuple[str, ...]] = {
     "c4_compress_metadata": ("c4_decode_plan",),
     "c128_compress_metadata": ("c128_decode_plan",),
-    "core_attn_metadata.swa_out_cache_loc": ("swa_out_cache_loc",),
 }
-"""The decode modes' differences from :data:`HARNESS_FIELDS`: the decode plans, the paged SWA store's target."""
+"""The decode modes' differences from :data:`HARNESS_FIELDS`: the decode plans."""
 
 WHY: Mapping[str, str] = {
-    "low_ratio_pos_i64": "the forward batch's positions widened to int64 (an input the runner stages, not metadata)",
-    "core_attn_metadata.swa_out_cache_loc": "set by the in-graph block (full_to_swa of out_cache_loc, the paged SWA "
-                                            "store's target): not in metadata.FIELDS yet",
     "fp4_low_ratio_decode_workspaces": "FP4 indexer workspaces (stubbed: docs/SGLANG.md)",
     **{f"core_attn_metadata.unified.{n}": "grouped verify stream: not in metadata.FIELDS yet"
        for n in ("gasm_indices", "gasm_kv_indptr", "gasm_qo_indptr", "grp_qo_indptr", "grp_hca_indices",

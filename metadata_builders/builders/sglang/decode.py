@@ -43,16 +43,16 @@ from typing import TYPE_CHECKING, Any
 
 from metadata_builders.batch import DECODE_MODES
 from metadata_builders.errors import UpstreamNotFound
-from metadata_builders.metadata import FIELDS, Decision, VerifyMetadata, fields_for
+from metadata_builders.metadata import Decision, VerifyMetadata, fields_for
 from metadata_builders.builders.sglang.compression import unobservable
 from metadata_builders.builders.sglang.coverage import record
 from metadata_builders.builders.sglang.double import make_backend
 from metadata_builders.builders.sglang.graph import (
     UpstreamGraph,
-    _DispatchedBatch,
     _graph_attributes,
     _phase,
     runner_backend,
+    runner_positions,
 )
 from metadata_builders.builders.sglang.reading import (
     compression_fields,
@@ -124,10 +124,9 @@ def _built(backend: Any, inputs: VerifyInputs) -> Any:
     return backend.attn_backends[inputs.draft_step] if inputs.mode == "draft_decode" else backend
 
 
-def _forward_batch(up: Upstream, inputs: VerifyInputs, built: Any, mirror: Any, *, capture: bool = False,
-                   **extra: Any) -> Any:
+def _forward_batch(up: Upstream, inputs: VerifyInputs, mirror: Any, *, capture: bool = False) -> Any:
     """What the runner hands the backend: an idle rank's batch is ``IDLE`` (its replay of the decode graph), a
-    capture's ``DECODE``."""
+    capture's ``DECODE``; the positions are the harness's (the runner's static buffer on the graph path)."""
     import torch
 
     modes = up.backend_module.ForwardMode
@@ -138,10 +137,9 @@ def _forward_batch(up: Upstream, inputs: VerifyInputs, built: Any, mirror: Any, 
     fields = dict(forward_mode=mode, actual_forward_mode=mode, batch_size=inputs.rows,
                   req_pool_indices=inputs.req_pool_indices, seq_lens=inputs.seq_lens, seq_lens_cpu=mirror,
                   seq_lens_sum=total, out_cache_loc=inputs.out_cache_loc, spec_info=None, input_ids=None,
-                  extend_seq_lens=None, encoder_swa_replay=False, encoder_lens=None, **extra)
-    if "positions" in fields:
-        return SimpleNamespace(**fields)
-    return _DispatchedBatch(built, **fields)  # positions: the build's own, read when asked
+                  extend_seq_lens=None, encoder_swa_replay=False, encoder_lens=None,
+                  positions=runner_positions(inputs, inputs.seq_lens.device))
+    return SimpleNamespace(**fields)
 
 
 def decode(up: Upstream, inputs: VerifyInputs, device: Any) -> VerifyMetadata:
@@ -152,12 +150,14 @@ def decode(up: Upstream, inputs: VerifyInputs, device: Any) -> VerifyMetadata:
     seen: dict[str, dict[str, Any]] = {}
     backend = (_multi_step if inputs.mode == "draft_decode" else _target_backend)(up, inputs, device, seen)
     built = _built(backend, inputs)
-    batch = _forward_batch(up, inputs, built, None)
+    batch = _forward_batch(up, inputs, None)
     if inputs.mode == "idle":
         entry = "init_forward_metadata_out_graph"
         built.init_cuda_graph_state(max_bs=inputs.rows, max_num_tokens=inputs.padded_num_tokens)
         built.init_forward_metadata_out_graph(batch)
-        built.init_forward_metadata_in_graph(batch)
+        # an idle rank replays the in-graph block its decode graph captured: recorded for a DECODE batch (the
+        # V4.1 low-ratio maps included), whatever mode the replay's out-graph work saw
+        built.init_forward_metadata_in_graph(_forward_batch(up, inputs, None, capture=True))
     elif inputs.geometry.page_size % 128 == 0:
         entry = "init_forward_metadata"
         built.init_forward_metadata(batch)
@@ -170,9 +170,7 @@ def decode(up: Upstream, inputs: VerifyInputs, device: Any) -> VerifyMetadata:
     md = built.forward_metadata
     metadata = read_decode(md, seen, inputs.geometry, inputs.mode, _missing(up, inputs))
     compression = inputs.geometry.compression
-    low = inputs.mode != "draft_decode" and up.capabilities.low_ratios and compression is not None and \
-        compression.low_ratios
-    why = {**(_LOW_RATIOS_NOT_JUDGED if low else {}), **dict.fromkeys(metadata.not_observable, "not built by upstream"),
+    why = {**dict.fromkeys(metadata.not_observable, "not built by upstream"),
            **streams_unobservable(inputs.geometry, metadata.not_observable)}
     if compression is None and up.capabilities.forced_compression:  # 0.5.18-0.5.20: the stubs of forced compression
         why.update(unobservable(inputs.geometry, False))
@@ -185,9 +183,6 @@ def decode(up: Upstream, inputs: VerifyInputs, device: Any) -> VerifyMetadata:
 
 _DRAFT_COMPRESSES = ("a draft child's compressed groups: 0.5.18-0.5.20 force need_compress on, and no draft layer "
                      "(compress_ratio 0) reads them (docs/FINDINGS.md F24)")
-_LOW_RATIOS_NOT_JUDGED = {name: "the V4.1 low ratios of a decode step: not in the decode modes' field table yet "
-                                "(metadata.fields_for)" for name, spec in FIELDS.items() if spec.group == "low_ratios"}
-"""Why upstream's V4.1 low-ratio fields of a decode build (0.5.22+, a geometry with ratios 1/2) are not judged."""
 
 
 def _step_out_cache_loc(up: Upstream, child: Any, inputs: VerifyInputs) -> Any:
@@ -215,7 +210,9 @@ def read_decode(md: Any, seen: dict[str, dict[str, Any]], geometry: Any, mode: s
     ``seq_lens`` and ``req_pool_indices_repeated`` are the arguments ``make_core_attn_metadata`` received (the
     row lengths after the child's step, the slots); ``swa_out_cache_loc`` the in-graph block's
     ``core.swa_out_cache_loc``; each ``c{R}_decode_plan`` the ``DecodePlan`` bytes of ``c{R}_compress_metadata``
-    as int32 rows ``[seq_len, write_loc, read_page_0, read_page_1]``.  A field upstream left ``None`` (or one
+    as int32 rows ``[seq_len, write_loc, read_page_0, read_page_1]``; the V4.1 low ratios (0.5.22+, decode and
+    idle) as target verify's (:func:`~.reading.compression_fields`: ``_init_low_ratio_indexer_metadata
+    (is_prefill=False)``, the in-graph block's ``low_ratio_req_indices``/``low_ratio_pos_i64``).  A field upstream left ``None`` (or one
     ``unobservable`` names) is not observable.
     """
     core = md.core_attn_metadata
@@ -231,7 +228,7 @@ def read_decode(md: Any, seen: dict[str, dict[str, Any]], geometry: Any, mode: s
     fields.update(decode_streams(unified, geometry)[0])
     names = fields_for(geometry, mode)
     if mode != "draft_decode" and geometry.compression is not None:  # a draft child compresses nothing
-        fields.update(compression_fields(md))
+        fields.update(compression_fields(md, geometry.compression.low_ratios))  # the low ratios: 0.5.22+ only
         for ratio in (4, 128):
             plan = getattr(md, f"c{ratio}_compress_metadata", None)
             plan_d = getattr(plan, "plan_d", None)
@@ -268,9 +265,8 @@ def graph_state(builder: Any, inputs: VerifyInputs) -> UpstreamGraph:
             backend = make(up, inputs, builder.device, seen)
             backend.init_cuda_graph_state(max_bs=inputs.rows, max_num_tokens=inputs.padded_num_tokens)
         shared.update(backend=backend, seen=seen)
-    positions = torch.zeros(inputs.rows, dtype=torch.int64, device=builder.device)
     mirror = torch.zeros(inputs.rows, dtype=torch.int64)
-    return UpstreamGraph(backend, seen, positions, mirror, eager=False)
+    return UpstreamGraph(backend, seen, runner_positions(inputs, builder.device), mirror, eager=False)
 
 
 def out_graph(builder: Any, state: UpstreamGraph, inputs: VerifyInputs) -> Decision | None:
@@ -280,8 +276,8 @@ def out_graph(builder: Any, state: UpstreamGraph, inputs: VerifyInputs) -> Decis
 
     if inputs.seq_lens_cpu is not None:
         state.mirror.copy_(torch.tensor(inputs.seq_lens_cpu, dtype=torch.int64))
-    state.forward_batch = _forward_batch(builder.upstream, inputs, None, state.mirror if inputs.seq_lens_cpu
-                                         is not None else None, capture=not state.captured, positions=state.positions)
+    state.forward_batch = _forward_batch(builder.upstream, inputs, state.mirror if inputs.seq_lens_cpu is not None
+                                         else None, capture=not state.captured)
     with _phase(builder, inputs):
         state.backend.init_forward_metadata_out_graph(state.forward_batch, in_capture=not state.captured)
     state.captured = True
