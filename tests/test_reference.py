@@ -625,3 +625,18 @@ def test_the_draft_extend_reference_gives_its_worked_example() -> None:
     assert all(set(row) == {-1} for row in graph["swa_page_indices"][6:8])  # a length <= 0 reads nothing
     eager = draft_extend_fields(batch)
     assert eager["seq_lens_casual"] == [8, 9, 10, 4, 5, 6] and eager["pf_cu_q"] == [0, 0, 0, 3, 3, 3]
+
+
+def test_the_in_graph_blocks_worked_example() -> None:
+    """reference/in_graph.py's example: the forward batch's positions (a pad row's at 0, not its causal 1, 2) and the
+    paged SWA targets (a pad's 0 translated to the dummy slot full_to_swa[0] = 100)."""
+    from metadata_builders.reference.in_graph import forward_positions, swa_out_cache_loc
+
+    batch = make_batch([5, 3], [2, 1], 2, width=20, graph=GraphTier(3, 6))
+    assert batch.out_cache_loc == (45, 46, 23, 24)
+    assert forward_positions(batch, 6) == [5, 6, 3, 4, 0, 0] and forward_positions(batch, 4) == [5, 6, 3, 4]
+    fields = ReferenceBuilder().build(batch, Variant("graph")).fields
+    assert fields["positions_casual"] == [5, 6, 3, 4, 1, 2]
+    assert fields["raw_out_loc"] == [45, 46, 23, 24, 0, 0]
+    assert fields["swa_out_cache_loc"] == swa_out_cache_loc(batch.full_to_swa, fields["raw_out_loc"]) == \
+        [145, 146, 123, 124, 100, 100]

@@ -23,7 +23,7 @@ CheckId = Literal[
     "p3.vs_synced", "p3.map_synced",
     "p4.used_output_size", "p4.exact_num_tokens", "p4.output_size_value", "p4.gate_vs_gate",
     "p5.graph_vs_eager_row", "p5.graph_vs_eager_token", "p5.plan_entries", "p5.pad_plan_ring", "p5.field_short",
-    "p5.pads_cover_tier", "p5.pad_slot", "p5.pad_reads_nothing", "p5.tail_inert", "p5.tail_store_guard", "p5.tail_ring",
+    "p5.pads_cover_tier", "p5.pad_slot", "p5.pad_reads_nothing", "p5.pad_paged_store", "p5.tail_inert", "p5.tail_store_guard", "p5.tail_ring",
     "p5.capture_sync", "p5.replay_shape", "p5.replay_storage", "p5.replay_writes_input", "p5.replay_vs_fresh", "p5.in_graph_vs_reference",
     "p5.runner_replay_storage", "p5.runner_replay_vs_fresh", "p5.runner_geometry", "p5.capture_geometry",
     "p6.planner_overflow", "p6.oob_read", "p6.synced_map_faulted", "p6.eagle_faulted_under_dspark",
@@ -36,7 +36,8 @@ CheckId = Literal[
     "p10.pad_writes_other_slot", "p10.live_row_lost", "p10.window_read", "p10.compressed_store",
     "p10.pad_compressed_store", "p10.compressed_read", "p10.store_dropped", "p10.real_writes_other_slot",
     "p10.state_write_misplaced", "p10.full_store_misplaced", "p10.pad_full_store",
-    "p10.page_read",
+    "p10.page_read", "p10.paged_store_misplaced", "p10.pad_paged_store", "p10.paged_window_read",
+    "p10.low_ratio_position",
     "run.worker_died",
 ]
 """Every check id; ``raised`` is any property whose builder raised (its origin says where)."""

@@ -17,13 +17,14 @@ reads the **forward batch**, not the metadata:
   :mod:`.low_ratios`.
 
 Worked example -- uniform verify, slots ``[2, 1]``, ``seq_lens = [5, 3]``, 2 drafts, a graph
-tier of 3 rows / 6 tokens, ``out_cache_loc = [40, 41, 20, 21]``, ``full_to_swa[x] = 100 + x``::
+tier of 3 rows / 6 tokens, ``req_to_token[s][p] = 20 s + p`` (so ``out_cache_loc = [45, 46, 23, 24]``),
+``full_to_swa[x] = 100 + x``::
 
     positions (forward batch)  = [5, 6, 3, 4, 0, 0]        # the pad row's two tokens: the runner's 0
     positions_casual           = [5, 6, 3, 4, 1, 2]        # the pad row: seq_len 1 + 2 drafts
-    raw_out_loc                = [40, 41, 20, 21, 0, 0]
-    swa_out_cache_loc          = [140, 141, 120, 121, 100, 100]   # pads: full_to_swa[0], the dummy slot
-    low_ratio_pos_i64          = [5, 6, 3, 4, 0, 0]
+    raw_out_loc                = [45, 46, 23, 24, 0, 0]
+    swa_out_cache_loc          = [145, 146, 123, 124, 100, 100]   # pads: full_to_swa[0], the dummy slot
+    low_ratio_pos_i64          = [5, 6, 3, 4, 0, 0]        # with the V4.1 low ratios
 """
 
 from __future__ import annotations
