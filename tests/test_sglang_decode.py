@@ -13,6 +13,7 @@ from hypothesis import HealthCheck, given, settings
 
 from metadata_builders import Compression, Geometry, GraphTier, Variant, VerifyBatch, get_builder
 from metadata_builders.errors import PropertyFailure
+from metadata_builders.metadata import FIELDS
 from metadata_builders.properties import check_p1_reference, check_p5_graph_vs_eager
 from metadata_builders.reference.decode import decode_plans
 from metadata_builders.runs.findings import known_finding
@@ -75,13 +76,16 @@ def test_upstreams_decode_modes_equal_the_reference_field_for_field(sglang, refe
     got, want = sglang.build(batch, Variant(path)), reference.build(batch, Variant(path))
     known = set().union(*(fields for finding, fields in known_findings(batch, sglang.inner.upstream).items()
                           if finding != "F23"))  # F23 is a replay's (P5)
-    assert not got.not_observable
-    differing = {n for n in want.fields if got.fields[n] != want.fields[n]}
+    # a release without the V4.1 low ratios (0.5.18-0.5.21) builds none of them: not produced there, named
+    unbuilt = set() if sglang.inner.upstream.capabilities.low_ratios else {
+        n for n in want.fields if FIELDS[n].group == "low_ratios"}
+    assert set(got.not_observable) == unbuilt
+    differing = {n for n in want.fields if n not in unbuilt and got.fields[n] != want.fields[n]}
     assert differing <= known
     for finding, fields in known_findings(batch, sglang.inner.upstream).items():
         assert finding == "F23" or differing & fields, f"{finding} no longer reproduces on SGLang's {mode}"
     assert {n: v for n, v in got.fields.items() if n not in known} == {n: v for n, v in want.fields.items()
-                                                                         if n not in known}
+                                                                         if n not in known | unbuilt}
     assert got.audit.host_syncs == [] and got.audit.faults == []
 
 
