@@ -120,6 +120,9 @@ def test_every_field_upstream_fills_in_a_decode_step_is_judged_or_named(sglang) 
         low = coverage_of(sglang, _batch("decode", geometry=LOW_RATIOS), Variant("eager"))
         assert {"core_attn_metadata.c1_out_loc", "c2_indexer_metadata", "low_ratio_pos_i64"} <= set(low.judged)
         assert not low.not_observable and len(low.judged) == len(low.produced) == 44
+        small = dataclasses.replace(LOW_RATIOS, page_size=128)  # upstream's indexer asserts page 256: named, why
+        named = coverage_of(sglang, _batch("decode", geometry=small), Variant("eager")).not_observable
+        assert "asserts page_size == 256" in named["c2_indexer_metadata"], named
     draft = coverage_of(sglang, _batch("draft_decode", graph=GraphTier(3, 3), geometry=UPSTREAM_GEOMETRY),
                         Variant("graph"))
     assert len(draft.judged) == 15

@@ -170,8 +170,8 @@ def decode(up: Upstream, inputs: VerifyInputs, device: Any) -> VerifyMetadata:
     md = built.forward_metadata
     metadata = read_decode(md, seen, inputs.geometry, inputs.mode, _missing(up, inputs))
     compression = inputs.geometry.compression
-    why = {**dict.fromkeys(metadata.not_observable, "not built by upstream"),
-           **streams_unobservable(inputs.geometry, metadata.not_observable)}
+    why = {**dict.fromkeys(metadata.not_observable, "not built by upstream"), **(_missing(up, inputs) or {}),
+           **streams_unobservable(inputs.geometry, metadata.not_observable)}  # a stub's reason: what upstream asserts
     if compression is None and up.capabilities.forced_compression:  # 0.5.18-0.5.20: the stubs of forced compression
         why.update(unobservable(inputs.geometry, False))
     if inputs.mode == "draft_decode" and up.capabilities.forced_compression and compression is not None:
