@@ -56,8 +56,8 @@ def low_ratio_groups(inputs: VerifyInputs, core: dict[str, torch.Tensor], *,
         fields = low_ratio_compression(ratio, core["seq_lens_casual"], core["raw_out_loc"])
         clamp1 = fields[f"c{ratio}_topk_lengths_clamp1"]
         fields.update(low_ratio_sparse(ratio, inputs, clamp1))
-        rows = torch.div(core["seq_lens_casual"], ratio, rounding_mode="floor").to(_I32) if is_prefill else clamp1
-        fields.update(low_ratio_indexer(ratio, inputs, core["page_table"], rows))
+        lengths = torch.div(core["seq_lens_casual"], ratio, rounding_mode="floor").to(_I32) if is_prefill else clamp1
+        fields.update(low_ratio_indexer(ratio, inputs, core["page_table"], lengths))
         out.update(fields)
     return out
 
@@ -101,8 +101,8 @@ def low_ratio_sparse(ratio: int, inputs: VerifyInputs, clamp1: torch.Tensor) -> 
 
 
 def low_ratio_indexer(ratio: int, inputs: VerifyInputs, page_table: torch.Tensor,
-                      clamp1: torch.Tensor) -> dict[str, torch.Tensor]:
-    """Decode-row indexer metadata: the clamp-1 lengths; page ``p`` as ``b`` indexer pages ``p * b + k``.
+                      lengths: torch.Tensor) -> dict[str, torch.Tensor]:
+    """The indexer metadata: ``lengths`` (decode rows: the clamp-1 ones), page ``p`` as ``b`` pages ``p * b + k``.
 
     ``b = page_size // R // 64``: page 256 gives 4 for c1, 2 for c2; ``b = 1`` is the table itself.
     """
@@ -110,6 +110,6 @@ def low_ratio_indexer(ratio: int, inputs: VerifyInputs, page_table: torch.Tensor
     k = torch.arange(blocks, dtype=_I64, device=page_table.device)
     expanded = (page_table.to(_I64).unsqueeze(-1) * blocks + k).reshape(page_table.shape[0], -1)
     return {
-        f"c{ratio}_indexer_compressed_seq_lens": clamp1,
+        f"c{ratio}_indexer_compressed_seq_lens": lengths,
         f"c{ratio}_indexer_page_table": expanded.to(_I32),
     }
