@@ -3,7 +3,8 @@
 P10 (docs/DESIGN.md section 3) judges a build by what its metadata makes upstream's
 kernels do to the KV state, not by its values: a rule wrong the same way in the
 reference and in a builder still fails it.  This module is the state; the judging
-is :mod:`metadata_builders.properties.kv`.
+is :mod:`metadata_builders.properties.kv`.  Besides the ring it models the compressed pools'
+addressing, the compressor-state rings and the paged SWA pool (:class:`PagedSwa`).
 
 **The ring.**  ``rows = num_slots * ring_size``; position ``p`` of request slot ``s``
 lives in row ``s * ring_size + p % ring_size`` (the pool's addressing: upstream's
@@ -44,8 +45,8 @@ from metadata_builders.tier import Padding, tier_verify_lens
 if TYPE_CHECKING:
     from metadata_builders.batch import VerifyBatch
 
-__all__ = ["PagedSwa", "Ring", "StateRing", "Store", "Token", "compressed_row", "layout_tokens", "paged_tables", "ring_unfit",
-           "state_live_from", "state_unfit", "state_window", "step_width", "prefill_stores", "swa_stores",
+__all__ = ["PagedSwa", "Ring", "StateRing", "Store", "Token", "compressed_row", "layout_tokens", "paged_tables",
+           "ring_unfit", "state_live_from", "state_unfit", "state_window", "step_width", "prefill_stores", "swa_stores",
            "unpaged_slots"]
 
 TokenKind = Literal["real", "pad row", "absorbed", "tail"]

@@ -360,8 +360,9 @@ def _positions_len(batch: VerifyBatch, rows: int, tokens: int) -> int:
 
 
 def fill_positions(positions: torch.Tensor, batch: VerifyBatch) -> None:
-    """The forward batch's positions in place: the real tokens' (:attr:`~metadata_builders.batch.VerifyBatch.positions`),
-    then 0, as upstream's runner refills its static ``positions[:padded_tokens]`` (slot policy ZERO)."""
+    """The forward batch's positions in place: the real tokens'
+    (:attr:`~metadata_builders.batch.VerifyBatch.positions`), then 0, as upstream's runner refills its static
+    ``positions[:padded_tokens]`` (slot policy ZERO)."""
     import torch
 
     positions.fill_(0)

@@ -56,8 +56,8 @@ def judge_paged_swa(variant: Variant, batch: VerifyBatch, tokens: list[Token], f
             held = state.get(loc)
             what = (f", which holds slot {held[0]}'s position {held[1]} (a real request reads it): a padding token's "
                     "K over a live one" if held is not None else "")
-            raise _fail("P10", variant, f"swa_out_cache_loc: {tok.describe()} stores at paged SWA location {loc}{what}; "
-                        f"padding stores only at the dummy slot full_to_swa[0] = {pool.dummy}",
+            raise _fail("P10", variant, f"swa_out_cache_loc: {tok.describe()} stores at paged SWA location "
+                        f"{loc}{what}; padding stores only at the dummy slot full_to_swa[0] = {pool.dummy}",
                         field="swa_out_cache_loc", index=tok.index, expected=pool.dummy, actual=loc,
                         check="p10.pad_overwrites_live" if held is not None else "p10.pad_paged_store")
     _window_reads(variant, pool, tokens, fields, state)

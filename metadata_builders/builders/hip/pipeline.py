@@ -7,7 +7,8 @@ Each function is one stage of ``DeepseekV4HipRadixBackend`` and receives what up
 ``verify_extension`` (``init_forward_metadata_target_verify_old``: ``+ draft``, ragged layout, tier padding),
 ``causal_expansion`` (``ExpandPrefillCausally``), ``core_metadata`` (``make_core_attn_metadata``),
 ``unified_prefill_meta`` (``_attach_unified_kv_prefill_meta``, the token map), ``decode_streams`` (the SWA ring),
-``index_streams`` (``build_decode_streams``), ``swa_out_cache_loc`` (the in-graph block's paged SWA target), ``draft_extend_layout`` (``init_forward_metadata_draft_extend``'s
+``index_streams`` (``build_decode_streams``), ``swa_out_cache_loc`` (the in-graph block's paged SWA target),
+``draft_extend_layout`` (``init_forward_metadata_draft_extend``'s
 rows); for graph replay ``token_map`` (out-graph), ``prefill_state`` (in-graph) and ``graph_key`` (the per-tier
 store's key).  :mod:`.builder` chains them (``target_verify``, ``draft_extend``, :class:`~.builder.HipBuilder`
 and its graph phases); :mod:`.compression` and :mod:`.low_ratios` hold the compression groups, :mod:`.decode` the

@@ -211,9 +211,9 @@ def read_decode(md: Any, seen: dict[str, dict[str, Any]], geometry: Any, mode: s
     row lengths after the child's step, the slots); ``swa_out_cache_loc`` the in-graph block's
     ``core.swa_out_cache_loc``; each ``c{R}_decode_plan`` the ``DecodePlan`` bytes of ``c{R}_compress_metadata``
     as int32 rows ``[seq_len, write_loc, read_page_0, read_page_1]``; the V4.1 low ratios (0.5.22+, decode and
-    idle) as target verify's (:func:`~.reading.compression_fields`: ``_init_low_ratio_indexer_metadata
-    (is_prefill=False)``, the in-graph block's ``low_ratio_req_indices``/``low_ratio_pos_i64``).  A field upstream left ``None`` (or one
-    ``unobservable`` names) is not observable.
+    idle) as target verify's (:func:`~.reading.compression_fields`: ``_init_low_ratio_indexer_metadata``'s
+    ``is_prefill=False`` group, the in-graph block's ``low_ratio_req_indices`` and ``low_ratio_pos_i64``).  A field
+    upstream left ``None`` (or one ``unobservable`` names) is not observable.
     """
     core = md.core_attn_metadata
     core_args = seen["make_core_attn_metadata"]
