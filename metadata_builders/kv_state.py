@@ -3,7 +3,8 @@
 P10 (docs/DESIGN.md section 3) judges a build by what its metadata makes upstream's
 kernels do to the KV state, not by its values: a rule wrong the same way in the
 reference and in a builder still fails it.  This module is the state; the judging
-is :mod:`metadata_builders.properties.kv`.
+is :mod:`metadata_builders.properties.kv`.  Besides the ring it models the compressed pools'
+addressing, the compressor-state rings and the paged SWA pool (:class:`PagedSwa`).
 
 **The ring.**  ``rows = num_slots * ring_size``; position ``p`` of request slot ``s``
 lives in row ``s * ring_size + p % ring_size`` (the pool's addressing: upstream's
@@ -44,8 +45,8 @@ from metadata_builders.tier import Padding, tier_verify_lens
 if TYPE_CHECKING:
     from metadata_builders.batch import VerifyBatch
 
-__all__ = ["Ring", "StateRing", "Store", "Token", "compressed_row", "layout_tokens", "paged_tables", "ring_unfit",
-           "state_live_from", "state_unfit", "state_window", "step_width", "prefill_stores", "swa_stores",
+__all__ = ["PagedSwa", "Ring", "StateRing", "Store", "Token", "compressed_row", "layout_tokens", "paged_tables",
+           "ring_unfit", "state_live_from", "state_unfit", "state_window", "step_width", "prefill_stores", "swa_stores",
            "unpaged_slots"]
 
 TokenKind = Literal["real", "pad row", "absorbed", "tail"]
@@ -354,3 +355,50 @@ class StateRing:
             for p in range(state_live_from(prefix, self.ratio), prefix + b.extend_lens[i]):
                 out[self.row(slot, p)] = (slot, p)
         return out
+
+
+# -- the paged SWA pool: each token's SWA K stored at swa_out_cache_loc, each window read through swa_page_indices --
+
+
+class PagedSwa:
+    """The paged SWA pool of one batch (the store ``swa_out_cache_loc`` feeds, the reads ``swa_page_indices`` make):
+    SWA location ``full_to_swa[req_to_token[s][p]]`` holds position ``p`` of slot ``s``.
+
+    Before the step each request's window history ``L - w + 1 .. L - 1`` is in place; the step's real token stores
+    at ``full_to_swa[out_cache_loc]`` (the location its caller allocated), where the window reads of later tokens
+    look it up through the table.  The full pool's location 0 is its reserved padding location (upstream's allocator
+    never hands it out), so padding stores at ``full_to_swa[0]``, the **dummy slot**; a position the batch's table
+    puts at location 0 (the strategies' tables may) is not judged, nor one whose location maps to ``-1`` (a hole, the
+    sentinel: no slot, the reads skip it).
+
+    Worked example -- window 2, ``full_to_swa[x] = 100 + x``, slot 1 with ``req_to_token[1][p] = 10 + p``, prefix 4
+    verifying 2 (``out_cache_loc = [14, 15]``): before the step SWA location 113 holds (1, 3); the real tokens store
+    (1, 4) at 114 and (1, 5) at 115; a pad token stores at 100, the dummy slot; token 1 reads 115 and 114.
+    """
+
+    def __init__(self, batch: VerifyBatch) -> None:
+        self.batch = batch
+        self.dummy = batch.full_to_swa[0]
+        self.window = batch.geometry.swa_window
+
+    def target(self, full: int) -> int | None:
+        """The SWA location of full location ``full``; None for the padding location 0 and an unmapped one."""
+        if full <= 0 or full >= len(self.batch.full_to_swa):
+            return None
+        loc = self.batch.full_to_swa[full]
+        return None if loc < 0 else loc
+
+    def location(self, slot: int, position: int) -> int | None:
+        """Where the reads look up ``slot``'s ``position``: its table entry's SWA location (None: not judged)."""
+        row = self.batch.req_to_token[slot]
+        return self.target(row[position]) if 0 <= position < len(row) else None
+
+    def history(self) -> dict[int, Holder]:
+        """What the pool holds before the step at the locations a real request reads: its window's earlier positions."""
+        held: dict[int, Holder] = {}
+        for slot, prefix in zip(self.batch.req_pool_indices, self.batch.first_positions):
+            for p in range(max(0, prefix - self.window + 1), prefix):
+                loc = self.location(slot, p)
+                if loc is not None:
+                    held[loc] = (slot, p)
+        return held

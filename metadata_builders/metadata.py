@@ -66,12 +66,8 @@ class FieldSpec:
         return self.group in COMPRESSION_GROUPS
 
 
-def _fields(*specs: FieldSpec) -> Mapping[str, FieldSpec]:
-    return MappingProxyType({spec.name: spec for spec in specs})
-
-
-GROUPS: tuple[str, ...] = ("core", "unified", "streams", "compressed", "sparse", "indexer", "plans", "low_ratios",
-                           "decode")
+GROUPS: tuple[str, ...] = ("core", "unified", "paged_swa", "streams", "compressed", "sparse", "indexer", "plans",
+                           "low_ratios", "decode")
 """The groups of the metadata, in pipeline order (DESIGN.md section 2)."""
 
 COMPRESSION_GROUPS: frozenset[str] = frozenset({"compressed", "sparse", "indexer", "plans", "low_ratios"})
@@ -136,7 +132,7 @@ def _low_ratio(ratio: int) -> tuple[FieldSpec, ...]:
     )
 
 
-FIELDS: Mapping[str, FieldSpec] = _fields(
+FIELDS: Mapping[str, FieldSpec] = MappingProxyType({spec.name: spec for spec in (
     FieldSpec("seq_lens", "row", "(rows,)", "prefix plus verify tokens", absorbing_row="own"),
     FieldSpec("extend_seq_lens", "row", "(rows,)", "verify tokens per row (tier-padded on the graph path)",
               absorbing_row="own"),
@@ -199,13 +195,16 @@ FIELDS: Mapping[str, FieldSpec] = _fields(
               "the request slot each token's V4.1 low-ratio compressor state is read from and written to: the slot "
               "its stores go to (verify_store_state_slot); 0 for pad rows", dtype="int64", group="low_ratios",
               pad_slot=True),
+    FieldSpec("low_ratio_pos_i64", "token", "(padded_num_tokens,)", "the forward batch's positions widened: each "
+              "real token's (its c2 state row, its RoPE), 0 past them", dtype="int64", group="low_ratios", tail=0),
     *_low_ratio(1),
     *_low_ratio(2),
-    FieldSpec("swa_out_cache_loc", "token", "(rows,)", "full_to_swa[raw_out_loc]: where the decode token's SWA KV "
-              "is stored (the paged SWA pool)", group="decode"),
+    FieldSpec("swa_out_cache_loc", "token", "(padded_num_tokens,)", "full_to_swa[out_cache_loc]: where the token's "
+              "SWA K is stored in the paged SWA pool (the in-graph block); pads: full_to_swa[0], the dummy slot",
+              group="paged_swa"),
     *(FieldSpec(f"c{ratio}_decode_plan", "token", "(rows, 4)", _PLAN_D.format(ratio=ratio), dims=2, group="decode",
                 ratio=ratio) for ratio in (4, 128)),
-)
+)})
 """Every metadata field, in pipeline order, with its shape: the one place these facts live."""
 
 FIELD_NAMES: tuple[str, ...] = tuple(FIELDS)
@@ -221,32 +220,36 @@ BASE_FIELD_NAMES: tuple[str, ...] = tuple(name for name, spec in FIELDS.items() 
 """The fields every build produces, whatever the geometry."""
 
 STREAM_FIELD_NAMES: tuple[str, ...] = tuple(name for name, spec in FIELDS.items() if spec.group == "streams")
-"""The decode index streams: judged where the SWA window equals the unified pool's window (upstream: both 128).
-Elsewhere upstream's window kernel writes ``min(pos + 1, unified_swa_window)`` entries into segments sized
-``min(pos + 1, swa_window)``: half a segment unwritten, or an overrun into the next token's."""
+"""The decode index streams: judged where the SWA window equals the unified pool's window (upstream: both 128); elsewhere
+its kernel writes ``min(pos + 1, unified_swa_window)`` entries into ``min(pos + 1, swa_window)``-sized segments."""
 
 
 DRAFT_EXTEND_FIELD_NAMES: tuple[str, ...] = tuple(n for n in BASE_FIELD_NAMES if n not in (
     "extend_start_loc", "verify_store_state_slot", "swa_loc"))
-"""Mode ``draft_extend``'s fields (0.5.23 ``init_forward_metadata_draft_extend``, ``need_compress=False``): rows (no
-``extend_start_loc``: upstream passes none), core with a one-column page table, unified prefill mapping; no ring store,
-streams or compression whatever the geometry.  ``extend_seq_lens`` is ``n`` on every row, ``seq_lens`` prefix + n."""
+"""Mode ``draft_extend``'s fields (0.5.23 ``init_forward_metadata_draft_extend``, ``need_compress=False``): rows, core
+(a one-column page table), the unified prefill mapping; no ``extend_start_loc``, ring store, streams or compression."""
 
-MODE_FIELD_NAMES: Mapping[str, tuple[str, ...] | None] = MappingProxyType({
-    "target_verify": None, "draft_extend": DRAFT_EXTEND_FIELD_NAMES, "decode": None, "draft_decode": None,
-    "idle": None})
+MODE_FIELD_NAMES: Mapping[str, tuple[str, ...] | None] = MappingProxyType(
+    {"target_verify": None, "draft_extend": DRAFT_EXTEND_FIELD_NAMES, "decode": None, "draft_decode": None, "idle": None})
 """The fields each built mode of the MTP step produces (None: by geometry, :func:`fields_for`)."""
 
 COMMON_FIELD_NAMES: tuple[str, ...] = ("seq_lens", *(n for n, s in FIELDS.items() if s.group == "core" and s.per == "token"))
 """What a build of every mode produces: the rows' ``seq_lens`` and the core group's per-token fields."""
 
+
+def _low_ratio_field(spec: FieldSpec, low_ratios: tuple[int, ...]) -> bool:
+    """A field of group ``low_ratios`` the geometry's ``low_ratios`` produce (the per-token maps with any of them)."""
+    return spec.group == "low_ratios" and (spec.ratio in low_ratios or (spec.ratio is None and bool(low_ratios)))
+
+
 def _decode_fields(geometry: Any, mode: str) -> tuple[str, ...]:
-    """The decode modes (0.5.23 ``make_forward_metadata_from_raw_decode``): one token per row; the core group, the SWA
-    ring target (``swa_loc``, ``verify_store_state_slot``), the paged SWA target, the index streams; with compression
-    decode (not a draft worker: ``need_compress=False``) also the compressed groups and a decode plan per row and ratio."""
+    """The decode modes (0.5.23 ``make_forward_metadata_from_raw_decode``): one token per row; core, the SWA targets,
+    the streams; compressed decode (not a draft worker) also the compressed groups, decode plans and low ratios."""
     compressed = mode in ("decode", "idle") and geometry.compression is not None
+    low = geometry.compression.low_ratios if compressed else ()
     return tuple(name for name, spec in FIELDS.items()
-                 if name in COMMON_FIELD_NAMES or name in ("verify_store_state_slot", "swa_loc", "swa_out_cache_loc")
+                 if name in COMMON_FIELD_NAMES or name in ("verify_store_state_slot", "swa_loc")
+                 or spec.group == "paged_swa" or _low_ratio_field(spec, low)
                  or (spec.group == "streams" and geometry.swa_window == geometry.unified_swa_window)
                  or (compressed and (spec.group in ("compressed", "sparse", "indexer") or name.endswith("_decode_plan"))))
 
@@ -263,8 +266,8 @@ def fields_for(geometry: Any, mode: str = "target_verify", *, draft_runner: bool
     compression = geometry.compression
     low_ratios = () if compression is None else getattr(compression, "low_ratios", ())
     return tuple(name for name, spec in FIELDS.items()
-                 if spec.group in ("core", "unified") or (spec.group == "streams" and streams)
-                 or (spec.group == "low_ratios" and (spec.ratio in low_ratios or (spec.ratio is None and low_ratios)))
+                 if spec.group in ("core", "unified", "paged_swa") or (spec.group == "streams" and streams)
+                 or _low_ratio_field(spec, low_ratios)
                  or (spec.needs_compression and spec.group != "low_ratios" and compression is not None))
 
 
@@ -411,13 +414,10 @@ class Audit:
     captured buffers, so its storage equals the first replay's (P5)."""
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "host_syncs": [s.to_dict() for s in self.host_syncs],
-            "faults": [f.to_dict() for f in self.faults],
-            "token_maps": [t.to_dict() for t in self.token_maps],
-            "inputs_written": [c.to_dict() for c in self.inputs_written],
-            "divergence_delivered": self.divergence_delivered,
-        }
+        return {"host_syncs": [s.to_dict() for s in self.host_syncs], "faults": [f.to_dict() for f in self.faults],
+                "token_maps": [t.to_dict() for t in self.token_maps],
+                "inputs_written": [c.to_dict() for c in self.inputs_written],
+                "divergence_delivered": self.divergence_delivered}
 
 
 @dataclass(frozen=True, slots=True)
@@ -478,9 +478,7 @@ def _first_diff(expected: Any, actual: Any, prefix: tuple[int, ...]) -> tuple[tu
             if found is not None:
                 return found
         return None
-    if expected != actual:
-        return prefix, expected, actual
-    return None
+    return prefix, expected, actual
 
 
 def first_difference(

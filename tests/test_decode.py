@@ -54,6 +54,24 @@ def test_the_worked_example() -> None:
     assert decode["seq_lens"] == [8, 4] and decode["positions_casual"] == [7, 3] and decode["raw_out_loc"] == [19, 27]
 
 
+def test_a_decode_step_builds_the_v41_low_ratios_as_decode_rows() -> None:
+    """The decode step's V4.1 group (upstream ``_init_low_ratio_indexer_metadata(is_prefill=False)`` and the in-graph
+    block): row lengths 8 and 4 and a pad row's 1 give clamp-1 ratio-2 lengths [4, 2, 1] (a prefill row's would be
+    0 on the pad row); the state map is the slots, the positions the forward batch's (the pad row at 0); the bundled
+    builder agrees on both paths; a draft child (no compressed pool) has none of it."""
+    import dataclasses
+
+    geo = dataclasses.replace(COMPRESSED, compression=dataclasses.replace(COMPRESSED.compression, low_ratios=(1, 2)))
+    batch = _batch("decode", geometry=geo)
+    f = decode_fields(batch, graph=True)
+    assert f["c2_indexer_compressed_seq_lens"] == f["c2_topk_lengths_clamp1"] == [4, 2, 1]
+    assert f["c1_indexer_compressed_seq_lens"] == [8, 4, 1] and f["c2_out_loc"] == [(136 + 7) // 2, (272 + 3) // 2, -1]
+    assert f["low_ratio_req_indices"] == [1, 2, 0] and f["low_ratio_pos_i64"] == [7, 3, 0]
+    for variant in variants_for(batch):
+        assert get_builder("hip").build(batch, variant).fields == get_builder("reference").build(batch, variant).fields
+    assert not {n for n in fields_for(geo, "draft_decode") if n.startswith(("c1_", "c2_", "low_ratio"))}
+
+
 def test_the_decode_plans_write_each_rows_own_ring_at_its_position() -> None:
     f = decode_fields(_batch("decode", geometry=COMPRESSED), graph=True)
     # c4, ring 16: slot 1, seq_len 8 -> p = 7: write 16 + 7 = 23, pages (16 + 3) // 4 = 4 and 23 // 4 = 5.

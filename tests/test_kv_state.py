@@ -436,3 +436,42 @@ def test_p10s_draft_extend_focus_draws_the_geometries_it_judges() -> None:
     drawn()
     assert seen.count(None) > len(seen) // 2, seen
     assert not [why for why in seen if why and "unified_swa_window" in why]
+
+
+# -- the paged SWA pool (swa_out_cache_loc, swa_page_indices) and the V4.1 positions -----------------------------
+
+
+def test_the_paged_swa_pool_of_the_worked_example() -> None:
+    """kv_state.PagedSwa's docstring: window 2, full_to_swa[x] = 100 + x, slot 1 at locations 10 + p, prefix 4
+    verifying 2: location 113 holds (1, 3) before the step; the tokens store at 114, 115; padding at 100."""
+    from metadata_builders.kv_state import PagedSwa
+
+    batch = dataclasses.replace(make_batch([4], [1], 2, num_slots=2, width=10),
+                                geometry=Geometry(page_size=4, swa_window=2, ring_size=3, unified_swa_window=2))
+    pool = PagedSwa(batch)
+    assert batch.out_cache_loc == (14, 15) and pool.history() == {113: (1, 3)}
+    assert (pool.target(14), pool.target(15), pool.dummy) == (114, 115, 100)
+    assert pool.target(0) is None and pool.location(1, 4) == 114  # the padding location is nobody's
+
+
+@pytest.mark.parametrize(("edit", "check", "index"), [
+    (_set("swa_out_cache_loc", 0, 100 + 256 + 128), "p10.paged_store_misplaced", 0),  # position 127 at 128's slot
+    (_copy("swa_out_cache_loc", 7, 5), "p10.pad_overwrites_live", 7),  # a pad row's K over slot 2's position 7
+    (_set("swa_out_cache_loc", 7, -1), "p10.pad_paged_store", 7),  # a pad marked -1: not the dummy slot
+    (_set_cell("swa_page_indices", 1, 0, 100 + 256 + 127), "p10.paged_window_read", 1),  # 128 reads 127 twice
+    (_set("low_ratio_pos_i64", 0, 128), "p10.low_ratio_position", 0),  # position 127's state row one ahead
+    (_set("low_ratio_pos_i64", 7, -1), "p10.low_ratio_position", 7),  # a pad's row before slot 0's ring
+])
+def test_each_paged_swa_and_low_ratio_position_check_fails_on_the_write_it_names(edit, check, index) -> None:
+    """The paged SWA store and reads and the V4.1 positions: each check red on the one edit it names (the reference
+    itself holds: test_the_full_pool_and_the_low_ratio_pools_hold_on_the_bundled_builder_and_the_reference)."""
+    failure = _p10(_Edited(edit), _low_ratio_batch())
+    assert (failure.check, failure.index) == (check, index), failure
+
+
+def test_a_pads_paged_store_off_the_dummy_slot_fails_p5() -> None:
+    """P5's inertness rule: every pad token (a pad row's, the tail's) stores at full_to_swa[0], as upstream's
+    in-graph block translates the runner's zero-padded out_cache_loc."""
+    with pytest.raises(PropertyFailure) as info:
+        check_p5_graph_vs_eager(_Edited(_set("swa_out_cache_loc", 7, 100 + 1)), _low_ratio_batch())
+    assert (info.value.check, info.value.index, info.value.expected) == ("p5.pad_paged_store", (7,), 100)

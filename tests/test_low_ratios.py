@@ -32,8 +32,9 @@ def test_reference_worked_example() -> None:
     geo = Geometry(compression=Compression(low_ratios=(1, 2)))
     core = {"seq_lens_casual": [1, 2, 3], "raw_out_loc": [1000, 1001, 1002], "page_table": [[7]] * 3,
             "verify_store_state_slot": [4, 4, 0]}
-    out = low_ratio_groups(geo, core)
+    out = low_ratio_groups(geo, core, [0, 1, 0])
     assert out["low_ratio_req_indices"] == [4, 4, 0]  # the slot each token's stores go to
+    assert out["low_ratio_pos_i64"] == [0, 1, 0]  # the forward batch's positions, as handed in
     assert out["c1_out_loc"] == [1000, 1001, 1002]
     assert out["c1_topk_lengths_clamp1"] == [1, 2, 3]
     assert out["c2_out_loc"] == [-1, 500, -1]
@@ -49,7 +50,7 @@ def test_sparse_lengths_clamp_to_index_topk() -> None:
     """A clamp-1 length past ``index_topk`` is clamped in the sparse lengths, not in the indexer's."""
     geo = Geometry(compression=Compression(index_topk=8, low_ratios=(1,)))
     out = low_ratio_groups(geo, {"seq_lens_casual": [5, 20], "raw_out_loc": [0, 1], "page_table": [[0], [0]],
-                                 "verify_store_state_slot": [1, 2]})
+                                 "verify_store_state_slot": [1, 2]}, [4, 19])
     assert out["c1_sparse_topk_lengths"] == [5, 8]
     assert out["c1_indexer_compressed_seq_lens"] == [5, 20]
     assert out["c1_sparse_page_indices"] == [[-1] * 64] * 2  # index_topk 8 aligned to 64

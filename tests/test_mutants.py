@@ -78,14 +78,20 @@ EXTRA_BATCHES: dict[str, VerifyBatch] = {
         mode="draft_decode", draft_step=1, out_cache_loc=[19, 20, 21, 27, 28, 29], graph=GraphTier(3, 3)),
     "decode_tier_with_a_pad_row": make_batch([7, 3], [1, 2], 4).replace(
         mode="decode", out_cache_loc=[19, 27], graph=GraphTier(3, 3)),
+    "low_ratios_decode_tier_with_a_pad_row": make_batch([7, 127], [1, 2], 3, width=136).replace(
+        mode="decode", out_cache_loc=[143, 399], graph=GraphTier(3, 3), geometry=Geometry(
+            page_size=128, swa_window=4, ring_size=6, unified_swa_window=4, page_index_align=64,
+            compression=Compression(index_topk=8, c4_ring_size=16, c128_ring_size=256, unified_swa_pages=5,
+                                    low_ratios=(1, 2)))),
 }
 """Witnesses the shared examples do not cover (the draft-extend one: reference/draft_extend.py's worked example,
 two real rows and two pad rows on a tier of 4): a diverging device length, a stale mirror with the same sum,
 a capped tier a later, larger batch can fill (slot 3 is spare), a uniform DSpark tier two tokens wider than
 its rows (an exact total below the buffer: the only tier pad_rows_only ever passes output_size on), a compressed geometry whose first row crosses
-the first c4 and c128 group (positions 127..129) while pad rows have no compressed entry yet, and a ragged
+the first c4 and c128 group (positions 127..129) while pad rows have no compressed entry yet, a ragged
 capped tier with both low ratios whose tail pads have ``seq_lens_casual = 1`` (a ratio-2 token with no group
-yet) while the second request holds more than index_topk ratio-1 entries."""
+yet) while the second request holds more than index_topk ratio-1 entries, and a decode tier with both low
+ratios whose pad row (length 1) has no ratio-2 group yet while its second row completes the first c128 group."""
 
 BATCHES = {**EXAMPLES, **EXTRA_BATCHES}
 
@@ -162,6 +168,9 @@ WITNESSES: dict[str, str] = {
     "draft_decode_children_refresh_live_rows": "draft_decode_tier_with_a_pad_row",
     "idle_keeps_a_bucket_of_its_own": "decode_tier_with_a_pad_row",
     "draft_step_kept_on_the_builder": "draft_extend_tier_with_pad_rows",
+    "low_ratio_pos_from_lengths": "low_ratios_capped_tier_with_tail_pads",
+    "paged_swa_pads_minus_one": "ragged_tier_slack_spread_over_pad_rows",
+    "decode_low_ratio_prefill_lengths": "low_ratios_decode_tier_with_a_pad_row",
 }
 """Each mutant's witness: a named batch on which it must differ from ``hip`` and fail a property."""
 
@@ -570,3 +579,26 @@ def test_each_mtp_step_mutant_has_a_replay_file_that_reproduces(tmp_path, capsys
     assert main(["replay", str(path), "--builder", f"metadata_builders.tools.mutants:{name}"]) == 1
     assert "FAILED" in capsys.readouterr().out
     assert main(["replay", str(path), "--builder", "hip"]) == 0
+
+
+ISSUE_41_FILES = sorted(pathlib.Path(__file__).parent.joinpath("regressions", "mutants").glob("*.json"))
+"""The ``ci`` profile's counterexample of each mutant of the in-graph block's fields (``check --builder
+metadata_builders.tools.mutants:NAME --profile ci``'s replay file): a pad's paged SWA target marked -1, the low-ratio
+positions taken from the lengths, a decode step's low ratios with prefill lengths."""
+
+
+def test_the_in_graph_fields_mutants_each_have_a_replay_file() -> None:
+    """One file per mutant of issue 41's fields, each naming its mutant and the property that killed it."""
+    assert {p.stem for p in ISSUE_41_FILES} == {"paged_swa_pads_minus_one", "low_ratio_pos_from_lengths",
+                                                "decode_low_ratio_prefill_lengths"}
+    assert all(json.loads(p.read_text())["meta"]["builder"].endswith(p.stem) for p in ISSUE_41_FILES)
+
+
+@pytest.mark.parametrize("path", ISSUE_41_FILES, ids=[p.stem for p in ISSUE_41_FILES])
+def test_each_in_graph_fields_mutant_replays_red_and_hip_green(capsys, path: pathlib.Path) -> None:
+    """``replay FILE --builder <mutant>`` exits 1 with the killing property failed on the file's field; ``hip`` 0."""
+    meta = json.loads(path.read_text())["meta"]
+    assert cli_main(["replay", str(path), "--builder", meta["builder"]]) == 1
+    out = capsys.readouterr().out
+    assert f"{meta['property']} FAILED" in out and meta["field"] in out
+    assert cli_main(["replay", str(path), "--builder", "hip"]) == 0

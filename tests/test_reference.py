@@ -44,6 +44,7 @@ EXPECTED: dict[str, dict[str, dict[str, list]]] = {
             "pf_final_pos": [6, 6],  # 7 - 1
             "verify_store_state_slot": [1, 1],
             "swa_loc": [11, 6],  # 1*6 + 5 % 6, 1*6 + 6 % 6
+            "swa_out_cache_loc": [117, 118],  # full_to_swa[raw_out_loc] = 100 + loc; a pad's 0 -> the dummy slot 100
         },
     },
     # seq_lens [5, 3, 7], slots [2, 1, 3], draft 2, W 12; tier 4 rows x 2 = 8 tokens.
@@ -73,6 +74,7 @@ EXPECTED: dict[str, dict[str, dict[str, list]]] = {
             "pf_final_pos": [6, 6, 4, 4, 8, 8],
             "verify_store_state_slot": [2, 2, 1, 1, 3, 3],
             "swa_loc": [17, 12, 9, 10, 19, 20],  # 12+5, 12+0, 6+3, 6+4, 18+1, 18+2
+            "swa_out_cache_loc": [129, 130, 115, 116, 143, 144],
         },
         # One pad row: seq_len 1, slot 0, 2 verify tokens at positions 1, 2.
         "graph": {
@@ -103,6 +105,7 @@ EXPECTED: dict[str, dict[str, dict[str, list]]] = {
             "pf_final_pos": [6, 6, 4, 4, 8, 8, 2, 2],
             "verify_store_state_slot": [2, 2, 1, 1, 3, 3, 0, 0],
             "swa_loc": [17, 12, 9, 10, 19, 20, 1, 2],
+            "swa_out_cache_loc": [129, 130, 115, 116, 143, 144, 100, 100],
         },
     },
     # seq_lens [5, 3, 7], slots [2, 1, 3], verify [3, 1, 2], draft 3; tier 5 rows / 11 tokens, no cap.
@@ -133,6 +136,7 @@ EXPECTED: dict[str, dict[str, dict[str, list]]] = {
             "pf_final_pos": [7, 7, 7, 3, 8, 8],
             "verify_store_state_slot": [2, 2, 2, 1, 3, 3],
             "swa_loc": [17, 12, 13, 9, 19, 20],
+            "swa_out_cache_loc": [129, 130, 131, 115, 143, 144],
         },
         # Graph: pad rows seq_len 1 + 3 = 4 and 1 + 2 = 3, slot 0; 11 tokens, no uncovered tail.
         "graph": {
@@ -167,6 +171,7 @@ EXPECTED: dict[str, dict[str, dict[str, list]]] = {
             "pf_final_pos": [7, 7, 7, 3, 8, 8, 3, 3, 3, 2, 2],
             "verify_store_state_slot": [2, 2, 2, 1, 3, 3, 0, 0, 0, 0, 0],
             "swa_loc": [17, 12, 13, 9, 19, 20, 1, 2, 3, 1, 2],
+            "swa_out_cache_loc": [129, 130, 131, 115, 143, 144, 100, 100, 100, 100, 100],
         },
     },
     # seq_lens [5, 3], slots [2, 1], verify [2, 1], draft 3; tier 2 rows / 6 tokens, no cap, no pad rows:
@@ -194,6 +199,7 @@ EXPECTED: dict[str, dict[str, dict[str, list]]] = {
             "pf_final_pos": [6, 6, 3],
             "verify_store_state_slot": [2, 2, 1],
             "swa_loc": [17, 12, 9],
+            "swa_out_cache_loc": [129, 130, 115],
         },
         # Graph: row 1 verifies positions 3..6 (its seq_len becomes 3 + 4 = 7).
         "graph": {
@@ -220,6 +226,7 @@ EXPECTED: dict[str, dict[str, dict[str, list]]] = {
             "pf_final_pos": [6, 6, 6, 6, 6, 6],  # row 1: 7 - 1 (eager has 3: the documented P5 exception)
             "verify_store_state_slot": [2, 2, 1, 1, 1, 1],
             "swa_loc": [17, 12, 9, 10, 11, 6],
+            "swa_out_cache_loc": [129, 130, 115, 100, 100, 100],
         },
     },
     # Same requests, tier 2 rows / 6 tokens with cap 2 and no pad rows: the last row absorbs the
@@ -251,6 +258,7 @@ EXPECTED: dict[str, dict[str, dict[str, list]]] = {
             "pf_final_pos": [6, 6, 4, 4, 9, 9],  # tail: unified_swa_window
             "verify_store_state_slot": [2, 2, 1, 1, 1, 1],
             "swa_loc": [17, 12, 9, 10, 6, 6],
+            "swa_out_cache_loc": [129, 130, 115, 100, 100, 100],
         },
     },
     # Same requests, tier 3 rows / 8 tokens, cap 2: leftover 5 on the one pad row, clamped to 2,
@@ -284,6 +292,7 @@ EXPECTED: dict[str, dict[str, dict[str, list]]] = {
             "pf_final_pos": [6, 6, 3, 2, 2, 9, 9, 9],
             "verify_store_state_slot": [2, 2, 1, 0, 0, 0, 0, 0],
             "swa_loc": [17, 12, 9, 1, 2, 0, 0, 0],
+            "swa_out_cache_loc": [129, 130, 115, 100, 100, 100, 100, 100],
         },
     },
     # seq_lens [2], slot 1, draft 3: seq_lens_casual 3, 4, 5 straddle swa_window 4;
@@ -310,6 +319,7 @@ EXPECTED: dict[str, dict[str, dict[str, list]]] = {
             "pf_final_pos": [4, 4, 4],
             "verify_store_state_slot": [1, 1, 1],
             "swa_loc": [8, 9, 10],
+            "swa_out_cache_loc": [114, 115, 116],
         },
     },
     # seq_lens [10], slot 2, draft 3, W 16: positions 10, 11, 12 all >= ring_size 6.
@@ -335,6 +345,7 @@ EXPECTED: dict[str, dict[str, dict[str, list]]] = {
             "pf_final_pos": [12, 12, 12],
             "verify_store_state_slot": [2, 2, 2],
             "swa_loc": [16, 17, 12],  # 2*6 + (10 % 6, 11 % 6, 12 % 6)
+            "swa_out_cache_loc": [142, 143, 144],
         },
     },
     # seq_lens [6], draft 2: max_seq_len 8 = 2 pages exactly -> columns 0, 4 (not 8).
@@ -356,6 +367,7 @@ EXPECTED: dict[str, dict[str, dict[str, list]]] = {
             "pf_final_pos": [7, 7],
             "verify_store_state_slot": [1, 1],
             "swa_loc": [6, 7],
+            "swa_out_cache_loc": [118, 119],
         },
     },
     # seq_lens [7], draft 2: max_seq_len 9, one past 2 pages -> columns 0, 4, 8.
@@ -377,6 +389,7 @@ EXPECTED: dict[str, dict[str, dict[str, list]]] = {
             "pf_final_pos": [8, 8],
             "verify_store_state_slot": [1, 1],
             "swa_loc": [7, 8],
+            "swa_out_cache_loc": [119, 120],
         },
     },
     # Slot 1's row is [-1, 13, -1, 15, 16, 17, ...]: a -1 entry reads full_to_swa[-1], the -1 sentinel,
@@ -399,6 +412,7 @@ EXPECTED: dict[str, dict[str, dict[str, list]]] = {
             "pf_final_pos": [5, 5],
             "verify_store_state_slot": [1, 1],
             "swa_loc": [10, 11],
+            "swa_out_cache_loc": [116, 117],
         },
     },
 }
@@ -611,3 +625,18 @@ def test_the_draft_extend_reference_gives_its_worked_example() -> None:
     assert all(set(row) == {-1} for row in graph["swa_page_indices"][6:8])  # a length <= 0 reads nothing
     eager = draft_extend_fields(batch)
     assert eager["seq_lens_casual"] == [8, 9, 10, 4, 5, 6] and eager["pf_cu_q"] == [0, 0, 0, 3, 3, 3]
+
+
+def test_the_in_graph_blocks_worked_example() -> None:
+    """reference/in_graph.py's example: the forward batch's positions (a pad row's at 0, not its causal 1, 2) and the
+    paged SWA targets (a pad's 0 translated to the dummy slot full_to_swa[0] = 100)."""
+    from metadata_builders.reference.in_graph import forward_positions, swa_out_cache_loc
+
+    batch = make_batch([5, 3], [2, 1], 2, width=20, graph=GraphTier(3, 6))
+    assert batch.out_cache_loc == (45, 46, 23, 24)
+    assert forward_positions(batch, 6) == [5, 6, 3, 4, 0, 0] and forward_positions(batch, 4) == [5, 6, 3, 4]
+    fields = ReferenceBuilder().build(batch, Variant("graph")).fields
+    assert fields["positions_casual"] == [5, 6, 3, 4, 1, 2]
+    assert fields["raw_out_loc"] == [45, 46, 23, 24, 0, 0]
+    assert fields["swa_out_cache_loc"] == swa_out_cache_loc(batch.full_to_swa, fields["raw_out_loc"]) == \
+        [145, 146, 123, 124, 100, 100]

@@ -96,24 +96,19 @@ def test_every_field_is_reported(sglang, upstream) -> None:
 
 
 def test_coverage_judges_every_field_upstream_fills(sglang, upstream) -> None:
-    """Of the 33 fields upstream's entry point fills, all are judged; the dispatcher's in-graph block adds the SWA
-    store's translated ``out_cache_loc``, named; with the windows apart the six streams are named instead."""
+    """Of the 33 fields upstream's entry point fills and the SWA store's translated ``out_cache_loc`` the in-graph
+    block adds after it (through the dispatcher or, for what it cannot express, after a direct call), all are
+    judged; with the windows apart the six streams are named instead."""
     from metadata_builders.builders.sglang.coverage import coverage_of
 
     batch = EXAMPLES["uniform_across_c128_and_page"]
     cov = coverage_of(sglang, batch, sglang.variants_supported(batch)[0])
-    dispatched = cov.entries == {"init_forward_metadata": 1}  # 0.5.20 calls EAGLE's ..._old directly
-    assert (len(cov.judged), len(cov.produced)) == (33, 33 + dispatched)
-    assert list(cov.not_observable) == ["core_attn_metadata.swa_out_cache_loc"] * dispatched
-    if dispatched:
-        assert cov.line().startswith("coverage: 33 judged / 34 produced by upstream; not observable 1: "
-                                     "swa_out_cache_loc (set by the in-graph block")
-    else:
-        assert cov.line() == "coverage: 33 judged / 33 produced by upstream"
+    assert (len(cov.judged), len(cov.produced)) == (34, 34) and not cov.not_observable
+    assert "core_attn_metadata.swa_out_cache_loc" in cov.judged
+    assert cov.line() == "coverage: 34 judged / 34 produced by upstream"
     apart = batch.replace(geometry=Geometry(ring_size=130, unified_swa_window=130, compression=Compression()))
     cov = coverage_of(sglang, apart, sglang.variants_supported(apart)[0])
-    assert sorted(cov.not_observable) == sorted(["core_attn_metadata.swa_out_cache_loc"] * dispatched
-                                                + [f"core_attn_metadata.unified.{n}" for n in STREAMS])
+    assert sorted(cov.not_observable) == sorted(f"core_attn_metadata.unified.{n}" for n in STREAMS)
     assert "swa_window 128 != unified_swa_window 130" in cov.not_observable["core_attn_metadata.unified.swa_indptr"]
 
 
@@ -218,12 +213,10 @@ def test_coverage_over_a_run_counts_a_field_judged_anywhere(sglang) -> None:
     off = batch.replace(geometry=Geometry(ring_size=130))
     on_cov = coverage_of(sglang, batch, sglang.variants_supported(batch)[0])
     off_cov = coverage_of(sglang, off, sglang.variants_supported(off)[0])
-    assert len(off_cov.judged) == 18
+    assert len(off_cov.judged) == 19  # the core, unified and store groups, the streams, swa_out_cache_loc
     assert "compression off in this geometry" in off_cov.not_observable["c4_compress_metadata"]
     both = off_cov.combine(on_cov)
-    dispatched = sum(both.entries.values()) == 2 and set(both.entries) == {"init_forward_metadata"}
-    assert (len(both.judged), len(both.produced), list(both.not_observable)) == (
-        33, 33 + dispatched, ["core_attn_metadata.swa_out_cache_loc"] * dispatched)
+    assert (len(both.judged), len(both.produced), list(both.not_observable)) == (34, 34, [])
 
 
 def test_coverage_names_a_field_it_does_not_know() -> None:

@@ -141,6 +141,13 @@ class VerifyBatch:
         return tuple(s + step for s in self.seq_lens)
 
     @property
+    def positions(self) -> tuple[int, ...]:
+        """(num_real_tokens,): each real token's position, request after request: ``first_positions[i] + j``.  What
+        upstream's caller hands the backend as ``forward_batch.positions`` (``seq_lens=[5, 3]`` verifying 2 each:
+        ``(5, 6, 3, 4)``)."""
+        return tuple(p + j for p, n in zip(self.first_positions, self.extend_lens) for j in range(n))
+
+    @property
     def num_draft_steps(self) -> int:
         """Steps of EAGLE's multi-step draft decode (topk 1): ``num_draft_tokens - 1``."""
         return self.num_draft_tokens - 1

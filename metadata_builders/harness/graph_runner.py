@@ -134,6 +134,7 @@ class _Buffers:
     out_cache_loc: Any
     req_to_token: Any
     full_to_swa: Any
+    positions: Any
 
     @classmethod
     def for_tiers(cls, template: VerifyBatch, tiers: list[GraphTier], device: Any) -> _Buffers:
@@ -147,6 +148,7 @@ class _Buffers:
             torch.zeros(tokens, dtype=torch.int64, device=device),
             torch.tensor(template.req_to_token, dtype=torch.int32, device=device),
             torch.tensor(template.full_to_swa, dtype=torch.int64, device=device),
+            torch.zeros(tokens, dtype=torch.int64, device=device),
         )
 
 
@@ -167,8 +169,10 @@ def _capture_inputs(template: VerifyBatch, variant: Variant, tier: GraphTier, bu
     out = buffers.out_cache_loc[:tokens * _per_token(template)]
     fill = builder.capabilities.seq_len_fill_value  # upstream: attn_backend.get_cuda_graph_seq_len_fill_value()
     seq_lens.fill_(fill)
+    positions = buffers.positions[:rows if template.mode in DECODE_MODES else tokens]
     slots.fill_(0)
     out.fill_(0)
+    positions.fill_(0)
     lens = builder.capture_verify_lens(tokens, rows, spec.width) if spec.ragged else None
     padding = builder.capabilities.padding
     ragged_total = None if lens is None else host_total(lens, rows, tokens, tier.cap, padding)
@@ -180,5 +184,5 @@ def _capture_inputs(template: VerifyBatch, variant: Variant, tier: GraphTier, bu
         seq_lens_cpu=mirror, verify_lens_cpu=lens, num_tokens_cpu=ragged_total,
         max_seq_len=template.max_context, bs=rows, num_draft_tokens=template.num_draft_tokens,
         is_dspark=template.is_dspark, geometry=template.geometry, graph=tier, variant=variant, padding=padding,
-        runner=runner, mode=template.mode, draft_step=template.draft_step, seq_len_fill=fill,
+        runner=runner, mode=template.mode, draft_step=template.draft_step, seq_len_fill=fill, positions=positions,
     )

@@ -15,6 +15,7 @@ Worked example (uniform EAGLE, graph tier of 4 rows / 12 tokens, 3 drafts,
     seq_lens          tensor([5, 3, 7, 1])      pad row: the graph fill value 1
     req_pool_indices  tensor([2, 1, 3, 0])      pad row: the dummy slot 0
     out_cache_loc     (12,) zero-padded past the 9 real tokens
+    positions         [5, 6, 7, 3, 4, 5, 7, 8, 9, 0, 0, 0]    the real tokens', then the runner's 0
     seq_lens_cpu      [5, 3, 7, 1]              the host mirror (None for device/tolist)
     verify_lens       None                      uniform: no layout
     max_seq_len       max_context               graph: the capture width
@@ -27,6 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from metadata_builders.batch.modes import DECODE_MODES
 from metadata_builders.metadata import InputChange
 from metadata_builders.tier import DEFAULT_PADDING, Padding, host_total
 from metadata_builders.variants import check_variant
@@ -37,9 +39,10 @@ if TYPE_CHECKING:
     from metadata_builders.batch import Geometry, GraphTier, VerifyBatch
     from metadata_builders.variants import Variant
 
-__all__ = ["DEVICE_INPUTS", "Runner", "VerifyInputs", "bucket_of", "make_inputs", "refill_inputs"]
+__all__ = ["DEVICE_INPUTS", "Runner", "VerifyInputs", "bucket_of", "fill_positions", "make_inputs", "refill_inputs"]
 
-DEVICE_INPUTS = ("seq_lens", "req_pool_indices", "out_cache_loc", "req_to_token", "full_to_swa", "verify_lens")
+DEVICE_INPUTS = ("seq_lens", "req_pool_indices", "out_cache_loc", "req_to_token", "full_to_swa", "verify_lens",
+                 "positions")
 """The device tensors of :class:`VerifyInputs`; each read of one is audited by name."""
 
 _HOST_INPUTS = ("seq_lens_cpu", "verify_lens_cpu")
@@ -129,6 +132,11 @@ class VerifyInputs:
     seq_len_fill: int = 1
     """What the graph runner put in the pad rows' ``seq_lens`` (and host mirror): the builder's
     ``seq_len_fill_value`` capability, upstream's ``get_cuda_graph_seq_len_fill_value()``."""
+    positions: torch.Tensor | None = None
+    """(padded_num_tokens,) int64, one per row in the decode modes: the forward batch's ``positions`` -- each real
+    token's position, then 0 (the graph runner's ZERO padding: pad rows, absorbed slack, the tail).  Only in-graph
+    work reads it (V4.1's ``low_ratio_pos_i64``); on the graph path it is the runner's static buffer, refilled at
+    every replay.  None only where a caller made the inputs without it."""
 
     @property
     def draft_runner(self) -> bool:
@@ -337,7 +345,9 @@ def make_inputs(batch: VerifyBatch, variant: Variant, device: str | torch.device
     seq_lens = torch.ones(rows, dtype=torch.int32, device=device)
     req_pool_indices = torch.zeros(rows, dtype=torch.int64, device=device)
     out_cache_loc = torch.zeros(tokens, dtype=torch.int64, device=device)
+    positions = torch.zeros(_positions_len(batch, rows, tokens), dtype=torch.int64, device=device)
     _fill_rows(seq_lens, req_pool_indices, out_cache_loc, batch, fill)
+    fill_positions(positions, batch)
     device_verify = _device_verify_lens(batch)
     table, mapping = _host_tables(batch)
     return VerifyInputs(
@@ -357,8 +367,26 @@ def make_inputs(batch: VerifyBatch, variant: Variant, device: str | torch.device
         mode=batch.mode,
         draft_step=batch.draft_step,
         seq_len_fill=fill,
+        positions=positions,
         **_host_values(batch, variant, padding, fill),
     )
+
+
+def _positions_len(batch: VerifyBatch, rows: int, tokens: int) -> int:
+    """One position per token of the call (the decode modes: per row; draft decode's buffer holds every step's
+    locations, its positions the step's own)."""
+    return rows if batch.mode in DECODE_MODES else tokens
+
+
+def fill_positions(positions: torch.Tensor, batch: VerifyBatch) -> None:
+    """The forward batch's positions in place: the real tokens'
+    (:attr:`~metadata_builders.batch.VerifyBatch.positions`), then 0, as upstream's runner refills its static
+    ``positions[:padded_tokens]`` (slot policy ZERO)."""
+    import torch
+
+    positions.fill_(0)
+    real = batch.positions
+    positions[: len(real)] = torch.tensor(real, dtype=positions.dtype)
 
 
 def _fill_rows(seq_lens: torch.Tensor, req_pool_indices: torch.Tensor, out_cache_loc: torch.Tensor,
@@ -401,6 +429,8 @@ def refill_inputs(inputs: VerifyInputs, batch: VerifyBatch) -> None:
                                tuple(fresh.shape))
         getattr(inputs, name).copy_(fresh)
     _fill_rows(inputs.seq_lens, inputs.req_pool_indices, inputs.out_cache_loc, batch, inputs.seq_len_fill)
+    if inputs.positions is not None:
+        fill_positions(inputs.positions, batch)
     device_verify = _device_verify_lens(batch)
     inputs.verify_lens = None if device_verify is None else torch.tensor(
         device_verify, dtype=torch.int32, device=inputs.seq_lens.device

@@ -164,6 +164,7 @@ def _check_pads_inert(batch: VerifyBatch, variant: Variant, md: VerifyMetadata) 
                             field="req_pool_indices_repeated", index=(t,), expected=0, actual=slot, check="p5.pad_slot")
             _check_pad_reads_nothing(variant, f, t)
             _check_pad_decode_plans(batch, variant, f, t)
+            _check_pad_paged_store(batch, variant, f, t)
             for name in (n for n in f if n in FIELDS and FIELDS[n].pad_slot):
                 if f[name][t] != 0:
                     raise _fail("P5", variant, "a pad-row token must store into slot 0",
@@ -175,6 +176,7 @@ def _check_pads_inert(batch: VerifyBatch, variant: Variant, md: VerifyMetadata) 
             if f[name][t] != want:
                 raise _fail("P5", variant, "an uncovered-tail token is not inert", field=name, index=(t,),
                             expected=want, actual=f[name][t], check="p5.tail_inert")
+        _check_pad_paged_store(batch, variant, f, t)
         if f["positions_casual"][t] > f["pf_final_pos"][t] - win:
             raise _fail("P5", variant, "a tail token passes the SWA store guard pos <= final_pos - win",
                         field="pf_final_pos", index=(t,), expected=win, actual=f["pf_final_pos"][t],
@@ -202,6 +204,17 @@ def _check_pad_decode_plans(batch: VerifyBatch, variant: Variant, f: dict, t: in
             raise _fail("P5", variant, "a pad row's decode plan must write slot 0's state ring", field=name,
                         index=(t,), expected=f"write_loc in [0, {compression.ring_size(ratio)})", actual=f[name][t],
                         check="p5.pad_plan_ring")
+
+
+def _check_pad_paged_store(batch: VerifyBatch, variant: Variant, f: dict, t: int) -> None:
+    """A pad token stores its SWA K in the paged SWA pool's dummy slot, ``full_to_swa[0]``: the runner pads
+    ``out_cache_loc`` with the full pool's reserved location 0 and the in-graph block translates it (upstream:
+    "translates the zero-padded out_cache_loc to the dummy slot").  P10 judges that no real slot is touched."""
+    dummy = batch.full_to_swa[0]
+    if "swa_out_cache_loc" in f and f["swa_out_cache_loc"][t] != dummy:
+        raise _fail("P5", variant, "a pad token's paged SWA store must go to the dummy slot full_to_swa[0]",
+                    field="swa_out_cache_loc", index=(t,), expected=dummy, actual=f["swa_out_cache_loc"][t],
+                    check="p5.pad_paged_store")
 
 
 def _check_pad_reads_nothing(variant: Variant, f: dict, t: int) -> None:

@@ -4,7 +4,8 @@ It judges the unified SWA ring (:mod:`metadata_builders.kv_state`): the stores
 each consumer performs from a build's metadata, applied to a ring whose rows record
 who holds them, and the window reads of the decode streams; the full KV pool
 (``raw_out_loc``) and its page-table reads; the compressed pools (c4, c128 and the V4.1 c1/c2) and their
-c128 reads; the c4/c128 compressor states the write plans store; the c2 state ring's slots.
+c128 reads; the c4/c128 compressor states the write plans store; the c2 state ring's slots and the V4.1
+positions; the paged SWA pool's store (``swa_out_cache_loc``) and window reads (:mod:`.kv_paged`).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from metadata_builders.kv_state import (Ring, StateRing, Store, Token, compresse
                                         state_unfit, swa_stores, unpaged_slots)
 from metadata_builders.batch import VerifyBatch
 from metadata_builders.properties._common import _label, judging
+from metadata_builders.properties.kv_paged import judge_low_ratio_positions, judge_paged_swa
 from metadata_builders.properties._common import Partial, _clean, _fail, _padding, _variants, tally
 from metadata_builders.variants import Variant
 
@@ -73,6 +75,8 @@ def judge_build(variant: Variant, batch: VerifyBatch, fields: dict[str, Any], pa
     _compressed(variant, batch, tokens, fields, unpaged)
     _low_ratio_pools(variant, batch, tokens, fields, unpaged)
     _low_ratio_states(variant, batch, tokens, fields)
+    judge_low_ratio_positions(variant, tokens, fields)
+    judge_paged_swa(variant, batch, tokens, fields)
     _compressor_states(variant, batch, tokens, fields)
     if not stores:
         return Partial(f"P10: {_label(variant)} reports neither swa_loc nor verify_store_state_slot: its ring stores "
@@ -244,8 +248,8 @@ def _low_ratio_states(variant: Variant, batch: VerifyBatch, tokens: list[Token],
     with ``req = low_ratio_req_indices[t]`` *before* checking whether it is padding, so every token's ``req``
     must name a slot of the pool; a real token's must be its own slot (its state in its own ring); a padding
     token writes nothing because its ``raw_out_loc`` is 0 (the kernel's mark: :func:`_full_pool` holds every
-    padding token to it).  The positions are the forward batch's, not the metadata's: the row within the
-    ring is the kernel's business."""
+    padding token to it).  The positions are ``low_ratio_pos_i64`` (the forward batch's, widened), judged by
+    :func:`~.kv_paged.judge_low_ratio_positions`."""
     geo = batch.geometry
     reqs = fields.get("low_ratio_req_indices")
     if geo.compression is None or 2 not in geo.compression.low_ratios or reqs is None:

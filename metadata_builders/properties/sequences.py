@@ -46,8 +46,8 @@ def other_draft_count_batch(batch: VerifyBatch) -> VerifyBatch | None:
 
     One fewer draft token where the batch has two or more (draft decode: three, and a step that still runs a
     forward), else one more; ragged lengths clipped to the new count; every request's locations re-read from
-    its ``req_to_token`` row (draft decode: its shared buffer of every step); a uniform mode other than target
-    verify (draft extend) keeps its rows on a tier of ``padded_bs * n`` tokens, as its runner captures it.  Worked example:
+    its ``req_to_token`` row (draft decode: its shared buffer of every step); a uniform batch (target verify, draft
+    extend) keeps its rows on a tier of ``padded_bs * n`` tokens, the one its runner captures.  Worked example:
     ``seq_lens=[5, 3]`` uniform DSpark with 3 drafts -> the same rows with 2 drafts, 4 locations instead of 6.  None
     for another mode or algorithm, or when no such batch is valid.
     """
@@ -75,10 +75,11 @@ def with_draft_count(batch: VerifyBatch, count: int) -> VerifyBatch | None:
            for j in range(w)]
     step = None if batch.draft_step is None else min(batch.draft_step, count - 3)
     graph = batch.graph
-    tokens = graph is not None and (graph.graph_num_tokens != graph.padded_bs * count if batch.mode == "draft_extend"
-                                    else batch.mode == "target_verify" and batch.verify_lens is None
-                                    and graph.graph_num_tokens < graph.padded_bs * count)
-    if tokens:  # a draft-decode tier is one token a row whatever the count; a ragged tier keeps its tokens
+    uniform = batch.mode == "draft_extend" or (batch.mode == "target_verify" and batch.verify_lens is None)
+    if graph is not None and uniform and graph.graph_num_tokens != graph.padded_bs * count:
+        # a uniform tier is padded_bs * n tokens, the only one upstream's runner captures (upstream's backend asserts
+        # its locations fill the tier); a draft-decode tier is one token a row whatever the count, a ragged tier
+        # keeps its tokens
         graph = GraphTier(graph.padded_bs, graph.padded_bs * count, graph.cap)
     try:
         return batch.replace(num_draft_tokens=count, verify_lens=verify, seq_lens=seq_lens, out_cache_loc=out,

@@ -16,8 +16,11 @@ module           what it specifies
 ``low_ratios``   group ``low_ratios``: the V4.1 c1/c2 store locations, lengths, sparse
                  buffers and indexer metadata
 ``streams``      group ``streams``: the decode index streams (swa/hca/csa)
+``in_graph``     what the in-graph block reads off the forward batch: the forward positions
+                 (``low_ratio_pos_i64``) and the paged SWA store's target ``swa_out_cache_loc``
 ``draft_extend`` mode ``draft_extend`` of the MTP step: the core and unified prefill fields of
                  the draft model's extend, eager and on the graph runner's pad rows
+``decode``       modes ``decode``, ``draft_decode`` and ``idle``: one token per row
 ===============  ===========================================================================
 """
 

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 from metadata_builders.metadata import Audit, Decision, VerifyMetadata
 from metadata_builders.reference.decode import DECODE_MODES, decode_build
 from metadata_builders.reference.draft_extend import draft_extend_build
+from metadata_builders.reference.in_graph import swa_out_cache_loc
 from metadata_builders.reference.pipeline import (causal_expansion, compression_groups, core_metadata, decode_streams,
                                                   expected_faults, expected_host_syncs, index_streams, store_slots,
                                                   unified_prefill_meta, verify_extension)
@@ -61,6 +62,7 @@ class ReferenceBuilder:
         fields.update(core_metadata(batch, rows, casual, slots))
         fields.update(unified_prefill_meta(batch, rows, slots))
         fields.update(decode_streams(batch, store_slots(rows, slots, self.padding), fields["positions_casual"]))
+        fields["swa_out_cache_loc"] = swa_out_cache_loc(batch.full_to_swa, fields["raw_out_loc"])  # the in-graph block
         if batch.geometry.compression is not None:
             fields.update(compression_groups(batch, rows, fields))
         if batch.geometry.swa_window == batch.geometry.unified_swa_window:

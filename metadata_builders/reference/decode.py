@@ -19,9 +19,11 @@ as ``req_pool_indices_repeated``.  Then the index streams over the slots and the
 target (``swa_loc``, ``verify_store_state_slot``: ``_attach_unified_kv_decode_streams``), the
 paged SWA store target ``swa_out_cache_loc = full_to_swa[out_cache_loc]`` (the in-graph
 block), and in ``decode`` with compression the compressed groups (target verify's arithmetic
-on one token per row) and one decode plan per row and ratio (``plan_decode``,
-:func:`decode_plans`) -- a draft worker compresses nothing.  No token map, no prefill
-mapping; no host read at all.
+on one token per row), one decode plan per row and ratio (``plan_decode``,
+:func:`decode_plans`) and the V4.1 low ratios (``_init_low_ratio_indexer_metadata(is_prefill=False)``:
+decode rows, as target verify's; the in-graph block's ``low_ratio_req_indices`` -- the slots --
+and ``low_ratio_pos_i64``, the forward batch's positions: the token's, 0 on a pad row) -- a
+draft worker compresses nothing.  No token map, no prefill mapping; no host read at all.
 
 On the graph path the runner pads to ``padded_bs`` rows of ``seq_len = 1`` (the fill value),
 slot 0, ``out_cache_loc`` 0; a draft-decode child adds its ``s + 1`` to the pad rows as well.
@@ -46,6 +48,8 @@ from typing import TYPE_CHECKING
 from metadata_builders.batch import DECODE_MODES
 from metadata_builders.metadata import Audit, Decision, VerifyMetadata, fields_for
 from metadata_builders.reference.compressed import RATIOS, compressed_attention, indexer_metadata, sparse_buffers
+from metadata_builders.reference.in_graph import forward_positions, swa_out_cache_loc
+from metadata_builders.reference.low_ratios import low_ratio_groups
 from metadata_builders.reference.pipeline import Rows, core_metadata, decode_streams, index_streams
 
 if TYPE_CHECKING:
@@ -116,10 +120,11 @@ def decode_fields(batch: VerifyBatch, graph: bool = False) -> dict[str, list]:
     if geo.swa_window == geo.unified_swa_window:
         fields.update(index_streams(batch if compressed else _uncompressed(batch), fields))
     fields.update(decode_streams(batch, list(rows.slots), fields["positions_casual"]))  # the SWA ring target
-    fields["swa_out_cache_loc"] = [batch.full_to_swa[loc] for loc in fields["raw_out_loc"]]
+    fields["swa_out_cache_loc"] = swa_out_cache_loc(batch.full_to_swa, fields["raw_out_loc"])
     if compressed:
         assert geo.compression is not None
         fields.update(decode_plans(geo.compression, rows.slots, rows.seq_lens))
+        fields.update(low_ratio_groups(geo, fields, forward_positions(batch, len(rows.seq_lens))))
     names = fields_for(geo, batch.mode, draft_runner=batch.draft_runner)
     assert set(fields) == set(names), sorted(set(fields) ^ set(names))
     return {name: fields[name] for name in names}

@@ -26,6 +26,7 @@ page 256, ``page_table`` rows ``[7]``, ``index_topk = 512``, align 64::
     c1_indexer_page_table[t]    = [28, 29, 30, 31]     # page 7, 256 // 1 // 64 = 4 blocks: 7 * 4 + k
     c2_indexer_page_table[t]    = [14, 15]             # 256 // 2 // 64 = 2 blocks: 7 * 2 + k
     c2_indexer_compressed_seq_lens = [1, 1, 1]         # the clamp-1 lengths (decode rows)
+    low_ratio_pos_i64           = [0, 1, 2]            # the forward batch's positions (eager: positions_casual)
 """
 
 from __future__ import annotations
@@ -92,14 +93,20 @@ def low_ratio_indexer(ratio: int, geometry: Geometry, page_table: list[list[int]
     }
 
 
-def low_ratio_groups(geometry: Geometry, core: dict[str, list]) -> dict[str, list]:
-    """Group ``low_ratios``: every field of each ratio the geometry lists (none without compression)."""
+def low_ratio_groups(geometry: Geometry, core: dict[str, list], positions: list[int]) -> dict[str, list]:
+    """Group ``low_ratios``: every field of each ratio the geometry lists (none without compression).
+
+    ``positions``: the forward batch's (:func:`~metadata_builders.reference.in_graph.forward_positions`), which the
+    in-graph block widens into ``low_ratio_pos_i64``.  Target verify and decode build the same group: their rows
+    are one token each, so both take the decode rows' indexer inputs (the clamp-1 lengths).
+    """
     compression = geometry.compression
     out: dict[str, list] = {}
     if compression is not None and compression.low_ratios:
         # The token -> request map of the low-ratio states: each token's own row (L1: never uniform on a ragged
         # layout), padding into slot 0 -- the slot its ring stores go to.
         out["low_ratio_req_indices"] = list(core["verify_store_state_slot"])
+        out["low_ratio_pos_i64"] = list(positions)
     for ratio in () if compression is None else compression.low_ratios:
         fields = low_ratio_compression(ratio, core["seq_lens_casual"], core["raw_out_loc"])
         clamp1 = fields[f"c{ratio}_topk_lengths_clamp1"]

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 
 from metadata_builders.metadata import FaultRecord, SyncRecord
 from metadata_builders.reference.compressed import compressed_attention, indexer_metadata, sparse_buffers
+from metadata_builders.reference.in_graph import forward_positions
 from metadata_builders.reference.low_ratios import low_ratio_groups
 from metadata_builders.reference.plans import compress_plans
 from metadata_builders.reference.streams import decode_index_streams, tail_lengths
@@ -384,7 +385,7 @@ def compression_groups(batch: VerifyBatch, rows: Rows, core: dict[str, list]) ->
     out.update(sparse_buffers(geo, out))
     out.update(indexer_metadata(out))
     out.update(compress_plans(geo.compression, rows.slots, rows.seq_lens, rows.extend_seq_lens))
-    out.update(low_ratio_groups(geo, core))
+    out.update(low_ratio_groups(geo, core, forward_positions(batch, len(core["raw_out_loc"]))))
     return out
 
 

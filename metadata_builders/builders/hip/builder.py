@@ -139,6 +139,7 @@ def _downstream_fields(layout: Layout, inputs: VerifyInputs, fields: dict[str, t
     stages = stages or _STAGES
     fields.update(stages.decode_streams(inputs, layout, fields["req_pool_indices_repeated"],
                                         fields["positions_casual"]))
+    fields["swa_out_cache_loc"] = pipeline.swa_out_cache_loc(inputs)  # what the in-graph block adds
     if inputs.geometry.compression is not None:
         fields.update(stages.compression_groups(layout, inputs, fields, seq_lens_cpu))
     if inputs.geometry.swa_window == inputs.geometry.unified_swa_window:

@@ -53,7 +53,8 @@ def compression_groups(layout: Any, inputs: VerifyInputs, core: dict[str, torch.
     out.update(sparse_buffers(inputs, out))
     out.update(indexer_metadata(out))
     out.update(compress_plans(layout, inputs, seq_lens_cpu))
-    out.update(hip_low_ratios.low_ratio_groups(inputs, core))
+    # target-verify rows are one token each, so they take the decode indexer's inputs (upstream: decode rows)
+    out.update(hip_low_ratios.low_ratio_groups(inputs, core, is_prefill=False))
     return out
 
 

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Callable
 import torch
 
 from metadata_builders.builders.hip import compression
+from metadata_builders.builders.hip import low_ratios as hip_low_ratios
 from metadata_builders.builders.hip.state import DecodeState, Layout, MultiStepState
 from metadata_builders.metadata import Decision, VerifyMetadata, fields_for
 
@@ -115,9 +116,11 @@ def decode_plans(inputs: VerifyInputs, slots: torch.Tensor, seq_lens: torch.Tens
 
 def from_raw_decode(raw: DecodeState, inputs: VerifyInputs, core: Callable[..., dict[str, torch.Tensor]],
                     streams: Callable[..., dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
-    """``make_forward_metadata_from_raw_decode`` and the in-graph block's ``swa_out_cache_loc``: every field.
+    """``make_forward_metadata_from_raw_decode`` and the in-graph block (``swa_out_cache_loc``; with the V4.1 low
+    ratios their token -> request map and positions): every field.
 
-    Reads only ``raw``, the tables and the geometry, so recorded once it refreshes from copied raw buffers.
+    Reads only ``raw``, the tables, the geometry and the forward batch's positions (the runner's static buffer), so
+    recorded once it refreshes from copied raw buffers.
     """
     geo = inputs.geometry
     seq_lens = raw.seq_lens.to(_I32)
@@ -145,6 +148,7 @@ def from_raw_decode(raw: DecodeState, inputs: VerifyInputs, core: Callable[..., 
     fields["swa_out_cache_loc"] = inputs.full_to_swa[raw.out_cache_loc].to(_I32)
     if compressed:
         fields.update(decode_plans(inputs, slots, seq_lens))
+        fields.update(hip_low_ratios.low_ratio_groups(inputs, fields, is_prefill=False))  # the V4.1 c1/c2, decode rows
     return {name: fields[name] for name in fields_for(geo, inputs.mode, draft_runner=inputs.draft_runner)}
 
 

@@ -7,7 +7,8 @@ Each function is one stage of ``DeepseekV4HipRadixBackend`` and receives what up
 ``verify_extension`` (``init_forward_metadata_target_verify_old``: ``+ draft``, ragged layout, tier padding),
 ``causal_expansion`` (``ExpandPrefillCausally``), ``core_metadata`` (``make_core_attn_metadata``),
 ``unified_prefill_meta`` (``_attach_unified_kv_prefill_meta``, the token map), ``decode_streams`` (the SWA ring),
-``index_streams`` (``build_decode_streams``), ``draft_extend_layout`` (``init_forward_metadata_draft_extend``'s
+``index_streams`` (``build_decode_streams``), ``swa_out_cache_loc`` (the in-graph block's paged SWA target),
+``draft_extend_layout`` (``init_forward_metadata_draft_extend``'s
 rows); for graph replay ``token_map`` (out-graph), ``prefill_state`` (in-graph) and ``graph_key`` (the per-tier
 store's key).  :mod:`.builder` chains them (``target_verify``, ``draft_extend``, :class:`~.builder.HipBuilder`
 and its graph phases); :mod:`.compression` and :mod:`.low_ratios` hold the compression groups, :mod:`.decode` the
@@ -34,8 +35,8 @@ if TYPE_CHECKING:
     from metadata_builders.harness.inputs import VerifyInputs
 
 __all__ = ["causal_expansion", "core_metadata", "decode_streams", "draft_extend_layout", "graph_key", "host_mirror",
-           "index_streams", "pad_verify_lens_to_bucket", "prefill_state", "token_map", "unified_prefill_meta",
-           "validate_mirror", "verify_extension"]
+           "index_streams", "pad_verify_lens_to_bucket", "prefill_state", "swa_out_cache_loc", "token_map",
+           "unified_prefill_meta", "validate_mirror", "verify_extension"]
 
 _I32 = torch.int32
 _I64 = torch.int64
@@ -248,6 +249,13 @@ def decode_streams(inputs: VerifyInputs, layout: Layout, slots: torch.Tensor,
     slots = torch.where(t < layout.extend_start_loc[-1] + layout.extend_seq_lens[-1], slots, torch.zeros_like(slots))
     swa_loc = (slots.to(_I64) * ring + torch.remainder(positions.to(_I64), ring)).to(_I32)
     return {"verify_store_state_slot": slots.clone(), "swa_loc": swa_loc}
+
+
+def swa_out_cache_loc(inputs: VerifyInputs) -> torch.Tensor:
+    """The in-graph block's paged SWA store target (``translate_loc_from_full_to_swa(out_cache_loc)``, int32): read
+    off the forward batch's ``out_cache_loc``, not the metadata, so a replay stores at the live locations; a pad
+    token's 0 becomes ``full_to_swa[0]``, the SWA pool's dummy slot (never -1: the store takes every index)."""
+    return inputs.full_to_swa[inputs.out_cache_loc].to(_I32)
 
 
 def index_streams(inputs: VerifyInputs, fields: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:

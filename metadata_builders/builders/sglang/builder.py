@@ -233,9 +233,8 @@ def target_verify(up: Upstream, inputs: VerifyInputs, device: Any) -> VerifyMeta
         if not hasattr(md, "core_attn_metadata"):
             # DSpark's uniform graph build defers to the replay (DSV4RawVerifyMetadata).
             md = backend.make_forward_metadata_from_raw_verify(md)
-        compression = inputs.geometry.compression
-        if variant.path == "eager" and up.capabilities.low_ratios and compression is not None and compression.low_ratios:
-            md = graph.eager_in_graph(up, backend, md, inputs)  # what the dispatcher runs after the entry point
+        if variant.path == "eager":  # what the dispatcher runs after the entry point: the in-graph block
+            md = graph.eager_in_graph(up, backend, md, inputs)
     missing = unobservable(inputs.geometry, up.capabilities.low_ratios)
     metadata = read(md, seen, inputs.geometry, missing if inputs.geometry.compression is not None else None)
     record(md, metadata.fields, {**missing, **streams_unobservable(inputs.geometry, metadata.not_observable)},

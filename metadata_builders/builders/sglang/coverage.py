@@ -8,19 +8,19 @@ is **judged** when every harness field it maps to (:data:`HARNESS_FIELDS`) is in
 the build's fields, else **not observable** with why (:data:`WHY`; an attribute
 the adapter does not know is named as such: a new upstream field).
 
-Worked example (SGLang 0.5.23, a compressed uniform batch, ratios 4 and 128):
-upstream fills 33 fields -- 6 core, 14 in ``core.unified`` (the prefill meta, the
+Worked example (SGLang 0.5.23, an eager compressed uniform batch, ratios 4 and 128):
+the entry point fills 33 fields -- 6 core, 14 in ``core.unified`` (the prefill meta, the
 SWA store, the six decode streams, the unified c4/c128 store locations), 10
-compressed/sparse in ``core``, ``indexer_metadata``, and the two compress plans.
-The harness judges all 33: :meth:`Coverage.line` reads
-``coverage: 33 judged / 33 produced by upstream``.  With a SWA window other than
-the unified pool's, the six streams are not observable, with why.  With the V4.1
-low ratios (0.5.22+, ``low_ratios=(1, 2)``) upstream fills six more per ratio -- five in
-``core`` (``c{R}_out_loc``, ``_topk_lengths_clamp1``, ``_sparse_topk_lengths``,
-``_sparse_page_indices``, ``_sparse_raw_indices``) and ``c{R}_indexer_metadata`` -- 45 in all; on an
-eager build the in-graph block (run after the entry point, as the dispatcher does) adds three:
-``low_ratio_req_indices`` (judged), ``low_ratio_pos_i64`` and ``core_attn_metadata.swa_out_cache_loc``
-(named) -- 46 judged / 48 produced.
+compressed/sparse in ``core``, ``indexer_metadata``, and the two compress plans --
+and the in-graph block, run after it as the dispatcher does, one more:
+``core_attn_metadata.swa_out_cache_loc`` (the paged SWA store's target).  The harness
+judges all 34: :meth:`Coverage.line` reads ``coverage: 34 judged / 34 produced by
+upstream``.  With a SWA window other than the unified pool's, the six streams are not
+observable, with why.  With the V4.1 low ratios (0.5.22+, ``low_ratios=(1, 2)``) the entry
+point fills six more per ratio -- five in ``core`` (``c{R}_out_loc``, ``_topk_lengths_clamp1``,
+``_sparse_topk_lengths``, ``_sparse_page_indices``, ``_sparse_raw_indices``) and
+``c{R}_indexer_metadata`` -- and the in-graph block two more, ``low_ratio_req_indices`` and
+``low_ratio_pos_i64`` (the forward batch's positions): 48 judged / 48 produced.
 A piece the adapter stubs because upstream asserts against the geometry (the
 indexer on a page other than 256) is counted as produced and not observable.
 
@@ -65,20 +65,18 @@ HARNESS_FIELDS: Mapping[str, tuple[str, ...]] = {
        for n in ("out_loc", "topk_lengths_clamp1", "sparse_topk_lengths", "sparse_page_indices", "sparse_raw_indices")},
     **{f"c{r}_indexer_metadata": (f"c{r}_indexer_compressed_seq_lens", f"c{r}_indexer_page_table") for r in (1, 2)},
     "low_ratio_req_indices": ("low_ratio_req_indices",),
+    "low_ratio_pos_i64": ("low_ratio_pos_i64",),
+    "core_attn_metadata.swa_out_cache_loc": ("swa_out_cache_loc",),
 }
 """Upstream field (relative to ``DSV4Metadata``) -> the harness fields that judge it."""
 
 DECODE_HARNESS_FIELDS: Mapping[str, tuple[str, ...]] = {
     "c4_compress_metadata": ("c4_decode_plan",),
     "c128_compress_metadata": ("c128_decode_plan",),
-    "core_attn_metadata.swa_out_cache_loc": ("swa_out_cache_loc",),
 }
-"""The decode modes' differences from :data:`HARNESS_FIELDS`: the decode plans, the paged SWA store's target."""
+"""The decode modes' differences from :data:`HARNESS_FIELDS`: the decode plans."""
 
 WHY: Mapping[str, str] = {
-    "low_ratio_pos_i64": "the forward batch's positions widened to int64 (an input the runner stages, not metadata)",
-    "core_attn_metadata.swa_out_cache_loc": "set by the in-graph block (full_to_swa of out_cache_loc, the paged SWA "
-                                            "store's target): not in metadata.FIELDS yet",
     "fp4_low_ratio_decode_workspaces": "FP4 indexer workspaces (stubbed: docs/SGLANG.md)",
     **{f"core_attn_metadata.unified.{n}": "grouped verify stream: not in metadata.FIELDS yet"
        for n in ("gasm_indices", "gasm_kv_indptr", "gasm_qo_indptr", "grp_qo_indptr", "grp_hca_indices",

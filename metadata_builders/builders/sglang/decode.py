@@ -43,18 +43,18 @@ from typing import TYPE_CHECKING, Any
 
 from metadata_builders.batch import DECODE_MODES
 from metadata_builders.errors import UpstreamNotFound
-from metadata_builders.metadata import FIELDS, Decision, VerifyMetadata, fields_for
+from metadata_builders.metadata import Decision, VerifyMetadata, fields_for
 from metadata_builders.builders.sglang.compression import unobservable
 from metadata_builders.builders.sglang.coverage import record
 from metadata_builders.builders.sglang.double import make_backend
 from metadata_builders.builders.sglang.graph import (
     UpstreamGraph,
-    _DispatchedBatch,
     _graph_attributes,
     _phase,
     live_out_cache_loc,
     runner_backend,
     warm_up,
+    runner_positions,
 )
 from metadata_builders.builders.sglang.reading import (
     compression_fields,
@@ -127,10 +127,11 @@ def _built(backend: Any, inputs: VerifyInputs) -> Any:
     return backend.attn_backends[inputs.draft_step] if inputs.draft_runner else backend
 
 
-def _forward_batch(up: Upstream, inputs: VerifyInputs, built: Any, mirror: Any, *, capture: bool = False,
-                   **extra: Any) -> Any:
+def _forward_batch(up: Upstream, inputs: VerifyInputs, mirror: Any, *, capture: bool = False,
+                   replay: bool = False) -> Any:
     """What the runner hands the backend: an idle rank's batch is ``IDLE`` (its replay of the decode graph), a
-    capture's ``DECODE``."""
+    capture's ``DECODE``; the positions are the harness's (the runner's static buffer on the graph path); a
+    graph replay's ``out_cache_loc`` the live unpadded one the runner hands (D5)."""
     import torch
 
     modes = up.backend_module.ForwardMode
@@ -138,15 +139,13 @@ def _forward_batch(up: Upstream, inputs: VerifyInputs, built: Any, mirror: Any, 
     total = None if inputs.seq_lens_cpu is None else sum(inputs.seq_lens_cpu)
     if mirror is None and inputs.seq_lens_cpu is not None:
         mirror = torch.tensor(inputs.seq_lens_cpu, dtype=torch.int64)
-    live = "positions" in extra and not capture  # a graph replay: the runner hands the live out_cache_loc (D5)
     fields = dict(forward_mode=mode, actual_forward_mode=mode, batch_size=inputs.rows,
                   req_pool_indices=inputs.req_pool_indices, seq_lens=inputs.seq_lens, seq_lens_cpu=mirror,
-                  seq_lens_sum=total, out_cache_loc=live_out_cache_loc(inputs) if live else inputs.out_cache_loc,
-                  spec_info=None, input_ids=None,
-                  extend_seq_lens=None, encoder_swa_replay=False, encoder_lens=None, **extra)
-    if "positions" in fields:
-        return SimpleNamespace(**fields)
-    return _DispatchedBatch(built, **fields)  # positions: the build's own, read when asked
+                  seq_lens_sum=total, out_cache_loc=live_out_cache_loc(inputs) if replay and not capture
+                  else inputs.out_cache_loc, spec_info=None, input_ids=None,
+                  extend_seq_lens=None, encoder_swa_replay=False, encoder_lens=None,
+                  positions=runner_positions(inputs, inputs.seq_lens.device))
+    return SimpleNamespace(**fields)
 
 
 def decode(up: Upstream, inputs: VerifyInputs, device: Any) -> VerifyMetadata:
@@ -157,12 +156,14 @@ def decode(up: Upstream, inputs: VerifyInputs, device: Any) -> VerifyMetadata:
     seen: dict[str, dict[str, Any]] = {}
     backend = (_multi_step if inputs.draft_runner else _target_backend)(up, inputs, device, seen)
     built = _built(backend, inputs)
-    batch = _forward_batch(up, inputs, built, None)
+    batch = _forward_batch(up, inputs, None)
     if inputs.mode == "idle":  # the runner's out-graph phase (the multi-step backend's on the draft runner)
         entry = "init_forward_metadata_out_graph"
         backend.init_cuda_graph_state(max_bs=inputs.rows, max_num_tokens=inputs.padded_num_tokens)
         backend.init_forward_metadata_out_graph(batch)
-        built.init_forward_metadata_in_graph(batch)
+        # an idle rank replays the in-graph block its decode graph captured: recorded for a DECODE batch (the
+        # V4.1 low-ratio maps included), whatever mode the replay's out-graph work saw
+        built.init_forward_metadata_in_graph(_forward_batch(up, inputs, None, capture=True))
     elif inputs.geometry.page_size % 128 == 0:
         entry = "init_forward_metadata"
         built.init_forward_metadata(batch)
@@ -175,10 +176,8 @@ def decode(up: Upstream, inputs: VerifyInputs, device: Any) -> VerifyMetadata:
     md = built.forward_metadata
     metadata = read_decode(md, seen, inputs.geometry, inputs.mode, _missing(up, inputs), inputs.draft_runner)
     compression = inputs.geometry.compression
-    low = not inputs.draft_runner and up.capabilities.low_ratios and compression is not None and \
-        compression.low_ratios
-    why = {**(_LOW_RATIOS_NOT_JUDGED if low else {}), **dict.fromkeys(metadata.not_observable, "not built by upstream"),
-           **streams_unobservable(inputs.geometry, metadata.not_observable)}
+    why = {**dict.fromkeys(metadata.not_observable, "not built by upstream"), **(_missing(up, inputs) or {}),
+           **streams_unobservable(inputs.geometry, metadata.not_observable)}  # a stub's reason: what upstream asserts
     if compression is None and up.capabilities.forced_compression:  # 0.5.18-0.5.20: the stubs of forced compression
         why.update(unobservable(inputs.geometry, False))
     if inputs.draft_runner and up.capabilities.forced_compression and compression is not None:
@@ -190,9 +189,6 @@ def decode(up: Upstream, inputs: VerifyInputs, device: Any) -> VerifyMetadata:
 
 _DRAFT_COMPRESSES = ("a draft child's compressed groups: 0.5.18-0.5.20 force need_compress on, and no draft layer "
                      "(compress_ratio 0) reads them (docs/FINDINGS.md F24)")
-_LOW_RATIOS_NOT_JUDGED = {name: "the V4.1 low ratios of a decode step: not in the decode modes' field table yet "
-                                "(metadata.fields_for)" for name, spec in FIELDS.items() if spec.group == "low_ratios"}
-"""Why upstream's V4.1 low-ratio fields of a decode build (0.5.22+, a geometry with ratios 1/2) are not judged."""
 
 
 def _step_out_cache_loc(up: Upstream, child: Any, inputs: VerifyInputs) -> Any:
@@ -220,8 +216,10 @@ def read_decode(md: Any, seen: dict[str, dict[str, Any]], geometry: Any, mode: s
     ``seq_lens`` and ``req_pool_indices_repeated`` are the arguments ``make_core_attn_metadata`` received (the
     row lengths after the child's step, the slots); ``swa_out_cache_loc`` the in-graph block's
     ``core.swa_out_cache_loc``; each ``c{R}_decode_plan`` the ``DecodePlan`` bytes of ``c{R}_compress_metadata``
-    as int32 rows ``[seq_len, write_loc, read_page_0, read_page_1]``.  A field upstream left ``None`` (or one
-    ``unobservable`` names) is not observable.
+    as int32 rows ``[seq_len, write_loc, read_page_0, read_page_1]``; the V4.1 low ratios (0.5.22+, decode and
+    idle) as target verify's (:func:`~.reading.compression_fields`: ``_init_low_ratio_indexer_metadata``'s
+    ``is_prefill=False`` group, the in-graph block's ``low_ratio_req_indices`` and ``low_ratio_pos_i64``).  A field
+    upstream left ``None`` (or one ``unobservable`` names) is not observable.
     """
     core = md.core_attn_metadata
     core_args = seen["make_core_attn_metadata"]
@@ -236,7 +234,7 @@ def read_decode(md: Any, seen: dict[str, dict[str, Any]], geometry: Any, mode: s
     fields.update(decode_streams(unified, geometry)[0])
     names = fields_for(geometry, mode, draft_runner=draft_runner or mode == "draft_decode")
     if not (draft_runner or mode == "draft_decode") and geometry.compression is not None:  # a draft child: none
-        fields.update(compression_fields(md))
+        fields.update(compression_fields(md, geometry.compression.low_ratios))  # the low ratios: 0.5.22+ only
         for ratio in (4, 128):
             plan = getattr(md, f"c{ratio}_compress_metadata", None)
             plan_d = getattr(plan, "plan_d", None)
@@ -273,9 +271,8 @@ def graph_state(builder: Any, inputs: VerifyInputs) -> UpstreamGraph:
             backend = make(up, inputs, builder.device, seen)
             backend.init_cuda_graph_state(max_bs=inputs.rows, max_num_tokens=inputs.padded_num_tokens)
         shared.update(backend=backend, seen=seen)
-    positions = torch.zeros(inputs.rows, dtype=torch.int64, device=builder.device)
     mirror = torch.zeros(inputs.rows, dtype=torch.int64)
-    return UpstreamGraph(backend, seen, positions, mirror, eager=False)
+    return UpstreamGraph(backend, seen, runner_positions(inputs, builder.device), mirror, eager=False)
 
 
 def out_graph(builder: Any, state: UpstreamGraph, inputs: VerifyInputs) -> Decision | None:
@@ -285,8 +282,8 @@ def out_graph(builder: Any, state: UpstreamGraph, inputs: VerifyInputs) -> Decis
 
     if inputs.seq_lens_cpu is not None:
         state.mirror.copy_(torch.tensor(inputs.seq_lens_cpu, dtype=torch.int64))
-    state.forward_batch = _forward_batch(builder.upstream, inputs, None, state.mirror if inputs.seq_lens_cpu
-                                         is not None else None, capture=not state.captured, positions=state.positions)
+    state.forward_batch = _forward_batch(builder.upstream, inputs, state.mirror if inputs.seq_lens_cpu is not None
+                                         else None, capture=not state.captured, replay=True)
     with _phase(builder, inputs):
         state.backend.init_forward_metadata_out_graph(state.forward_batch, in_capture=not state.captured)
         if not state.captured:

@@ -22,9 +22,9 @@ upstream                           what it does for target verify               
 
 The adapter plays the graph runner: its ``ForwardBatch`` double holds what
 ``build_replay_fb_view`` hands the backend -- the static buffers (the harness's
-refilled inputs), the pinned host mirror (a host buffer of the state, refilled
-before each replay; ``None`` when the batch has no mirror, 0.5.22+), a
-``positions`` buffer and the live, unpadded ragged layout on ``spec_info``.
+refilled inputs, ``positions`` among them: the live positions, pad 0), the pinned
+host mirror (a host buffer of the state, refilled before each replay; ``None`` when
+the batch has no mirror, 0.5.22+) and the live, unpadded ragged layout on ``spec_info``.
 
 Worked example (uniform EAGLE, tier 4 rows / 8 tokens, 2 drafts): the capture's
 out-graph build stores a ``DSV4Metadata`` built on a zero ``out_cache_loc``
@@ -67,7 +67,7 @@ if TYPE_CHECKING:
     from metadata_builders.metadata import VerifyMetadata
 
 __all__ = ["UpstreamGraph", "dispatched", "eager_in_graph", "graph_state", "in_graph", "live_out_cache_loc", "out_graph",
-           "runner_backend", "warm_up"]
+           "runner_backend", "runner_positions", "warm_up"]
 
 Builder = Any
 """An :class:`~.builder.SGLangBuilder` (its ``upstream``, ``device`` and ``kernels``): it calls these phases."""
@@ -85,7 +85,8 @@ class UpstreamGraph:
     seen: dict[str, dict[str, Any]]
     """The spied stages' arguments of the latest out-graph build (eager path) or of the capture (raw path)."""
     positions: torch.Tensor
-    """The runner's static ``positions`` buffer (out-graph reads its ``numel()`` at capture)."""
+    """The runner's static ``positions`` buffer (out-graph reads its ``numel()`` at capture; in-graph work widens it):
+    the harness's ``inputs.positions``, refilled at every replay (:func:`runner_positions`)."""
     mirror: torch.Tensor
     """The runner's pinned ``seq_lens_cpu`` buffer (host memory, graph state), refilled before each replay."""
     captured: bool = False
@@ -131,9 +132,19 @@ def graph_state(builder: Builder, inputs: VerifyInputs) -> UpstreamGraph:
             # The runner's first tier is its largest: the backend's state is sized by it, once.
             backend.init_cuda_graph_state(max_bs=inputs.rows, max_num_tokens=inputs.padded_num_tokens)
         shared.update(backend=backend, seen=seen)
-    positions = torch.zeros(inputs.padded_num_tokens, dtype=torch.int64, device=builder.device)
     mirror = torch.zeros(inputs.rows, dtype=torch.int64)
-    return UpstreamGraph(backend, seen, positions, mirror)
+    return UpstreamGraph(backend, seen, runner_positions(inputs, builder.device), mirror)
+
+
+def runner_positions(inputs: VerifyInputs, device: Any) -> torch.Tensor:
+    """The runner's static ``positions`` buffer: the harness's, which it refills before every replay as upstream's
+    runner does (``buffers.positions[:padded_tokens]``: the live positions, pad 0) -- what the in-graph block widens
+    into ``low_ratio_pos_i64``.  Zeros only for inputs made without one."""
+    import torch
+
+    if inputs.positions is not None:
+        return inputs.positions
+    return torch.zeros(inputs.padded_num_tokens, dtype=torch.int64, device=device)
 
 
 def runner_backend(inputs: VerifyInputs) -> dict[str, Any]:
@@ -232,14 +243,12 @@ def _verify_forward_batch(up: Any, inputs: VerifyInputs, positions: Any, *, repl
 def eager_in_graph(up: Any, backend: Any, md: Any, inputs: VerifyInputs) -> Any:
     """What upstream's dispatcher runs after the entry point of an eager build (``init_forward_metadata`` calls
     ``init_forward_metadata_in_graph`` next): V4.1's token -> request map of the low-ratio states
-    (``low_ratio_req_indices``) is set there and nowhere else.  The forward batch is the eager one: the real
-    tokens' positions, the request slots, ``spec_info.draft_token_num``."""
-    import torch
-
+    (``low_ratio_req_indices``), their positions (``low_ratio_pos_i64``) and the paged SWA store's target
+    (``swa_out_cache_loc``) are set there and nowhere else.  The forward batch is the eager one: the real tokens'
+    positions (the harness's, made before the build), the request slots, ``spec_info.draft_token_num``."""
     _graph_attributes(backend, inputs)
     backend.forward_metadata = md
-    positions = md.core_attn_metadata.positions_casual.to(torch.int64)
-    backend.init_forward_metadata_in_graph(_verify_forward_batch(up, inputs, positions))
+    backend.init_forward_metadata_in_graph(_verify_forward_batch(up, inputs, inputs.positions))
     return backend.forward_metadata
 
 
@@ -260,32 +269,13 @@ def dispatched(up: Any, backend: Any, inputs: VerifyInputs) -> Any:
     backend.enable_decoder_swa_bounded_replay = False  # 0.5.22+: the late-layer tail is for extend batches only
     backend.req_to_token_pool = SimpleNamespace(req_to_token=backend.req_to_token)  # the dispatcher asserts they agree
     mirror = None if inputs.seq_lens_cpu is None else torch.tensor(inputs.seq_lens_cpu, dtype=torch.int64)
-    fields = vars(_verify_forward_batch(up, inputs, None, seq_lens_cpu=mirror, extend_seq_lens=None,
-                                        encoder_swa_replay=False))
-    del fields["positions"]
-    batch = _DispatchedBatch(backend, **fields)
+    # The positions are the harness's input, made before the audited build (a device op of ours inside it -- a
+    # repeat_interleave sized by the host total -- was once blamed for the fault a diverged batch causes, P6).
+    batch = _verify_forward_batch(up, inputs, inputs.positions, seq_lens_cpu=mirror, extend_seq_lens=None,
+                                  encoder_swa_replay=False)
     batch.spec_info.candidate_max_seq_len_upper_bound = inputs.max_seq_len
     backend.init_forward_metadata(batch)
     return backend.forward_metadata
-
-
-class _DispatchedBatch(SimpleNamespace):
-    """The eager forward batch the dispatcher is handed; its ``positions`` are the real tokens' own, read from the
-    build when the in-graph block asks (V4.1's ``low_ratio_pos_i64``), as :func:`eager_in_graph` reads them.
-
-    Not computed up front by the harness: a device op of ours inside the audited build (a ``repeat_interleave``
-    sized by the host total) was blamed for the fault a diverged batch causes (P6, found on 0.5.19).
-    """
-
-    def __init__(self, backend: Any, **fields: Any) -> None:
-        super().__init__(**fields)
-        self._backend = backend
-
-    @property
-    def positions(self) -> torch.Tensor:
-        import torch
-
-        return self._backend.forward_metadata.core_attn_metadata.positions_casual.to(torch.int64)
 
 
 def out_graph(builder: Builder, state: UpstreamGraph, inputs: VerifyInputs) -> Decision | None:

@@ -13,7 +13,9 @@ plan groups are read too: ``core_attn_metadata.c4_out_loc`` ... as themselves,
 ``indexer_metadata.compressed_seq_lens`` as ``indexer_compressed_seq_lens``, and
 ``c4_compress_metadata.plan_c``/``.plan_w`` as ``c4_compress_plan``/``c4_write_plan``,
 and for each low ratio ``R`` of the geometry ``core_attn_metadata.c{R}_*`` as themselves and
-``c{R}_indexer_metadata.compressed_seq_lens``/``.page_table`` as ``c{R}_indexer_*``
+``c{R}_indexer_metadata.compressed_seq_lens``/``.page_table`` as ``c{R}_indexer_*``, and what the
+in-graph block sets -- ``low_ratio_req_indices``, ``low_ratio_pos_i64`` and (any geometry)
+``core_attn_metadata.swa_out_cache_loc`` -- under their own names
 (int32 rows decoded where the plan lives,
 :func:`~metadata_builders.builders.sglang.plan_kernel.compress_rows`; the harness
 lists and canonicalizes them after the audit).  A field upstream left ``None`` is
@@ -80,6 +82,11 @@ def read(md: Any, seen: dict[str, dict[str, Any]], geometry: Any,
         not_observable = ("extend_start_loc",)
     else:
         fields["extend_start_loc"] = start
+    paged = getattr(core, "swa_out_cache_loc", None)  # set by the in-graph block: not on a build that skips it
+    if paged is None:
+        not_observable += ("swa_out_cache_loc",)
+    else:
+        fields["swa_out_cache_loc"] = paged
     streams, streams_missing = decode_streams(unified, geometry)
     fields.update(streams)
     not_observable += streams_missing
@@ -173,8 +180,9 @@ def compression_fields(md: Any, low_ratios: tuple[int, ...] = ()) -> dict[str, A
         out[f"c{ratio}_compress_plan"] = None if plan_c is None else compress_rows(plan_c)
         out[f"c{ratio}_write_plan"] = None if plan_w is None else write_rows(plan_w)
     if low_ratios:
-        # Set by init_forward_metadata_in_graph (the graph path; eager reaches it through the dispatcher only).
+        # Set by init_forward_metadata_in_graph (the graph path; eager: after the entry point, as the dispatcher).
         out["low_ratio_req_indices"] = getattr(md, "low_ratio_req_indices", None)
+        out["low_ratio_pos_i64"] = getattr(md, "low_ratio_pos_i64", None)
     for ratio in low_ratios:
         out.update({f"c{ratio}_{n}": getattr(core, f"c{ratio}_{n}", None) for n in LOW_RATIO_CORE})
         low = getattr(md, f"c{ratio}_indexer_metadata", None)

@@ -104,12 +104,11 @@ GROUP_SPECS: tuple[MutantSpec, ...] = (
         "low_ratio_compression_metadata in attn_glue_hip (-1 for c1/c2, 0 for c4)",
     ),
     MutantSpec(
-        "low_ratio_indexer_prefill_lengths", "low_ratios.low_ratio_groups", "prefill lengths on decode rows",
+        "low_ratio_indexer_prefill_lengths", "compression.compression_groups", "prefill lengths on decode rows",
         "Target verify builds the low-ratio indexers with the prefill rows' raw lengths (casual // R) instead "
         "of the decode rows' clamp-1 ones: a token with no ratio-2 entry yet gets length 0.",
-        '        fields.update(low_ratio_indexer(ratio, inputs, core["page_table"], clamp1))',
-        '        fields.update(low_ratio_indexer(ratio, inputs, core["page_table"],\n'
-        '                                        torch.div(core["seq_lens_casual"], ratio, rounding_mode="floor").to(_I32)))',
+        "hip_low_ratios.low_ratio_groups(inputs, core, is_prefill=False)",
+        "hip_low_ratios.low_ratio_groups(inputs, core, is_prefill=True)",
         "_init_low_ratio_indexer_metadata(is_prefill=not low_ratio_decode_rows)",
     ),
     MutantSpec(
@@ -137,5 +136,25 @@ GROUP_SPECS: tuple[MutantSpec, ...] = (
         '                                                               inputs.num_draft_tokens)',
         "SGLang 0.5.22-0.5.23 token_req_indices (dsv41_sparse.py): repeat_interleave(req, draft_token_num) for "
         "target verify, read by init_forward_metadata_in_graph (FINDINGS.md F18)",
+    ),
+    MutantSpec(
+        "low_ratio_pos_from_lengths", "low_ratios.low_ratio_groups", "lengths for positions",
+        "The low-ratio sources' positions are widened from the metadata's seq_lens_casual (each token's visible "
+        "length) instead of the forward batch's positions: every real token's V4.1 c2 state row and RoPE sit one "
+        "position ahead, and a pad row's token takes its pad length where the runner hands 0.",
+        '        out["low_ratio_pos_i64"] = low_ratio_positions(inputs)',
+        '        out["low_ratio_pos_i64"] = core["seq_lens_casual"].to(_I64)',
+        "init_forward_metadata_in_graph's low_ratio_pos_i64 = forward_batch.positions.to(int64) (SGLang 0.5.22+); "
+        "the seq_lens_casual vs positions_casual split of make_core_attn_metadata",
+    ),
+    # The in-graph block's paged SWA target (metadata_builders.builders.hip.pipeline.swa_out_cache_loc).
+    MutantSpec(
+        "paged_swa_pads_minus_one", "swa_out_cache_loc", "a pad's store target marked -1 instead of the dummy slot",
+        "The paged SWA store target of a pad token (out_cache_loc 0) is marked -1, 'store nothing', instead of "
+        "translated to the dummy slot full_to_swa[0]: upstream's store takes every index it is handed, so the pad "
+        "token's K lands in the SWA pool's last slot (a torch index) or before its first (a kernel's offset).",
+        "    return inputs.full_to_swa[inputs.out_cache_loc].to(_I32)",
+        "    return torch.where(inputs.out_cache_loc > 0, inputs.full_to_swa[inputs.out_cache_loc], -1).to(_I32)",
+        "get_swa_out_cache_loc (SGLang 0.5.23): 'translates the zero-padded out_cache_loc to the dummy slot'",
     ),
 )

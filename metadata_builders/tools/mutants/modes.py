@@ -168,4 +168,15 @@ MODE_SPECS: tuple[MutantSpec, ...] = (
         "                self._draft_step = inputs.draft_step\n",
         "speculative_step_id kept on a shared backend (DeepseekV4MultiStepBackend gives each step a child of its own)",
     ),
+    MutantSpec(
+        "decode_low_ratio_prefill_lengths", "decode.from_raw_decode", "prefill lengths on a decode step's low ratios",
+        "A decode step builds its V4.1 low-ratio indexers with the prefill rows' raw lengths (casual // R) instead of "
+        "the decode rows' clamp-1 ones: a graph pad row or an idle rank's row (length 1) gets a ratio-2 length of 0 "
+        "where the decode rows' kernels take at least 1 (why upstream clamps, passing is_prefill=False); a real row "
+        "(length 2 or more) is unchanged, so only a tier with pad rows shows it.",
+        "hip_low_ratios.low_ratio_groups(inputs, fields, is_prefill=False)",
+        "hip_low_ratios.low_ratio_groups(inputs, fields, is_prefill=True)",
+        "make_forward_metadata_from_raw_decode's _init_low_ratio_indexer_metadata(core, is_prefill=False) "
+        "(SGLang 0.5.22+)",
+    ),
 )
