@@ -129,6 +129,10 @@ class VerifyInputs:
     seq_len_fill: int = 1
     """What the graph runner put in the pad rows' ``seq_lens`` (and host mirror): the builder's
     ``seq_len_fill_value`` capability, upstream's ``get_cuda_graph_seq_len_fill_value()``."""
+    speculative_num_draft_tokens: int | None = None
+    """The backend's configured draft count where it is not the active width ``num_draft_tokens``: a DSpark draft
+    worker's block verify (upstream ``is_dspark_draft``: configured gamma + 1, every request verifies gamma).  A
+    builder verifies ``num_draft_tokens``; this is what upstream's backend also holds.  None: one count."""
 
     @property
     def draft_runner(self) -> bool:
@@ -357,6 +361,7 @@ def make_inputs(batch: VerifyBatch, variant: Variant, device: str | torch.device
         mode=batch.mode,
         draft_step=batch.draft_step,
         seq_len_fill=fill,
+        speculative_num_draft_tokens=batch.speculative_num_draft_tokens,
         **_host_values(batch, variant, padding, fill),
     )
 
@@ -392,6 +397,10 @@ def refill_inputs(inputs: VerifyInputs, batch: VerifyBatch) -> None:
                            batch.mode)
     if batch.draft_step != inputs.draft_step:  # each step is its own child backend, its own captured metadata
         raise InvalidBatch("draft_step", None, f"the captured child's step {inputs.draft_step!r}", batch.draft_step)
+    if batch.speculative_num_draft_tokens != inputs.speculative_num_draft_tokens:  # the draft worker's own runner
+        raise InvalidBatch("speculative_num_draft_tokens", None,
+                           f"the captured backend's {inputs.speculative_num_draft_tokens!r}",
+                           batch.speculative_num_draft_tokens)
     if batch.graph != inputs.graph:
         raise InvalidBatch("graph", None, f"the captured tier {inputs.graph}", batch.graph)
     for name, values in (("req_to_token", batch.req_to_token), ("full_to_swa", batch.full_to_swa)):
