@@ -38,6 +38,7 @@ from metadata_builders.cli import SUBCOMMANDS, build_parser
 from metadata_builders.cli import main as cli_main
 from metadata_builders.properties import (
     PROPERTIES,
+    check_p1_reference,
     check_p5_graph_vs_eager,
     fewer_requests_batch,
     history_for,
@@ -78,6 +79,8 @@ EXTRA_BATCHES: dict[str, VerifyBatch] = {
         mode="draft_decode", draft_step=1, out_cache_loc=[19, 20, 21, 27, 28, 29], graph=GraphTier(3, 3)),
     "decode_tier_with_a_pad_row": make_batch([7, 3], [1, 2], 4).replace(
         mode="decode", out_cache_loc=[19, 27], graph=GraphTier(3, 3)),
+    "dspark_draft_block_verify": make_batch([5, 3, 7], [2, 1, 3], 3, is_dspark=True, graph=GraphTier(4, 12)).replace(
+        speculative_num_draft_tokens=4),
 }
 """Witnesses the shared examples do not cover (the draft-extend one: reference/draft_extend.py's worked example,
 two real rows and two pad rows on a tier of 4): a diverging device length, a stale mirror with the same sum,
@@ -162,6 +165,7 @@ WITNESSES: dict[str, str] = {
     "draft_decode_children_refresh_live_rows": "draft_decode_tier_with_a_pad_row",
     "idle_keeps_a_bucket_of_its_own": "decode_tier_with_a_pad_row",
     "draft_step_kept_on_the_builder": "draft_extend_tier_with_pad_rows",
+    "dspark_draft_verifies_configured_count": "dspark_draft_block_verify",
 }
 """Each mutant's witness: a named batch on which it must differ from ``hip`` and fail a property."""
 
@@ -560,7 +564,22 @@ stream whose segments leave their buffer (``p1.stream_out_of_bounds``); an eager
 (one that misses a read)."""
 
 
-@pytest.mark.parametrize("name", ISSUE_26_MUTANTS + ISSUE_41_MUTANTS)
+ISSUE_45_MUTANTS = ("dspark_draft_verifies_configured_count",)
+"""Issue 45's mutant: the configured draft count (a DSpark draft worker's gamma + 1) read as the verify width."""
+
+
+def test_the_configured_count_as_the_verify_width_is_named_by_p1_on_a_draft_worker_only() -> None:
+    """Every request of the draft worker's batch verifies gamma + 1 tokens: P1 names both counts
+    (``p1.active_width``); the target worker's twin, one count for both, holds every property."""
+    mutant = mutant_builder("dspark_draft_verifies_configured_count")
+    draft = BATCHES["dspark_draft_block_verify"]
+    with pytest.raises(PropertyFailure) as info:
+        check_p1_reference(mutant, draft)
+    assert (info.value.check, info.value.field, info.value.actual) == ("p1.active_width", "extend_seq_lens", 4)
+    assert not _failures(mutant, draft.replace(speculative_num_draft_tokens=None))
+
+
+@pytest.mark.parametrize("name", ISSUE_26_MUTANTS + ISSUE_41_MUTANTS + ISSUE_45_MUTANTS)
 def test_each_mtp_step_mutant_has_a_replay_file_that_reproduces(tmp_path, capsys, name: str) -> None:
     """Its witness written as a replay file: ``replay`` exits 1 on the mutant and 0 on ``hip``."""
     from metadata_builders.cli import main
