@@ -44,6 +44,7 @@ from strategies._arguments import _check_batch_arguments, _check_count, _check_m
 from strategies._coverage import boundary_hits
 from strategies._divergences import draw_divergence, stale_mirrors
 from strategies._modes import decode_mode_batch
+from strategies._workers import check_dspark_draft, draw_worker, ragged_odds
 from strategies._geometry import HUGE_RING_SIZES, geometries
 
 __all__ = [
@@ -421,6 +422,7 @@ def verify_batches(
     compression: bool | None = None,
     mode: str = "target_verify",
     equal_windows: bool = False,
+    dspark_draft: bool | None = False,
 ) -> VerifyBatch:
     """A valid :class:`VerifyBatch` of ``mode`` (any but target verify: uniform, no divergence or cap; the decode
     modes are drawn from draft-extend batches, :func:`~strategies._modes.as_decode`); each ``None`` argument is drawn.
@@ -429,17 +431,19 @@ def verify_batches(
     ``divergence=True`` attaches one (:func:`divergences`; batches that cannot take one, such as a ragged batch
     pinned to ``num_draft_tokens=1``, are rejected) and ``None`` draws whether to; ``stale_mirror=True`` gives the
     caller's host mirror a stale entry (:func:`stale_mirrors`), ``None`` draws whether to; ``compression`` forces or
-    forbids a compressed geometry and ``equal_windows=True`` makes its two windows one (:func:`geometries`).  Every
-    verify position -- the pad rows' shares (seq_len 1, slot 0) included -- fits the row width ``max_context``, except that one absorbing tier in four lets the slack
-    the last real row absorbed run past it (F2c); slots are distinct and in ``1..num_slots-1``; ``req_to_token``
-    holds distinct pool locations except for a few deliberate ``-1`` entries and entries ``len(full_to_swa) - 1``
-    (which map to the ``-1`` sentinel); ``full_to_swa`` sometimes has ``-1`` holes.  Calls ``hypothesis.event`` for
-    each name of :func:`~strategies.boundary_hits`.
+    forbids a compressed geometry and ``equal_windows=True`` makes its two windows one (:func:`geometries`);
+    ``dspark_draft=True`` draws a DSpark draft worker's block verify, ``None`` whether to (:func:`draw_worker`).
+    Every verify position -- the pad rows' shares (seq_len 1, slot 0) included -- fits the row width
+    ``max_context``, except that one absorbing tier in four lets the slack the last real row absorbed run past it
+    (F2c); slots are distinct and in ``1..num_slots-1``; ``req_to_token`` holds distinct pool locations except for
+    a few deliberate ``-1`` entries and entries ``len(full_to_swa) - 1`` (which map to the ``-1`` sentinel);
+    ``full_to_swa`` sometimes has ``-1`` holes.  Calls ``hypothesis.event`` for each name of :func:`boundary_hits`.
 
     Shrinks towards one uniform eager EAGLE request with seq_len 1, one verify token, no padding, no divergence
     and the small geometry with every dimension 1.
     """
     _check_batch_arguments(min_requests, max_requests, num_draft_tokens, max_pad_rows, geometry, equal_windows)
+    check_dspark_draft(dspark_draft, mode, is_dspark, compression, geometry)
     if mode != "target_verify":
         _check_mode(mode, num_draft_tokens, graph, ragged=ragged, divergence=divergence, stale_mirror=stale_mirror)
         ragged = divergence = stale_mirror = False
@@ -448,16 +452,13 @@ def verify_batches(
                                  min_requests=min_requests, max_requests=max_requests, num_draft_tokens=num_draft_tokens,
                                  max_pad_rows=max_pad_rows, compression=compression, equal_windows=equal_windows)
     # The categorical choices come first, where their odds hold best (see _TierPlan).
-    dspark = draw(st.booleans()) if is_dspark is None else is_dspark
+    dspark, worker, compression = draw_worker(draw, is_dspark, dspark_draft, compression, geometry)
     attach = draw(st.booleans()) if divergence is None else divergence
     has_graph = draw(st.sampled_from((False, True, True, True))) if graph is None else graph
-    # Ragged tiers have many more shapes than uniform ones: give them more draws.
-    is_ragged = draw(st.sampled_from((False, True, True) if has_graph else (False, True))) if ragged is None else ragged
+    is_ragged = draw(st.sampled_from(ragged_odds(worker, has_graph))) if ragged is None else ragged
     plan = _draw_tier_plan(draw, is_ragged, 0, max_pad_rows) if has_graph else None
-    if num_draft_tokens is not None:
-        draft = num_draft_tokens
-    else:
-        draft = draw(_DIVERGENT_RAGGED_DRAFT_TOKEN_COUNTS if attach and is_ragged else _DRAFT_TOKEN_COUNTS)
+    counts = _DIVERGENT_RAGGED_DRAFT_TOKEN_COUNTS if attach and is_ragged else _DRAFT_TOKEN_COUNTS
+    draft = draw(counts) if num_draft_tokens is None else num_draft_tokens
     geo = geometry or draw(geometries(num_draft_tokens=draft, compression=compression, equal_windows=equal_windows))
     bs = draw(_request_counts(min_requests, max_requests))
     real = draw(verify_lens(num_requests=bs, num_draft_tokens=draft)) if is_ragged else [draft] * bs
@@ -473,7 +474,7 @@ def verify_batches(
     out_cache_loc = [table[slot][s + j] for slot, s, e in zip(slots, seq_lens, real) for j in range(e)]
     _draw_holes(draw, table, full_to_swa, [(slot, s + e) for slot, s, e in zip(slots, seq_lens, real)], geo)
     batch = VerifyBatch(seq_lens, slots, real if is_ragged else None, draft, out_cache_loc, table, full_to_swa,
-                        dspark, geo, tier, mode=mode)
+                        dspark, geo, tier, mode=mode, speculative_num_draft_tokens=draft + 1 if worker else None)
     if attach:
         drawn_divergence, _ = draw_divergence(draw, batch, None)
         # divergence=True promises one: reject the rare batch that cannot take any.

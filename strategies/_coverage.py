@@ -39,6 +39,7 @@ COVERAGE_EVENTS: Mapping[str, str] = MappingProxyType(
         "ragged_mixed": "a ragged batch with single-token and full-width rows (num_draft_tokens >= 2)",
         "dspark": "the DSpark algorithm",
         "eagle": "the EAGLE algorithm",
+        "dspark_draft": "a DSpark draft worker's block verify (configured gamma + 1, active width gamma)",
         # prefixes and positions
         "short_prefix": "a request with seq_len 1",
         "long_prefix": "a request with seq_len >= max(2 * swa_window, 64)",
@@ -157,6 +158,8 @@ def boundary_hits(batch: VerifyBatch) -> set[str]:
         hits.add("bs>=8")
     hits.add("ragged" if batch.is_ragged else "uniform")
     hits.add("dspark" if batch.is_dspark else "eagle")
+    if batch.is_dspark_draft:
+        hits.add("dspark_draft")
     if 1 in extend:
         hits.add("verify_len=1")
     if draft in extend:

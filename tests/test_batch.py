@@ -16,6 +16,7 @@ from _examples import EXAMPLES, GEOMETRY, kv_tables, make_batch
 
 from metadata_builders import (
     SCHEMA,
+    Compression,
     Divergence,
     Geometry,
     GraphTier,
@@ -518,3 +519,44 @@ def test_an_idle_batch_is_built_on_its_graph_tier_only() -> None:
     with pytest.raises(InvalidVariant) as info:
         get_builder("hip").build(batch, Variant("eager"))
     assert info.value.field == "path" and "idle" in str(info.value)
+
+
+# -- a DSpark draft worker's block verify: two draft counts (issue 45) -------------------------------------------
+
+DSPARK_DRAFT = make_batch([5, 3, 7], [2, 1, 3], 3, is_dspark=True, graph=GraphTier(4, 12)).replace(
+    speculative_num_draft_tokens=4)
+"""gamma 3 a request, configured 4 (upstream's DSpark draft worker), a tier with one pad row."""
+
+
+def test_a_dspark_draft_worker_keeps_two_counts_and_writes_the_configured_one() -> None:
+    """The configured count rides the file only when set, and round-trips; every other file is unchanged."""
+    assert DSPARK_DRAFT.is_dspark_draft and DSPARK_DRAFT.extend_lens == (3, 3, 3)
+    d = DSPARK_DRAFT.to_dict()
+    assert d["speculative_num_draft_tokens"] == 4
+    assert VerifyBatch.from_json(DSPARK_DRAFT.to_json()) == DSPARK_DRAFT
+    twin = DSPARK_DRAFT.replace(speculative_num_draft_tokens=None)
+    assert "speculative_num_draft_tokens" not in twin.to_dict() and not twin.is_dspark_draft
+    del d["speculative_num_draft_tokens"]
+    assert VerifyBatch.from_dict(d) == twin  # a file without the key is the target worker's batch
+    assert "draft worker (configured 4)" in DSPARK_DRAFT.describe()
+    assert "speculative_num_draft_tokens=4" in repr(DSPARK_DRAFT)
+
+
+@pytest.mark.parametrize(("changes", "field", "actual"), [
+    ({"is_dspark": False}, "speculative_num_draft_tokens", 4),  # EAGLE keeps one count
+    ({"speculative_num_draft_tokens": 3}, "speculative_num_draft_tokens", 3),  # gamma + 1 or None
+    ({"speculative_num_draft_tokens": 5}, "speculative_num_draft_tokens", 5),
+    ({"speculative_num_draft_tokens": True}, "speculative_num_draft_tokens", True),
+    ({"mode": "draft_extend", "graph": None}, "speculative_num_draft_tokens", 4),
+    ({"geometry": Geometry(page_size=128, swa_window=4, ring_size=6, unified_swa_window=4, page_index_align=8,
+                           compression=Compression(index_topk=8))}, "geometry.compression", None),
+])
+def test_a_configured_count_is_a_dspark_draft_workers_block_verify_only(changes: dict, field: str,
+                                                                        actual: Any) -> None:
+    """DSpark target verify, configured ``num_draft_tokens + 1``, a pool without compressed KV: else the error names
+    the field."""
+    with pytest.raises(InvalidBatch) as info:
+        DSPARK_DRAFT.replace(**changes)
+    assert info.value.field == field, info.value
+    if actual is not None:
+        assert info.value.actual == actual

@@ -25,6 +25,8 @@ release; each branch plants one realistic regression:
 |               | step to step (ATOM #817) while DSpark's draft count changes (issue 41) |  |
 | ``pr-unpadded`` | ``deepseek_v4_backend_hip_radix.py``, out-graph target verify: the live | both, P5 |
 |               | ``out_cache_loc`` not padded to the tier (issue 45: the runner hands it unpadded) |  |
+| ``pr-dspark-draft`` | ``deepseek_v4_backend_hip_radix.py``, the verify extension reading the configured | both, P1 |
+|               | draft count (``speculative_num_draft_tokens``) for the active width (#31026, issue 45) |  |
 
 The gate runs both kernel routes of ``--builder sglang`` (metadata_builders/routes.py).
 """
@@ -295,6 +297,24 @@ UNPADDED_PLANT = Plant(
 """Issue 45 item 1: the backend's own pad of the live out_cache_loc dropped, planted on ``pr-unpadded``."""
 
 
+DSPARK_DRAFT_PLANT = Plant(
+    "the verify extension reads the configured draft count for the active width (upstream #31026)", BACKEND,
+    "seq_lens = seq_lens + self.target_verify_num_draft_tokens",
+    "seq_lens = seq_lens + self.speculative_num_draft_tokens",
+    "P1",
+    catalogue=(
+        "dspark_draft_verifies_configured_count, planted in upstream: init_forward_metadata_target_verify_old's "
+        "uniform verify extension adds the backend's configured draft count (speculative_num_draft_tokens, the "
+        "server argument) where it should add the active width (target_verify_num_draft_tokens): on the target "
+        "worker both are gamma + 1 and nothing changes; on a DSpark draft worker (configured gamma + 1, verifying "
+        "gamma) every request's positions land one past its draft block -- what SGLang PR #31026 fixes in the HIP "
+        "target-verify metadata. Only the draft worker's batches (P1's DSpark draft focus) see it."
+    ),
+)
+"""Issue 45 item 2: upstream's backend reading one draft count for the other, planted on ``pr-dspark-draft`` (every
+release 0.5.18-0.5.23 has the line)."""
+
+
 @pytest.fixture(scope="module")
 def planted_repo(tmp_path_factory):
     """(repo, {branch: plant}): ``main`` = the installed release, one branch per planted regression."""
@@ -328,6 +348,8 @@ def planted_repo(tmp_path_factory):
         plants["pr-staging"] = STAGING_PLANT
     if source.count(UNPADDED_PLANT.find) == 1:
         plants["pr-unpadded"] = UNPADDED_PLANT
+    if source.count(DSPARK_DRAFT_PLANT.find) == 1:
+        plants["pr-dspark-draft"] = DSPARK_DRAFT_PLANT
     plants.update({branch: plant for branch, plant in DRAFT_DECODE_PLANTS.items() if _count(repo, plant) == 1})
     if os.path.exists(os.path.join(repo, "python", "sglang", *STORE_KERNEL)) and _count(repo, STORE_KERNEL_PLANT) == 1:
         plants["pr-store-kernel"] = STORE_KERNEL_PLANT
@@ -587,3 +609,18 @@ def test_the_release_against_itself_gates_green_on_what_the_stores_do(planted_re
     assert _gate(repo, tmp_path, cache_dir, "main", "--properties", "P1,P10") == 0
     out = capsys.readouterr().out
     assert "gate: GREEN" in out and "BLOCKS" not in _row(out, "P10"), out
+
+
+@pytest.mark.slow
+def test_the_configured_draft_count_read_for_the_verify_width_gates_red(planted_repo, cache_dir, tmp_path,
+                                                                        capsys) -> None:
+    """Upstream #31026's bug in upstream's own file: red on P1 through the DSpark draft worker's batches (the
+    target worker's hold: one count for both), its replay file a draft worker's."""
+    repo, plants = planted_repo
+    assert "pr-dspark-draft" in plants, "every release 0.5.18-0.5.23 has the uniform verify extension's line"
+    assert _gate(repo, tmp_path, cache_dir, "pr-dspark-draft", "--properties", "P1") == 1
+    out = capsys.readouterr().out
+    assert "BLOCKS" in _row(out, "P1") and "NEW" in _row(out, "P1"), out
+    replays = [n for n in os.listdir(tmp_path / "failures") if n.startswith("P1-") and n.endswith(".json")]
+    assert replays and all('"speculative_num_draft_tokens"' in (tmp_path / "failures" / n).read_text()
+                           for n in replays), out

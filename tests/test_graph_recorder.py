@@ -85,6 +85,25 @@ def test_replay_runs_none_of_the_builders_in_graph_python() -> None:
     assert calls == {"in_graph": 1, "out_graph": 1 + len(replay_sequence(batch))}
 
 
+def test_a_dspark_draft_workers_capture_replays_its_own_batches_only() -> None:
+    """The draft worker's runner is its own (its backend keeps gamma + 1 configured): its capture replays another
+    draft-worker batch, and refuses the target worker's batch of the same tier, naming the count."""
+    from _examples import make_batch
+
+    from metadata_builders import GraphTier, InvalidBatch
+
+    draft = make_batch([5, 3, 7], [2, 1, 3], 3, is_dspark=True, graph=GraphTier(4, 12)).replace(
+        speculative_num_draft_tokens=4)
+    builder = get_builder("hip")
+    variant = _graph_variants(draft)[0]
+    captured = builder.capture(draft, variant)
+    for other in replay_sequence(draft):
+        assert builder.replay(captured, other).fields == builder.build(other, variant).fields
+    with pytest.raises(InvalidBatch) as info:
+        builder.replay(captured, draft.replace(speculative_num_draft_tokens=None))
+    assert info.value.field == "speculative_num_draft_tokens"
+
+
 # -- the recorder's semantics, one call at a time -----------------------------------------------------
 
 

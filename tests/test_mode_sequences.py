@@ -147,3 +147,18 @@ def test_the_adapter_asks_upstream_for_the_fill_value(monkeypatch) -> None:
     cls = load_upstream("cpu").backend_module.DeepseekV4HipRadixBackend
     monkeypatch.setattr(cls, "get_cuda_graph_seq_len_fill_value", lambda self: 0)
     assert SGLangBuilder("cpu").seq_len_fill_value == 0
+
+
+def test_a_dspark_draft_workers_history_is_its_own_backends() -> None:
+    """A DSpark draft worker's backend builds its block verify alone, gamma every step: P9's history plays no other
+    mode and no other draft count; the gate's shrinker keeps configured = gamma + 1 as it lowers gamma."""
+    from metadata_builders.properties import history_for
+    from metadata_builders.properties.sequences import other_draft_count_batch, with_draft_count
+
+    draft = make_batch([5, 3, 7], [2, 1, 3], 3, is_dspark=True, graph=GraphTier(4, 12)).replace(
+        speculative_num_draft_tokens=4)
+    assert other_modes_batches(draft) == [] and other_draft_count_batch(draft) is None
+    assert other_modes_batches(draft.replace(speculative_num_draft_tokens=None))
+    assert history_for(draft) and all(b.speculative_num_draft_tokens == 4 for b in history_for(draft))
+    fewer = with_draft_count(draft, 2)
+    assert fewer is not None and (fewer.num_draft_tokens, fewer.speculative_num_draft_tokens) == (2, 3)

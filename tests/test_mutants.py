@@ -38,6 +38,7 @@ from metadata_builders.cli import SUBCOMMANDS, build_parser
 from metadata_builders.cli import main as cli_main
 from metadata_builders.properties import (
     PROPERTIES,
+    check_p1_reference,
     check_p5_graph_vs_eager,
     fewer_requests_batch,
     history_for,
@@ -83,6 +84,8 @@ EXTRA_BATCHES: dict[str, VerifyBatch] = {
             page_size=128, swa_window=4, ring_size=6, unified_swa_window=4, page_index_align=64,
             compression=Compression(index_topk=8, c4_ring_size=16, c128_ring_size=256, unified_swa_pages=5,
                                     low_ratios=(1, 2)))),
+    "dspark_draft_block_verify": make_batch([5, 3, 7], [2, 1, 3], 3, is_dspark=True, graph=GraphTier(4, 12)).replace(
+        speculative_num_draft_tokens=4),
 }
 """Witnesses the shared examples do not cover (the draft-extend one: reference/draft_extend.py's worked example,
 two real rows and two pad rows on a tier of 4): a diverging device length, a stale mirror with the same sum,
@@ -171,6 +174,7 @@ WITNESSES: dict[str, str] = {
     "low_ratio_pos_from_lengths": "low_ratios_capped_tier_with_tail_pads",
     "paged_swa_pads_minus_one": "ragged_tier_slack_spread_over_pad_rows",
     "decode_low_ratio_prefill_lengths": "low_ratios_decode_tier_with_a_pad_row",
+    "dspark_draft_verifies_configured_count": "dspark_draft_block_verify",
 }
 """Each mutant's witness: a named batch on which it must differ from ``hip`` and fail a property."""
 
@@ -569,7 +573,22 @@ stream whose segments leave their buffer (``p1.stream_out_of_bounds``); an eager
 (one that misses a read)."""
 
 
-@pytest.mark.parametrize("name", ISSUE_26_MUTANTS + ISSUE_41_MUTANTS)
+ISSUE_45_MUTANTS = ("dspark_draft_verifies_configured_count",)
+"""Issue 45's mutant: the configured draft count (a DSpark draft worker's gamma + 1) read as the verify width."""
+
+
+def test_the_configured_count_as_the_verify_width_is_named_by_p1_on_a_draft_worker_only() -> None:
+    """Every request of the draft worker's batch verifies gamma + 1 tokens: P1 names both counts
+    (``p1.active_width``); the target worker's twin, one count for both, holds every property."""
+    mutant = mutant_builder("dspark_draft_verifies_configured_count")
+    draft = BATCHES["dspark_draft_block_verify"]
+    with pytest.raises(PropertyFailure) as info:
+        check_p1_reference(mutant, draft)
+    assert (info.value.check, info.value.field, info.value.actual) == ("p1.active_width", "extend_seq_lens", 4)
+    assert not _failures(mutant, draft.replace(speculative_num_draft_tokens=None))
+
+
+@pytest.mark.parametrize("name", ISSUE_26_MUTANTS + ISSUE_41_MUTANTS + ISSUE_45_MUTANTS)
 def test_each_mtp_step_mutant_has_a_replay_file_that_reproduces(tmp_path, capsys, name: str) -> None:
     """Its witness written as a replay file: ``replay`` exits 1 on the mutant and 0 on ``hip``."""
     from metadata_builders.cli import main

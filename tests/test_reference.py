@@ -640,3 +640,18 @@ def test_the_in_graph_blocks_worked_example() -> None:
     assert fields["raw_out_loc"] == [45, 46, 23, 24, 0, 0]
     assert fields["swa_out_cache_loc"] == swa_out_cache_loc(batch.full_to_swa, fields["raw_out_loc"]) == \
         [145, 146, 123, 124, 100, 100]
+
+
+def test_a_dspark_draft_worker_verifies_its_active_width_not_its_configured_count() -> None:
+    """Upstream's DSpark draft worker configures gamma + 1 and verifies gamma a request: the reference and ``hip``
+    build it as the target worker's batch of gamma drafts, on every variant (the configured count reads nothing)."""
+    draft = make_batch([5, 3, 7], [2, 1, 3], 3, is_dspark=True, graph=GraphTier(4, 12)).replace(
+        speculative_num_draft_tokens=4)
+    twin = draft.replace(speculative_num_draft_tokens=None)
+    for name in ("reference", "hip"):
+        builder = get_builder(name)
+        for variant in variants_for(draft):
+            got, want = builder.build(draft, variant), builder.build(twin, variant)
+            assert got.fields == want.fields and got.decision == want.decision, (name, variant)
+            assert got.fields["extend_seq_lens"][:3] == [3, 3, 3]
+            assert got.decision.num_tokens == 3 * len(got.fields["seq_lens"]), (name, variant)

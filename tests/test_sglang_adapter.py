@@ -11,6 +11,7 @@ that it shows nowhere else.
 from __future__ import annotations
 
 import __future__
+import functools
 import inspect
 import json
 import pickle
@@ -37,6 +38,7 @@ from metadata_builders.properties import (
     check_p7_capture_safety,
     check_p8_inputs_untouched,
     contract_role,
+    p1_differences,
 )
 from metadata_builders.reference import CONTRACT_STAGES, expected_host_syncs, oob_read_count, verify_extension
 from strategies import geometries, verify_batches
@@ -460,6 +462,81 @@ def test_planted_bug_updating_seq_lens_in_place_fails_p8(sglang, upstream, monke
     with pytest.raises(PropertyFailure) as info:
         check_p8_inputs_untouched(sglang, batch)
     assert (info.value.prop, info.value.field) == ("P8", "seq_lens")
+
+
+# -- the DSpark draft worker's block verify: two draft counts (issue 45) --------------------------------------
+
+DSPARK_DRAFT = make_batch([5, 3, 7], [2, 1, 3], 3, is_dspark=True, graph=GraphTier(4, 12)).replace(
+    speculative_num_draft_tokens=4)
+"""A DSpark draft worker's block verify: gamma 3 a request, configured 4, a tier with one pad row."""
+
+
+def test_a_dspark_draft_batch_is_built_on_the_draft_workers_backend(sglang, upstream, monkeypatch) -> None:
+    """Every path builds on a backend holding what upstream's ``__init__`` leaves on a DSpark draft worker: the
+    configured gamma + 1, the active gamma, ``is_dspark_draft`` and ``is_draft_worker`` (``need_compress`` off);
+    the target worker's batch on one count, neither flag."""
+    seen: list[tuple] = []
+    attach = upstream.backend_cls._attach_unified_kv_prefill_meta
+
+    @functools.wraps(attach)  # the double's spy binds upstream's signature
+    def watched(self, *args, **kwargs):
+        seen.append((self.speculative_num_draft_tokens, self.target_verify_num_draft_tokens, self.is_dspark_draft,
+                     self.is_draft_worker, getattr(self, "need_compress", False)))
+        return attach(self, *args, **kwargs)
+
+    monkeypatch.setattr(upstream.backend_cls, "_attach_unified_kv_prefill_meta", watched)
+    for batch, want in ((DSPARK_DRAFT, (4, 3, True, True, False)),
+                        (DSPARK_DRAFT.replace(speculative_num_draft_tokens=None), (3, 3, False, False, False))):
+        for variant in sglang.variants_supported(batch):
+            seen.clear()
+            sglang.build(batch, variant)
+            assert seen and set(seen) == {want}, (variant, seen)
+
+
+def _new_p1_differences(sglang, upstream, monkeypatch, method: str, old: str, new: str,
+                        batch: VerifyBatch) -> tuple[set[str], set[str]]:
+    """What planting ``old`` -> ``new`` in ``method`` adds to P1's differences (the gate's question: a known
+    finding of the release, F5 on 0.5.18/0.5.19, stays out of it): on ``batch``'s target-worker twin (one count for
+    both), and on ``batch``, a DSpark draft worker's."""
+    target = batch.replace(speculative_num_draft_tokens=None)
+    before = {b: p1_differences(sglang, b) for b in (target, batch)}
+    _plant(monkeypatch, upstream, method, old, new)
+    return (p1_differences(sglang, target) - before[target]), (p1_differences(sglang, batch) - before[batch])
+
+
+def test_the_configured_count_read_for_the_verify_width_fails_p1_on_a_draft_worker(sglang, upstream,
+                                                                                   monkeypatch) -> None:
+    """Upstream #31026's bug planted in upstream's own verify extension (``seq_lens + speculative_num_draft_tokens``):
+    the target worker's batch, one count for both, gains no difference; the draft worker's every eager variant is
+    red, every request's positions one past its block."""
+    target, draft = _new_p1_differences(sglang, upstream, monkeypatch, "init_forward_metadata_target_verify_old",
+                                        "seq_lens = seq_lens + self.target_verify_num_draft_tokens",
+                                        "seq_lens = seq_lens + self.speculative_num_draft_tokens",
+                                        DSPARK_DRAFT.replace(graph=None))
+    assert not target, target
+    assert "seq_lens" in {d.split("|")[1] for d in draft}, draft
+
+
+def test_the_configured_count_read_by_the_raw_verify_upgrade_fails_p1_on_the_draft_runners_graph(
+        sglang, upstream, monkeypatch) -> None:
+    """The same bug in DSpark's raw verify upgrade (0.5.20+: the uniform graph build deferred into the graph): on the
+    graph path every request verifies gamma + 1 tokens, and P1 names both counts (``p1.active_width``)."""
+    upgrade, calls = upstream.backend_cls.make_forward_metadata_from_raw_verify, []
+    with monkeypatch.context() as watch:
+        watch.setattr(upstream.backend_cls, "make_forward_metadata_from_raw_verify",
+                      lambda self, raw: calls.append(raw) or upgrade(self, raw))
+        sglang.build(DSPARK_DRAFT, next(v for v in sglang.variants_supported(DSPARK_DRAFT) if v.path == "graph"))
+    if not calls:
+        pytest.skip(f"SGLang {upstream.release} builds DSpark's uniform graph out-graph (raw verify: 0.5.20+)")
+    target, draft = _new_p1_differences(sglang, upstream, monkeypatch, "make_forward_metadata_from_raw_verify",
+                                        "bs, num_draft_tokens = len(seq_lens), self.target_verify_num_draft_tokens",
+                                        "bs, num_draft_tokens = len(seq_lens), self.speculative_num_draft_tokens",
+                                        DSPARK_DRAFT)
+    assert not target, target
+    assert any(d.startswith("graph/") and d.endswith("|extend_seq_lens") for d in draft), draft
+    with pytest.raises(PropertyFailure) as info:
+        check_p1_reference(sglang, DSPARK_DRAFT)
+    assert info.value.check == "p1.active_width" and info.value.variant.startswith("graph/"), info.value
 
 
 # -- replay files: each finding shows exactly where docs/FINDINGS.md says ----------------------------------

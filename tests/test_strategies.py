@@ -8,7 +8,7 @@ from collections import Counter
 import pytest
 from hypothesis import example, find, given, settings
 from hypothesis import strategies as st
-from hypothesis.errors import InvalidArgument
+from hypothesis.errors import InvalidArgument, NoSuchExample
 
 import strategies
 from metadata_builders import (
@@ -496,3 +496,29 @@ def test_stale_mirrors_shrink_to_one_row_one_token_ahead():
     """The simplest stale mirror is the first row one token ahead, on a single request."""
     batch = find(verify_batches(stale_mirror=True), lambda b: True, settings=FIND)
     assert batch.bs == 1 and batch.divergence.seq_lens_cpu == (batch.seq_lens[0] + 1,)
+
+
+@FAST
+@given(verify_batches(dspark_draft=True))
+def test_dspark_draft_draws_a_draft_workers_block_verify(batch):
+    """``dspark_draft=True``: DSpark target verify, configured ``num_draft_tokens + 1``, no compressed KV, the
+    ``dspark_draft`` boundary named."""
+    assert batch.is_dspark and batch.speculative_num_draft_tokens == batch.num_draft_tokens + 1
+    assert batch.geometry.compression is None and "dspark_draft" in boundary_hits(batch)
+
+
+def test_dspark_draft_reaches_uniform_and_ragged_eager_and_graph_and_only_when_asked():
+    """Both verify shapes on both paths; the default never draws a draft worker, ``None`` draws one for DSpark."""
+    for ragged in (False, True):
+        for graph in (False, True):
+            find(verify_batches(dspark_draft=True, ragged=ragged, graph=graph), bool, settings=FIND)
+    with pytest.raises(NoSuchExample):
+        find(verify_batches(is_dspark=True), lambda b: b.is_dspark_draft, settings=FAST)
+    find(verify_batches(dspark_draft=None), lambda b: b.is_dspark_draft, settings=FIND)
+
+
+@pytest.mark.parametrize("pins", [{"is_dspark": False}, {"compression": True}, {"mode": "draft_extend"}])
+def test_dspark_draft_refuses_a_pin_that_contradicts_it(pins):
+    """A draft worker's block verify is DSpark target verify on an uncompressed pool: a contrary pin is refused."""
+    with pytest.raises(InvalidArgument, match="dspark_draft"):
+        find(verify_batches(dspark_draft=True, **pins), bool, settings=FIND)

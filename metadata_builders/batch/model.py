@@ -73,6 +73,16 @@ class VerifyBatch:
     """``draft_decode``: the step, ``0 .. num_draft_tokens - 3`` (the steps that run a forward).  ``idle``: None for
     the target's decode graph on an idle rank (the ``DECODE_OR_IDLE`` bucket), or the draft runner's child whose
     idle replay is judged (the multi-step backend: every child copies child 0's idle metadata).  None otherwise."""
+    speculative_num_draft_tokens: int | None = None
+    """The backend's configured draft count where it is not the active verify width ``num_draft_tokens``: a DSpark
+    draft worker's block verify (upstream ``is_dspark_draft``), configured ``num_draft_tokens + 1`` (gamma + 1, the
+    server argument) while every request verifies ``num_draft_tokens`` (gamma, ``target_verify_num_draft_tokens``).
+    None: one count for both (the target worker, every other mode); a replay file without it is such a batch."""
+
+    @property
+    def is_dspark_draft(self) -> bool:
+        """A DSpark draft worker's block verify: the configured draft count is not the active verify width."""
+        return self.speculative_num_draft_tokens is not None
 
     @property
     def draft_runner(self) -> bool:
@@ -225,6 +235,8 @@ class VerifyBatch:
                  f"divergence={self.divergence!r}"]
         if self.mode != "target_verify":
             parts.append(f"mode={self.mode!r}" + ("" if self.draft_step is None else f", draft_step={self.draft_step}"))
+        if self.speculative_num_draft_tokens is not None:
+            parts.append(f"speculative_num_draft_tokens={self.speculative_num_draft_tokens}")
         return "VerifyBatch(" + ", ".join(parts) + ")"
 
     def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
@@ -235,6 +247,8 @@ class VerifyBatch:
         """One line for people: uniform/ragged, EAGLE/DSpark, sizes, tier, divergence."""
         kind = "ragged" if self.is_ragged else "uniform"
         algo = "DSpark" if self.is_dspark else "EAGLE"
+        if self.speculative_num_draft_tokens is not None:
+            algo = f"DSpark draft worker (configured {self.speculative_num_draft_tokens})"
         if self.graph is None:
             tier = "eager only (no graph tier)"
         else:

@@ -51,6 +51,9 @@ def batch_to_dict(batch: VerifyBatch) -> dict[str, Any]:
         # A target-verify batch's file stays byte-identical to the ones written before modes existed.
         **({} if batch.mode == "target_verify" else {"mode": batch.mode}),
         **({} if batch.draft_step is None else {"draft_step": batch.draft_step}),
+        # Only a DSpark draft worker's verify keeps two counts: every other file stays byte-identical.
+        **({} if batch.speculative_num_draft_tokens is None
+           else {"speculative_num_draft_tokens": batch.speculative_num_draft_tokens}),
     }
 
 
@@ -79,6 +82,7 @@ def batch_from_dict(cls: type[VerifyBatch], d: Mapping[str, Any]) -> VerifyBatch
         divergence=None if divergence is None else Divergence.from_dict(divergence),
         mode=d.get("mode", "target_verify"),
         draft_step=d.get("draft_step"),
+        speculative_num_draft_tokens=d.get("speculative_num_draft_tokens"),
     )
 
 

@@ -32,6 +32,7 @@ def validate(batch: VerifyBatch) -> None:
     """Every cross-field rule of ``batch``; the first one broken raises ``InvalidBatch``."""
     bs = batch.bs
     _validate_mode(batch)
+    _validate_dspark_draft(batch)
     if bs == 0 and batch.mode != "idle":
         raise InvalidBatch("seq_lens", None, "non-empty (only an idle batch has no request)", [])
     check_int("num_draft_tokens", batch.num_draft_tokens, minimum=1)
@@ -136,6 +137,27 @@ def _validate_mode(batch: VerifyBatch) -> None:
                                list(batch.seq_lens))
         if batch.graph is None:
             raise InvalidBatch("graph", None, "a GraphTier for an idle batch (its rows are the tier's pad rows)", None)
+
+
+def _validate_dspark_draft(batch: VerifyBatch) -> None:
+    """A configured draft count apart from the active width is a DSpark draft worker's block verify (upstream
+    ``is_dspark_draft``): target verify, DSpark, configured ``gamma + 1`` for ``gamma = num_draft_tokens`` (the
+    backend derives its active width as the configured count less one), and a pool without compressed KV (the draft
+    worker's ``need_compress = not is_draft_worker``: its layers compress nothing)."""
+    configured = batch.speculative_num_draft_tokens
+    if configured is None:
+        return
+    name = "speculative_num_draft_tokens"
+    check_int(name, configured)
+    if batch.mode != "target_verify" or not batch.is_dspark:
+        raise InvalidBatch(name, None, f"None for a {'DSpark' if batch.is_dspark else 'EAGLE'} {batch.mode} batch "
+                           "(only a DSpark draft worker's block verify keeps two counts)", configured)
+    if configured != batch.num_draft_tokens + 1:
+        raise InvalidBatch(name, None, f"num_draft_tokens + 1 = {batch.num_draft_tokens + 1} (a DSpark draft worker "
+                           "verifies its configured count less one), or None", configured)
+    if batch.geometry.compression is not None:
+        raise InvalidBatch("geometry.compression", None, "None for a DSpark draft worker's verify (its pool has no "
+                           "compressed KV: need_compress = not is_draft_worker)", batch.geometry.compression)
 
 
 def _validate_graph(batch: VerifyBatch, graph: GraphTier) -> None:

@@ -185,4 +185,5 @@ def _capture_inputs(template: VerifyBatch, variant: Variant, tier: GraphTier, bu
         max_seq_len=template.max_context, bs=rows, num_draft_tokens=template.num_draft_tokens,
         is_dspark=template.is_dspark, geometry=template.geometry, graph=tier, variant=variant, padding=padding,
         runner=runner, mode=template.mode, draft_step=template.draft_step, seq_len_fill=fill, positions=positions,
+        speculative_num_draft_tokens=template.speculative_num_draft_tokens,
     )

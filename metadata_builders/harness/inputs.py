@@ -137,6 +137,10 @@ class VerifyInputs:
     token's position, then 0 (the graph runner's ZERO padding: pad rows, absorbed slack, the tail).  Only in-graph
     work reads it (V4.1's ``low_ratio_pos_i64``); on the graph path it is the runner's static buffer, refilled at
     every replay.  None only where a caller made the inputs without it."""
+    speculative_num_draft_tokens: int | None = None
+    """The backend's configured draft count where it is not the active width ``num_draft_tokens``: a DSpark draft
+    worker's block verify (upstream ``is_dspark_draft``: configured gamma + 1, every request verifies gamma).  A
+    builder verifies ``num_draft_tokens``; this is what upstream's backend also holds.  None: one count."""
 
     @property
     def draft_runner(self) -> bool:
@@ -368,6 +372,7 @@ def make_inputs(batch: VerifyBatch, variant: Variant, device: str | torch.device
         draft_step=batch.draft_step,
         seq_len_fill=fill,
         positions=positions,
+        speculative_num_draft_tokens=batch.speculative_num_draft_tokens,
         **_host_values(batch, variant, padding, fill),
     )
 
@@ -420,6 +425,10 @@ def refill_inputs(inputs: VerifyInputs, batch: VerifyBatch) -> None:
                            batch.mode)
     if batch.draft_step != inputs.draft_step:  # each step is its own child backend, its own captured metadata
         raise InvalidBatch("draft_step", None, f"the captured child's step {inputs.draft_step!r}", batch.draft_step)
+    if batch.speculative_num_draft_tokens != inputs.speculative_num_draft_tokens:  # the draft worker's own runner
+        raise InvalidBatch("speculative_num_draft_tokens", None,
+                           f"the captured backend's {inputs.speculative_num_draft_tokens!r}",
+                           batch.speculative_num_draft_tokens)
     if batch.graph != inputs.graph:
         raise InvalidBatch("graph", None, f"the captured tier {inputs.graph}", batch.graph)
     for name, values in (("req_to_token", batch.req_to_token), ("full_to_swa", batch.full_to_swa)):

@@ -39,6 +39,7 @@ def check_p1_reference(builder, batch: VerifyBatch) -> list[str]:
         if actual.not_observable and not any(isinstance(n, Partial) and "not observable" in n for n in notes):
             notes.append(Partial(f"fields not observable in builder {_name(builder)!r}: "
                                  f"{', '.join(actual.not_observable)}", "observability"))
+        _check_active_width(batch, variant, expected, actual)
         _compare("P1", variant, expected, actual, "builder vs reference", check="p1.vs_reference")
         _check_dtypes("P1", variant, actual)
         want, got = _decided(expected), _decided(actual)
@@ -50,6 +51,23 @@ def check_p1_reference(builder, batch: VerifyBatch) -> list[str]:
         if actual.audit.faults:
             _fail_on_faults("P1", variant, batch, actual)
     return notes
+
+
+def _check_active_width(batch: VerifyBatch, variant: Variant, expected: VerifyMetadata, actual: VerifyMetadata
+                        ) -> None:
+    """A DSpark draft worker's block verify: every real request verifies the active width (``num_draft_tokens``, or
+    its ragged length), never the configured count (upstream #31026).  Worked example: gamma 3, configured 4,
+    ``seq_lens=[5, 3]``: each request's ``extend_seq_lens`` is 3 (positions 5..7 and 3..5); a build that reads the
+    configured count gives 4, and this check names both counts before P1's field-by-field comparison."""
+    got = actual.fields.get("extend_seq_lens")
+    if not batch.is_dspark_draft or got is None:
+        return
+    for b, (want, have) in enumerate(zip(expected.fields["extend_seq_lens"][:batch.bs], got[:batch.bs])):
+        if have != want:
+            raise _fail("P1", variant, f"request {b} verifies {have} tokens on a DSpark draft worker whose active "
+                        f"width is {batch.num_draft_tokens} (configured speculative_num_draft_tokens="
+                        f"{batch.speculative_num_draft_tokens})", field="extend_seq_lens", index=(b,),
+                        expected=want, actual=have, check="p1.active_width")
 
 
 def p1_differences(builder, batch: VerifyBatch) -> set[str]:

@@ -49,9 +49,10 @@ def other_draft_count_batch(batch: VerifyBatch) -> VerifyBatch | None:
     its ``req_to_token`` row (draft decode: its shared buffer of every step); a uniform batch (target verify, draft
     extend) keeps its rows on a tier of ``padded_bs * n`` tokens, the one its runner captures.  Worked example:
     ``seq_lens=[5, 3]`` uniform DSpark with 3 drafts -> the same rows with 2 drafts, 4 locations instead of 6.  None
-    for another mode or algorithm, or when no such batch is valid.
+    for another mode or algorithm, a DSpark draft worker's block verify (its width is its configuration, gamma,
+    every step), or when no such batch is valid.
     """
-    if batch.mode != "target_verify" or not batch.is_dspark:
+    if batch.mode != "target_verify" or not batch.is_dspark or batch.is_dspark_draft:
         return None
     for count in (batch.num_draft_tokens - 1, batch.num_draft_tokens + 1):
         other = with_draft_count(batch, count)
@@ -81,9 +82,10 @@ def with_draft_count(batch: VerifyBatch, count: int) -> VerifyBatch | None:
         # its locations fill the tier); a draft-decode tier is one token a row whatever the count, a ragged tier
         # keeps its tokens
         graph = GraphTier(graph.padded_bs, graph.padded_bs * count, graph.cap)
+    configured = None if batch.speculative_num_draft_tokens is None else count + 1  # a draft worker keeps gamma + 1
     try:
         return batch.replace(num_draft_tokens=count, verify_lens=verify, seq_lens=seq_lens, out_cache_loc=out,
-                             draft_step=step, graph=graph)
+                             draft_step=step, graph=graph, speculative_num_draft_tokens=configured)
     except InvalidBatch:
         return None
 
@@ -92,13 +94,16 @@ def other_modes_batches(batch: VerifyBatch) -> list[VerifyBatch]:
     """The same requests (slots, prefixes, tables) in every other built mode of the MTP step, in the order a worker
     builds them each step -- draft decode (step 0), target verify (uniform), draft extend, decode -- each on a tier
     of the batch's rows where it has one: what one backend built before ``batch`` in a step.  Modes whose batch
-    would be invalid (draft decode with fewer than three draft tokens) are left out; so is ``batch``'s own.
+    would be invalid (draft decode with fewer than three draft tokens) are left out; so is ``batch``'s own.  None
+    at all for a DSpark draft worker's block verify: its backend runs no EAGLE draft step, draft extend or decode.
 
     Worked example: uniform target verify ``seq_lens=[5, 3]``, 3 drafts -> draft decode step 0 (locations of
     positions ``5, 6`` and ``3, 4``), draft extend (``5..7`` and ``3..5``), decode (``5`` and ``3``).
     """
     n, graph = batch.num_draft_tokens, batch.graph
     rows = None if graph is None else graph.padded_bs
+    if batch.is_dspark_draft:
+        return []
     out = []
     for mode, width, step, per_row in (("draft_decode", n - 1, 0, 1), ("target_verify", n, None, n),
                                        ("draft_extend", n, None, n), ("decode", 1, None, 1)):

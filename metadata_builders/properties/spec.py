@@ -83,6 +83,14 @@ whole metadata into the graph (``DSV4RawVerifyMetadata``, 0.5.20+), so its recor
 Drawn by chance it is one graph batch in eight; its own focus gives P5's and P7's replays (and the gate's
 corpus) a share of it."""
 
+_DSPARK_DRAFT = {"dspark_draft": True}
+"""A DSpark draft worker's block verify (issue 45): configured gamma + 1, every request verifying gamma, no compressed
+KV; uniform two times in three (upstream's draft block is uniform), eager and graph.  Never drawn otherwise: the
+other focuses keep one count for both, as the target worker does."""
+
+_DSPARK_DRAFT_GRAPH = {**_DSPARK_DRAFT, "graph": True, "ragged": False}
+"""The draft runner's uniform graph (P5): DSpark's raw verify route on the draft worker's active width."""
+
 _DRAFT_EXTEND = {"mode": "draft_extend"}
 """Draft extend's own focus (its batches are uniform: ``verify_batches(mode="draft_extend")``)."""
 
@@ -101,8 +109,8 @@ decode's compressed in-graph build -- its decode plans -- is not draft decode's)
 
 PROPERTIES: tuple[PropertySpec, ...] = (
     PropertySpec("P1", "every variant = reference", check_p1_reference,
-                 ({}, {"graph": True, "ragged": True}, {"ragged": False}, _DRAFT_EXTEND, _DECODE, _DRAFT_DECODE, _IDLE),
-                 modes=BUILT_MODES),
+                 ({}, {"graph": True, "ragged": True}, {"ragged": False}, _DRAFT_EXTEND, _DECODE, _DRAFT_DECODE, _IDLE,
+                  _DSPARK_DRAFT), modes=BUILT_MODES),
     PropertySpec("P2", "mirrors agree, only tolist syncs, stale mirrors caught", check_p2_mirror,
                  ({"ragged": False}, {"stale_mirror": True}, {"ragged": False, "compression": True}), _needs_uniform),
     PropertySpec("P3", "output_size map = synced map", check_p3_sync_free, ({},)),
@@ -110,7 +118,7 @@ PROPERTIES: tuple[PropertySpec, ...] = (
     PropertySpec("P5", "graph = eager, pads inert, replay", check_p5_graph_vs_eager,
                  ({"graph": True}, {"graph": True, "ragged": True}, _DSPARK_UNIFORM_GRAPH,
                   {**_DRAFT_EXTEND, "graph": True}, {**_DECODE, "graph": True}, {**_DRAFT_DECODE, "graph": True},
-                  _IDLE),
+                  _IDLE, _DSPARK_DRAFT_GRAPH),
                  _needs_graph, modes=BUILT_MODES),
     PropertySpec("P6", "HIP fault model", check_p6_fault_model, ({"divergence": True},)),
     PropertySpec("P7", "sync contract, capture safety", check_p7_capture_safety,

@@ -106,14 +106,17 @@ def modes_table(judged: Sequence[tuple[str, Mapping[str, int]]], capabilities: A
     the harness judges: then the table is shown with a line naming what the builder declares (or that it declares
     nothing and is judged on target verify alone), so a mode left out is never left out in silence."""
     from metadata_builders.properties import PROPERTIES
+    from metadata_builders.runs.runner import DRAFT_WORKER
     from metadata_builders.variants import BUILT_MODES
 
     fewer = capabilities is not None and set(capabilities.modes) < set(BUILT_MODES)
     if not fewer and {mode for _, counts in judged for mode, n in counts.items() if n} <= {"target_verify"}:
         return None
     modes = {spec.name: spec.modes for spec in PROPERTIES}
-    rows = [[mode, *(str(counts.get(mode, 0)) if mode in modes.get(prop, BUILT_MODES) else "-"
-                     for prop, counts in judged)] for mode in BUILT_MODES]
+    drafts = any(counts.get(DRAFT_WORKER) for _, counts in judged)  # a row of its own, judged as target verify
+    rows = [[mode, *(str(counts.get(mode, 0)) if _mode_of(mode) in modes.get(prop, BUILT_MODES) else "-"
+                     for prop, counts in judged)]
+            for mode in (BUILT_MODES[0], *([DRAFT_WORKER] if drafts else []), *BUILT_MODES[1:])]
     table = ("judged per mode of the MTP step (- = the property does not judge the mode):\n"
              + format_table(["mode", *(prop for prop, _ in judged)], rows))
     if fewer:
@@ -123,6 +126,11 @@ def modes_table(judged: Sequence[tuple[str, Mapping[str, int]]], capabilities: A
         table += (f"\nthe builder {said}; not judged: {left} (declare modes = (...) on its class to be judged on "
                   "them: docs/BUILDERS.md)")
     return table
+
+
+def _mode_of(build: str) -> str:
+    """The mode of the MTP step a row of :func:`modes_table` is built in (a DSpark draft worker's: target verify)."""
+    return build.split(" ", 1)[0]
 
 
 def runner_line(run: Any) -> str | None:

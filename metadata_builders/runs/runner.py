@@ -21,7 +21,20 @@ from metadata_builders.errors import PropertyFailure
 from metadata_builders.properties import PropertySpec, collecting_tallies, verdict
 from metadata_builders.reference import ReferenceBuilder
 
-__all__ = ["ModeFailure", "PropertyRun", "run_property"]
+__all__ = ["DRAFT_WORKER", "ModeFailure", "PropertyRun", "build_of", "run_property"]
+
+DRAFT_WORKER = "target_verify (DSpark draft worker)"
+"""The build a DSpark draft worker's block verify is judged as: target verify on the draft worker's own backend
+(its configured count apart from its verify width), counted and ended apart from the target worker's."""
+
+
+def build_of(batch: VerifyBatch) -> str:
+    """The build ``batch`` is judged as: its mode of the MTP step, or :data:`DRAFT_WORKER`."""
+    return DRAFT_WORKER if batch.is_dspark_draft else batch.mode
+
+
+def _focus_build(focus: dict) -> str:
+    return DRAFT_WORKER if focus.get("dspark_draft") else focus.get("mode", "target_verify")
 
 
 @dataclass
@@ -54,7 +67,8 @@ class PropertyRun:
     generated: int = 0
     """Examples of the generation phase (the denominator of ``events``)."""
     judged_by_mode: Counter = field(default_factory=Counter)
-    """Mode of the MTP step -> examples the property judged (held, partial or failed; not ``not applicable``)."""
+    """Mode of the MTP step (:func:`build_of`: a DSpark draft worker's verify apart) -> examples the property judged
+    (held, partial or failed; not ``not applicable``)."""
     later: list[ModeFailure] = field(default_factory=list)
     """Failures in the focuses of other modes, after the first failure (:func:`run_property`)."""
 
@@ -107,8 +121,8 @@ def run_property(
 
     Each of the spec's focuses is one Hypothesis run of ``max_examples``.  A failing
     focus ends its mode's focuses, not the other modes': a known finding of target
-    verify must not leave draft extend or the decode modes unjudged (their failures
-    go to :attr:`PropertyRun.later`).  ``stop_at_first``: the first failure ends the
+    verify must not leave draft extend, the decode modes or the DSpark draft worker's
+    verify (:func:`build_of`) unjudged (their failures go to :attr:`PropertyRun.later`).  ``stop_at_first``: the first failure ends the
     run (the mutant catalogue: one kill is enough).  Under a derandomized profile
     each focus gets its own fixed seed (``hypothesis.seed``), so focuses explore
     different batches and a run is reproducible.
@@ -121,7 +135,7 @@ def run_property(
     # the audit's direct entries (and any launch memo) installed once for the run; what the checks exercised counted
     with harness_session(), collecting_tallies() as tallies:
         for index, focus in enumerate(spec.focuses):
-            mode = focus.get("mode", "target_verify")
+            mode = _focus_build(focus)
             if mode in failed_modes:
                 continue
             seen = (run.failure is not None) + len(run.later)
@@ -159,13 +173,13 @@ def _run_focus(
         before = () if isinstance(builder, ReferenceBuilder) else builder.recent()
         result = verdict(spec, builder, batch)
         if result.status != "not applicable":
-            run.judged_by_mode[batch.mode] += 1
+            run.judged_by_mode[build_of(batch)] += 1
         if result.failure is not None:
             if run.examples_to_failure is None:
                 run.examples_to_failure = run.examples
-            if run.failure is None or (run.batch is not None and run.batch.mode == batch.mode):
+            if run.failure is None or (run.batch is not None and build_of(run.batch) == build_of(batch)):
                 run.batch, run.failure, run.history = batch, result.failure, before
-            elif run.later and run.later[-1].batch.mode == batch.mode:  # shrinking this mode's failure
+            elif run.later and build_of(run.later[-1].batch) == build_of(batch):  # shrinking this mode's failure
                 run.later[-1] = ModeFailure(result.failure, batch, before)
             else:
                 run.later.append(ModeFailure(result.failure, batch, before))

@@ -88,9 +88,11 @@ def verify_extension(inputs: VerifyInputs, seq_lens_cpu: list[int] | None) -> La
     they are built on the device with ``full_like``.  Ragged: the device layout's
     lengths, tier-padded on the graph path (``pad_rows_only``); the total is the host's
     when the layout carries one (eager ``layout_total=host``; every tier: ``pad_rows_only``
-    leaves it on the host), else read back with ``.item()`` (then exact).
+    leaves it on the host), else read back with ``.item()`` (then exact).  Every count here is the active
+    verify width (upstream's ``target_verify_num_draft_tokens``), never the configured count: a DSpark draft
+    worker configures gamma + 1 (``inputs.speculative_num_draft_tokens``) and verifies gamma a request.
     """
-    draft = inputs.num_draft_tokens
+    draft = inputs.num_draft_tokens  # the active width: target_verify_num_draft_tokens
     rows = inputs.rows
     device = inputs.seq_lens.device
     max_seq_len = inputs.max_seq_len if _raw_verify_route(inputs) else inputs.max_seq_len + draft

@@ -170,11 +170,8 @@ def make_backend(up: Upstream, inputs: VerifyInputs, device: Any, is_dspark: boo
     backend.req_to_token = inputs.req_to_token
     backend.MAX_SEQ_LEN_FOR_CAPTURE = inputs.req_to_token.shape[1]
     backend.token_to_kv_pool = pool
-    backend.target_verify_num_draft_tokens = inputs.num_draft_tokens
-    backend.speculative_num_draft_tokens = inputs.num_draft_tokens
+    _draft_counts(backend, inputs)
     backend.is_dspark = is_dspark
-    backend.is_dspark_draft = False
-    backend.is_draft_worker = False
     backend.is_dsv41 = False
     backend.need_compress = False  # 0.5.21+: compression and the indexer off (compression_attributes: on)
     backend.has_c4 = False
@@ -198,6 +195,21 @@ def make_backend(up: Upstream, inputs: VerifyInputs, device: Any, is_dspark: boo
     for name in ("init_forward_metadata_prefill", "make_core_attn_metadata", "_attach_unified_kv_prefill_meta"):
         setattr(backend, name, _spy(backend, getattr(up.backend_cls, name), name, seen))
     return backend
+
+
+def _draft_counts(backend: Any, inputs: VerifyInputs) -> None:
+    """The two draft counts upstream's ``__init__`` leaves on the backend, and whose worker it is.
+
+    The target worker: ``speculative_num_draft_tokens`` (the server argument) is also the verify width.  A DSpark
+    draft worker (``is_draft_worker`` and DSpark: ``is_dspark_draft``, every release 0.5.18+) keeps the configured
+    gamma + 1 and verifies ``target_verify_num_draft_tokens = gamma`` (``need_compress`` off: the batch model
+    gives its pool no compressed KV).  The gate knob's ``is_dspark`` flip leaves ``is_dspark_draft`` as ``__init__``
+    set it.  Worked example: gamma 3 -> ``speculative_num_draft_tokens = 4``, ``target_verify_num_draft_tokens = 3``.
+    """
+    draft = inputs.speculative_num_draft_tokens is not None
+    backend.target_verify_num_draft_tokens = inputs.num_draft_tokens
+    backend.speculative_num_draft_tokens = inputs.speculative_num_draft_tokens or inputs.num_draft_tokens
+    backend.is_dspark_draft = backend.is_draft_worker = draft
 
 
 def _spy(backend: Any, method: Callable[..., Any], name: str, seen: dict[str, dict[str, Any]]) -> Callable[..., Any]:

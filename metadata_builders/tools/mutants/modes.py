@@ -1,4 +1,5 @@
-"""The mutants of the MTP step's other modes: draft extend and the decode modes (issue 26).
+"""The mutants of the MTP step's other builds: draft extend and the decode modes (issue 26), the DSpark draft
+worker's block verify (issue 45).
 
 Each a bug a backend engineer could plant in the ``hip`` builder's build of that mode:
 :mod:`metadata_builders.builders.hip.pipeline` (draft extend, the builder's graph phases) or
@@ -178,5 +179,19 @@ MODE_SPECS: tuple[MutantSpec, ...] = (
         "hip_low_ratios.low_ratio_groups(inputs, fields, is_prefill=True)",
         "make_forward_metadata_from_raw_decode's _init_low_ratio_indexer_metadata(core, is_prefill=False) "
         "(SGLang 0.5.22+)",
+    ),
+    # -- the DSpark draft worker's block verify: two draft counts (issue 45) -------------------------------------
+    MutantSpec(
+        "dspark_draft_verifies_configured_count", "verify_extension", "the configured draft count as the verify width",
+        "Target verify reads the backend's configured draft count (speculative_num_draft_tokens) where it should read "
+        "the active width (target_verify_num_draft_tokens): on a DSpark draft worker, configured gamma + 1 while the "
+        "draft block verifies gamma a request, every request gets one verify token more than the draft forward has "
+        "-- a position past its block, a location it never allocated, a token count the map trusts that the caller's "
+        "out_cache_loc does not hold. The target worker's counts are one number, so only a draft worker's batch "
+        "shows it.",
+        "    draft = inputs.num_draft_tokens  # the active width: target_verify_num_draft_tokens\n",
+        "    draft = inputs.speculative_num_draft_tokens or inputs.num_draft_tokens  # the configured count\n",
+        "SGLang PR #31026 (open): 'Fix DeepSeek V4 HIP target-verify metadata to use the active DSpark draft token "
+        "count instead of the static configured speculative token count'; #30964's review of the same split",
     ),
 )
