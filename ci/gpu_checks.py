@@ -11,7 +11,7 @@
    installed and the extension builds): on drawn plans of both input paths (device
    lengths: kernel0 + kernel_1; host lengths in a pinned buffer: the host loop +
    kernel_1) the real kernel's plans equal the CPU model's
-   (``metadata_builders/builders/sglang/plan_kernel.py``): the same valid entries by
+   (``metadata_builders/families/dsv4/sglang/plan_kernel.py``): the same valid entries by
    ragged id and the same row counts; the host path byte for byte.
 
 Exits 0 with a message when no GPU is present (CPU CI), 1 on any failure.
@@ -32,7 +32,7 @@ def main() -> int:
     from hypothesis import given, settings
 
     from metadata_builders import Variant, get_builder
-    from metadata_builders.builders.hip import target_verify
+    from metadata_builders.families.dsv4.hip import target_verify
     from metadata_builders.harness.inputs import make_inputs, refill_inputs
     from metadata_builders.properties import check_p1_reference, check_p7_capture_safety
     from strategies import verify_batches
@@ -107,8 +107,8 @@ def _plan_case(rng, torch, device):
 
 
 def _plan_rows(plan_c, plan_w):
-    from metadata_builders.metadata import canonical_plan
-    from metadata_builders.builders.sglang.reading import (
+    from metadata_builders.families.dsv4.metadata import canonical_plan
+    from metadata_builders.families.dsv4.sglang.reading import (
         decode_compress_plan,
         decode_write_plan,
     )
@@ -124,8 +124,8 @@ def compress_plan_kernel_check(real=None, device="cuda", cases: int = 200) -> st
     import torch
 
     try:
-        from metadata_builders.builders.sglang import load_upstream
-        from metadata_builders.builders.sglang.plan_kernel import PlanModule
+        from metadata_builders.families.dsv4.sglang import load_upstream
+        from metadata_builders.families.dsv4.sglang.plan_kernel import PlanModule
     except ImportError as exc:
         return f"skipped (SGLang not importable: {exc})"
     caps = load_upstream(device).capabilities

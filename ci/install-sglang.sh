@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Install SGLang into the *active* Python environment, CPU-only, for the "sglang"
-# builder (metadata_builders/sglang_adapter.py; docs/SGLANG.md).
+# builder (metadata_builders/families/dsv4/sglang/; docs/SGLANG.md).
 #
 # SGLang pins a CUDA torch and ~80 serving packages. We install torch 2.13.0 (CPU)
 # explicitly first, then SGLang with --no-deps, then only the packages its
@@ -70,7 +70,7 @@ import os
 import torch
 if os.environ["KEEP_TORCH"] == "0":
     assert torch.__version__.startswith(os.environ["TORCH_VERSION"]), f"pip replaced torch: {torch.__version__}"
-from metadata_builders.builders.sglang import SGLangBuilder, upstream_version
+from metadata_builders.families.dsv4.sglang import SGLangBuilder, upstream_version
 builder = SGLangBuilder("cpu")
 print(f"sglang {upstream_version()} importable on torch {torch.__version__}: {builder.upstream.describe()}")
 PY

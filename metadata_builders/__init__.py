@@ -8,7 +8,7 @@ work without it.
 
 from __future__ import annotations
 
-from metadata_builders.batch import SCHEMA, Compression, Divergence, Geometry, GraphTier, VerifyBatch
+from metadata_builders.families.dsv4.batch import SCHEMA, Compression, Divergence, Geometry, GraphTier, VerifyBatch
 from metadata_builders.builders import AuditedBuilder, Builder, GraphPhases, get_builder
 from metadata_builders.errors import (
     BuilderNotFound,
@@ -19,7 +19,7 @@ from metadata_builders.errors import (
     StaleMirror,
 )
 from metadata_builders.harness.inputs import VerifyInputs
-from metadata_builders.metadata import (
+from metadata_builders.families.dsv4.metadata import (
     FIELD_NAMES,
     Audit,
     Decision,
@@ -30,9 +30,9 @@ from metadata_builders.metadata import (
     TokenMap,
     VerifyMetadata,
 )
-from metadata_builders.reference import ReferenceBuilder
+from metadata_builders.families.dsv4.reference import ReferenceBuilder
 from metadata_builders.properties.spec import Focus, batches_for, focuses_for
-from metadata_builders.variants import Variant, divergence_applies, variants_for
+from metadata_builders.families.dsv4.variants import Variant, divergence_applies, variants_for
 
 __all__ = [
     "FIELD_NAMES",
@@ -74,8 +74,8 @@ __version__ = "0.3.0"
 
 _MOVED = {
     "GraphBuilder": ("metadata_builders.builders.contract", "GraphBuilder"),
-    "apply_gate": ("metadata_builders.variants", "apply_gate"),
-    "first_difference": ("metadata_builders.metadata", "first_difference"),
+    "apply_gate": ("metadata_builders.families.dsv4.variants", "apply_gate"),
+    "first_difference": ("metadata_builders.families.dsv4.metadata", "first_difference"),
     "resolve_device": ("metadata_builders.devices", "resolve_device"),
 }
 """0.2 exported these helpers from the facade; they are no interface (DESIGN.md section 4).  One release more

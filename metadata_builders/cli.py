@@ -17,16 +17,16 @@ import sys
 from typing import Any, Callable, Sequence
 
 from metadata_builders import gate
-from metadata_builders.batch import Geometry, GraphTier, VerifyBatch
+from metadata_builders.families.dsv4.batch import Geometry, GraphTier, VerifyBatch
 from metadata_builders.builders import get_builder, routes_of
 from metadata_builders.devices import DEVICE_HELP, usable_device
 from metadata_builders.errors import MetadataBuildersError, ModeNotBuilt, UsageError
 from metadata_builders.properties import PROPERTIES, PropertySpec
-from metadata_builders.reference import expected_faults, expected_host_syncs, verify_extension
+from metadata_builders.families.dsv4.reference import expected_faults, expected_host_syncs, verify_extension
 from metadata_builders.runs.report import (format_table, modes_table, replay_command, runner_line, stores_line,
                                            streams_line, write_replay_file)
 from metadata_builders.tools import bench, mutants, power
-from metadata_builders.variants import BUILT_MODES, divergence_applies, variants_for
+from metadata_builders.families.dsv4.variants import BUILT_MODES, divergence_applies, variants_for
 from metadata_builders.runs.check_report import (coverage_table, known_findings, reproduced, upstream_coverage,
                                                  write_check_junit)
 from metadata_builders.runs.check_runs import check_settings, resolve_workers, run_check_in_workers, run_in_order
@@ -146,7 +146,7 @@ def _check_one(args: argparse.Namespace, family: str) -> int:
     if (by_mode := modes_table([(r.spec.name, r.judged_by_mode) for r in runs], builder.capabilities)) is not None:
         _out("\n" + by_mode)
     if builds:
-        from metadata_builders.builders.sglang.coverage import report_lines
+        from metadata_builders.families.dsv4.sglang.coverage import report_lines
 
         for line in report_lines(builds):
             _out(line)
@@ -360,7 +360,7 @@ def cmd_variants(args: argparse.Namespace) -> int:
 
 
 def _run_ahead(batch: VerifyBatch):
-    from metadata_builders.batch import Divergence
+    from metadata_builders.families.dsv4.batch import Divergence
 
     lens = list(batch.extend_lens)
     if batch.is_ragged:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from hypothesis.errors import InvalidArgument
 
-from metadata_builders.batch import Geometry
+from metadata_builders.families.dsv4.batch import Geometry
 
 
 def _check_count(name: str, value: int | None, minimum: int, *, optional: bool = True) -> None:

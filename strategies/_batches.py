@@ -37,9 +37,9 @@ from hypothesis import assume, event
 from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 
-from metadata_builders.batch import DECODE_MODES, Geometry, GraphTier, VerifyBatch
-from metadata_builders.tier import tier_verify_lens
-from metadata_builders.variants import Path, Variant, variants_for
+from metadata_builders.families.dsv4.batch import DECODE_MODES, Geometry, GraphTier, VerifyBatch
+from metadata_builders.families.dsv4.tier import tier_verify_lens
+from metadata_builders.families.dsv4.variants import Path, Variant, variants_for
 from strategies._arguments import _check_batch_arguments, _check_count, _check_mode, _check_range
 from strategies._coverage import boundary_hits
 from strategies._divergences import draw_divergence, stale_mirrors

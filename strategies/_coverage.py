@@ -18,10 +18,10 @@ from __future__ import annotations
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Mapping
 
-from metadata_builders.tier import absorbed_slack, tier_verify_lens
+from metadata_builders.families.dsv4.tier import absorbed_slack, tier_verify_lens
 
 if TYPE_CHECKING:
-    from metadata_builders.batch import VerifyBatch
+    from metadata_builders.families.dsv4.batch import VerifyBatch
 
 __all__ = ["COVERAGE_EVENTS", "boundary_hits", "coverage_events", "divergence_kind", "host_extend_lens"]
 

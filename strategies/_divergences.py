@@ -20,7 +20,7 @@ from hypothesis import assume, event
 from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 
-from metadata_builders.batch import Divergence, VerifyBatch
+from metadata_builders.families.dsv4.batch import Divergence, VerifyBatch
 from metadata_builders.errors import InvalidBatch
 
 __all__ = ["DIVERGENCE_KINDS", "STALE_MIRROR_KINDS", "divergences", "draw_divergence", "stale_mirrors"]

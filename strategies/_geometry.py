@@ -16,8 +16,8 @@ from __future__ import annotations
 from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 
-from metadata_builders.batch import Compression, Geometry
-from metadata_builders.kv_state import state_window
+from metadata_builders.families.dsv4.batch import Compression, Geometry
+from metadata_builders.families.dsv4.kv_state import state_window
 
 __all__ = ["COMPRESSED_PAGE_SIZES", "HUGE_RING_SIZES", "LOW_RATIO_CHOICES", "UPSTREAM", "compressions", "geometries"]
 

@@ -7,7 +7,7 @@ from typing import Any, Callable
 from hypothesis import assume, event
 from hypothesis import strategies as st
 
-from metadata_builders.batch import GraphTier, VerifyBatch
+from metadata_builders.families.dsv4.batch import GraphTier, VerifyBatch
 from metadata_builders.errors import InvalidBatch
 from strategies._coverage import boundary_hits
 

@@ -4,7 +4,7 @@ Upstream's DSpark draft worker verifies its draft block with the target-verify b
 configured ``speculative_num_draft_tokens`` is gamma + 1 (the server argument), the active width
 ``target_verify_num_draft_tokens`` gamma, and its pool has no compressed KV (``need_compress = not
 is_draft_worker``).  Worked example: gamma 3 -> ``num_draft_tokens=3``, ``speculative_num_draft_tokens=4``, every
-request verifying 3 tokens (:attr:`~metadata_builders.batch.VerifyBatch.is_dspark_draft`).
+request verifying 3 tokens (:attr:`~metadata_builders.families.dsv4.batch.VerifyBatch.is_dspark_draft`).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 
-from metadata_builders.batch import Geometry
+from metadata_builders.families.dsv4.batch import Geometry
 
 __all__ = ["check_dspark_draft", "draw_worker", "ragged_odds"]
 

@@ -133,7 +133,7 @@ def _direct_entries(request, monkeypatch):
 @pytest.fixture(autouse=True)
 def _sneaky_module(tmp_path, monkeypatch):
     (tmp_path / "tests_support_sneaky.py").write_text(
-        "from metadata_builders.builders.hip import HipBuilder\n"
+        "from metadata_builders.families.dsv4.hip import HipBuilder\n"
         "import torch\n"
         "class SneakyBuilder(HipBuilder):\n"
         "    def build(self, inputs):\n"

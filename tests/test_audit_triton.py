@@ -29,7 +29,7 @@ from metadata_builders.audit import DeviceAudit
 from metadata_builders.builders import AuditedBuilder
 from metadata_builders.errors import PropertyFailure
 from metadata_builders.harness.graph_recorder import GraphRecorder
-from metadata_builders.builders.hip import HipBuilder
+from metadata_builders.families.dsv4.hip import HipBuilder
 from metadata_builders.properties import check_p5_graph_vs_eager, check_p7_capture_safety
 
 pytestmark = pytest.mark.triton

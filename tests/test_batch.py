@@ -471,8 +471,8 @@ def test_a_batch_its_mode_cannot_take_is_invalid_naming_the_field(mode: str, cha
 
 
 def test_every_mode_of_the_batch_model_is_built() -> None:
-    from metadata_builders.batch import MODES
-    from metadata_builders.variants import BUILT_MODES
+    from metadata_builders.families.dsv4.batch import MODES
+    from metadata_builders.families.dsv4.variants import BUILT_MODES
 
     assert set(BUILT_MODES) == set(MODES)
 
@@ -480,10 +480,10 @@ def test_every_mode_of_the_batch_model_is_built() -> None:
 def _idle_not_built(monkeypatch) -> None:
     """As when a mode reaches the batch model before its builders: ``idle`` taken out of the built modes."""
     import metadata_builders.cli
-    import metadata_builders.variants
+    import metadata_builders.families.dsv4.variants
 
-    built = tuple(m for m in metadata_builders.variants.BUILT_MODES if m != "idle")
-    monkeypatch.setattr(metadata_builders.variants, "BUILT_MODES", built)
+    built = tuple(m for m in metadata_builders.families.dsv4.variants.BUILT_MODES if m != "idle")
+    monkeypatch.setattr(metadata_builders.families.dsv4.variants, "BUILT_MODES", built)
     monkeypatch.setattr(metadata_builders.cli, "BUILT_MODES", built)
 
 

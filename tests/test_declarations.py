@@ -9,7 +9,7 @@ import textwrap
 
 import pytest
 
-from metadata_builders.batch import MODES
+from metadata_builders.families.dsv4.batch import MODES
 from metadata_builders.builders import get_builder
 from metadata_builders.builders.capabilities import declared_modes
 from metadata_builders.cli import main as cli_main
@@ -32,7 +32,7 @@ def mypkg(tmp_path, monkeypatch):
     (package / "__init__.py").write_text("")
     body = "".join(f"\n\nclass {name.title().replace('_', '')}(HipBuilder):\n    modes = {value}\n"
                    for name, value in MALFORMED.items())
-    (package / "badmodes.py").write_text("from metadata_builders.builders.hip import HipBuilder\n" + body +
+    (package / "badmodes.py").write_text("from metadata_builders.families.dsv4.hip import HipBuilder\n" + body +
                                          "\n\nclass Undeclared:\n    def build(self, inputs):\n"
                                          "        return HipBuilder().build(inputs)\n")
     monkeypatch.chdir(tmp_path)
@@ -107,7 +107,7 @@ def test_a_builder_that_declares_nothing_is_said_to_be_judged_on_target_verify_a
 def test_a_run_that_judged_nothing_is_no_green(tmp_path, monkeypatch, capsys) -> None:
     """Every example not applicable (a draft-extend builder asked for P2): NOTHING JUDGED, exit 2, never held."""
     (tmp_path / "extendonly.py").write_text(textwrap.dedent("""
-        from metadata_builders.builders.hip import HipBuilder
+        from metadata_builders.families.dsv4.hip import HipBuilder
 
         class ExtendOnly(HipBuilder):
             modes = ("draft_extend",)

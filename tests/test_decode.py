@@ -14,15 +14,15 @@ from _examples import kv_tables
 
 from metadata_builders import Compression, Geometry, GraphTier, VerifyBatch
 from metadata_builders.builders import AuditedBuilder, get_builder
-from metadata_builders.builders.hip import HipBuilder
+from metadata_builders.families.dsv4.hip import HipBuilder
 from metadata_builders.errors import InvalidBatch, InvalidVariant, PropertyFailure
 from metadata_builders.harness.inputs import make_inputs, refill_inputs
-from metadata_builders.metadata import COMMON_FIELD_NAMES, fields_for
+from metadata_builders.families.dsv4.metadata import COMMON_FIELD_NAMES, fields_for
 from metadata_builders.properties import PROPERTIES, check_p1_reference, check_p5_graph_vs_eager
 from metadata_builders.properties.kv import check_p10_kv_state
 from metadata_builders.properties.spec import verdict
-from metadata_builders.reference.decode import decode_fields
-from metadata_builders.variants import Variant, check_variant, variants_for
+from metadata_builders.families.dsv4.reference.decode import decode_fields
+from metadata_builders.families.dsv4.variants import Variant, check_variant, variants_for
 from strategies import verify_batches
 
 COMPRESSED = Geometry(page_size=128, swa_window=4, ring_size=6, unified_swa_window=4, page_index_align=64,
@@ -156,7 +156,7 @@ def test_a_builder_that_declares_no_decode_mode_is_not_judged_on_one() -> None:
     """A builder written before the decode modes declares target verify and draft extend: on a draft-decode batch
     every property is ``not applicable``, never red."""
     from metadata_builders.builders.audited import AuditedBuilder
-    from metadata_builders.builders.hip import HipBuilder
+    from metadata_builders.families.dsv4.hip import HipBuilder
 
     class NoDecode(HipBuilder):
         modes = ("target_verify", "draft_extend")

@@ -21,8 +21,8 @@ import torch
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from metadata_builders.builders.hip.streams import decode_index_streams_torch
-from metadata_builders.reference.streams import (
+from metadata_builders.families.dsv4.hip.streams import decode_index_streams_torch
+from metadata_builders.families.dsv4.reference.streams import (
     STREAM_FIELDS,
     canonical_streams,
     decode_index_streams,
@@ -227,7 +227,7 @@ def test_a_stream_read_past_its_buffer_is_a_check_of_its_own() -> None:
     from _examples import make_batch
     from metadata_builders import Geometry
     from metadata_builders.builders import AuditedBuilder
-    from metadata_builders.builders.hip import HipBuilder
+    from metadata_builders.families.dsv4.hip import HipBuilder
     from metadata_builders.properties import PROPERTIES
     from metadata_builders.properties.spec import verdict
 

@@ -14,10 +14,10 @@ from _examples import kv_tables
 from metadata_builders import Geometry, GraphTier, VerifyBatch
 from metadata_builders.builders import get_builder
 from metadata_builders.errors import InvalidVariant
-from metadata_builders.metadata import DRAFT_EXTEND_FIELD_NAMES, fields_for
+from metadata_builders.families.dsv4.metadata import DRAFT_EXTEND_FIELD_NAMES, fields_for
 from metadata_builders.properties import PROPERTIES
 from metadata_builders.properties.spec import verdict
-from metadata_builders.variants import Variant, check_variant, variants_for
+from metadata_builders.families.dsv4.variants import Variant, check_variant, variants_for
 from strategies import verify_batches
 
 
@@ -54,7 +54,7 @@ def test_the_hip_builder_builds_draft_extend_as_the_reference_does(path: str) ->
 
 def test_draft_extend_on_a_compressed_geometry_fills_no_compression_field() -> None:
     """``need_compress=False``: whatever the geometry, draft extend attends only to SWA."""
-    from metadata_builders.batch import Compression
+    from metadata_builders.families.dsv4.batch import Compression
 
     geo = Geometry(page_size=128, swa_window=4, ring_size=6, unified_swa_window=9, compression=Compression())
     table, full_to_swa = kv_tables(4, 128)
@@ -87,7 +87,7 @@ def test_a_draft_extend_builder_that_floors_pad_lengths_fails_p1_only() -> None:
     -1, positions before 0), so the pad stays inert.  Each property's own planted bugs in the bundled builder are
     the draft_extend_* mutants (docs/MUTANTS.md)."""
     from metadata_builders.builders.audited import AuditedBuilder
-    from metadata_builders.builders.hip import HipBuilder
+    from metadata_builders.families.dsv4.hip import HipBuilder
 
     class Floored(HipBuilder):
         def build(self, inputs):
@@ -113,7 +113,7 @@ def test_a_draft_extend_builder_that_floors_pad_lengths_at_0_passes_p1() -> None
     floors the causal lengths at 0 -- upstream's ``-1, 0, 1`` become ``0, 0, 1``, positions ``-1`` -- passes P1, and
     P5 and P10 judge that the floored pad token reads nothing.  A floor at 1 stays another class (above)."""
     from metadata_builders.builders.audited import AuditedBuilder
-    from metadata_builders.builders.hip import HipBuilder
+    from metadata_builders.families.dsv4.hip import HipBuilder
 
     class FlooredAt0(HipBuilder):
         def causal_expansion(self, layout, inputs):
@@ -166,7 +166,7 @@ def test_p5_fails_a_pad_token_with_a_nonpositive_length_and_a_live_index() -> No
     come with an index row of -1 only.  A builder whose pad tokens read slot 0's position 0 through a clamped
     offset (the live index an unsigned reader of -1 would reach) fails it; upstream's values (L2) hold."""
     from metadata_builders.builders.audited import AuditedBuilder
-    from metadata_builders.builders.hip import HipBuilder
+    from metadata_builders.families.dsv4.hip import HipBuilder
 
     class LiveIndex(HipBuilder):
         def build(self, inputs):
@@ -186,7 +186,7 @@ def test_p10_judges_what_the_prefill_store_keeps() -> None:
     keeps a request's last window.  A final position one past (``pf_final_pos = seq_lens``, the gate's ``pr`` plant)
     makes the guard skip the oldest position the next decode step reads: P10 red, the ring row named."""
     from metadata_builders.builders.audited import AuditedBuilder
-    from metadata_builders.builders.hip import HipBuilder
+    from metadata_builders.families.dsv4.hip import HipBuilder
     from metadata_builders.errors import PropertyFailure
     from metadata_builders.properties.kv import check_p10_kv_state
 
@@ -211,7 +211,7 @@ def test_a_builder_that_declares_target_verify_only_is_not_judged_on_draft_exten
     """A user's target-verify builder (no ``modes``) must not go red on a mode it never claimed: each property is
     ``not applicable`` on a draft-extend batch, saying which modes the builder declares."""
     from metadata_builders.builders.audited import AuditedBuilder
-    from metadata_builders.builders.hip import HipBuilder
+    from metadata_builders.families.dsv4.hip import HipBuilder
 
     class VerifyOnly(HipBuilder):
         modes = ("target_verify",)

@@ -73,7 +73,7 @@ def test_two_runs_give_the_same_verdicts_and_replay_files(tmp_path, capsys) -> N
 
 BUILDER_MODULE = '''
 """A stand-in for the backend under review: hip, with an optional planted regression."""
-from metadata_builders.builders.hip import HipBuilder
+from metadata_builders.families.dsv4.hip import HipBuilder
 
 PLANTED = {planted}
 
@@ -136,7 +136,7 @@ def test_an_unknown_ref_or_a_tree_without_sglang_is_a_usage_error(mini_repo, tmp
 
 
 TWO_BUGS = '''
-from metadata_builders.builders.hip import HipBuilder
+from metadata_builders.families.dsv4.hip import HipBuilder
 
 
 class KnownBug(HipBuilder):

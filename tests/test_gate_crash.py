@@ -14,7 +14,7 @@ import os
 
 import pytest
 
-from metadata_builders.batch import VerifyBatch
+from metadata_builders.families.dsv4.batch import VerifyBatch
 from metadata_builders.cli import main
 from metadata_builders.gate import build_corpus
 from metadata_builders.properties import PROPERTIES
@@ -22,7 +22,7 @@ from tests._modules import importable_module
 
 MISBEHAVING = '''
 import os, signal, time
-from metadata_builders.builders.hip import HipBuilder
+from metadata_builders.families.dsv4.hip import HipBuilder
 
 
 class KilledOnThree(HipBuilder):

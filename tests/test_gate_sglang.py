@@ -28,7 +28,7 @@ release; each branch plants one realistic regression:
 | ``pr-dspark-draft`` | ``deepseek_v4_backend_hip_radix.py``, the verify extension reading the configured | both, P1 |
 |               | draft count (``speculative_num_draft_tokens``) for the active width (#31026, issue 45) |  |
 
-The gate runs both kernel routes of ``--builder sglang`` (metadata_builders/routes.py).
+The gate runs both kernel routes of ``--builder sglang`` (metadata_builders/builders/registry.py).
 """
 
 from __future__ import annotations
@@ -404,7 +404,7 @@ def test_a_bug_in_upstreams_torch_fallback_gates_red_on_the_torch_route(planted_
     assert "BLOCKS" not in _row(out, "P1"), out
     replays = [n for n in os.listdir(tmp_path / "failures") if n.startswith("P1-torch-") and n.endswith(".json")]
     assert replays, out
-    assert "--builder metadata_builders.builders.sglang:torch_route" in out
+    assert "--builder metadata_builders.families.dsv4.sglang:torch_route" in out
 
 
 @pytest.mark.slow
@@ -426,7 +426,7 @@ def test_the_host_mirror_feeding_the_compress_plans_off_by_one_gates_red(planted
 def test_a_graph_replay_regression_gates_red_through_the_recorder(planted_repo, cache_dir, tmp_path, capsys,
                                                                  branch: str) -> None:
     """Issue 18's bugs in upstream's two graph phases: only a replay as a GPU runs it (recorded) sees them."""
-    from metadata_builders.builders.sglang.releases import Capabilities, upstream_version
+    from metadata_builders.families.dsv4.sglang.releases import Capabilities, upstream_version
 
     repo, plants = planted_repo
     plant = GRAPH_PLANTS[branch]

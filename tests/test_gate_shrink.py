@@ -9,7 +9,7 @@ import json
 from _examples import EXAMPLES
 from hypothesis import HealthCheck, given, settings
 
-from metadata_builders.batch import VerifyBatch
+from metadata_builders.families.dsv4.batch import VerifyBatch
 from metadata_builders.cli import main
 from metadata_builders.gate.shrink import shrink, simpler
 from strategies import verify_batches

@@ -25,7 +25,7 @@ MUTANT = "metadata_builders.tools.mutants:dropped_dspark_gate"
 FAST = ["--properties", "P4", "--examples", "6", "--workers", "0", "--no-pictures"]
 
 HEADS = '''
-from metadata_builders.builders.hip import HipBuilder
+from metadata_builders.families.dsv4.hip import HipBuilder
 
 
 class NoReplay(HipBuilder):
@@ -65,7 +65,7 @@ def heads(tmp_path, monkeypatch):
 
 
 BACKEND = '''
-from metadata_builders.builders.hip import HipBuilder
+from metadata_builders.families.dsv4.hip import HipBuilder
 
 
 class Backend(HipBuilder):
@@ -202,9 +202,9 @@ def test_the_corpus_is_a_knob_per_kind(capsys) -> None:
     assert main(["gate", "--base-builder", "hip", "--head-builder", "hip", "--properties", "P3,P5", "--per-kind",
                  "2", "--workers", "0", "--no-pictures", "--failures-dir", "unused"]) == 0
     # P3 any batch; P5 graph, ragged graph, DSpark uniform graph, and draft extend, decode, draft decode on graph
-    # tiers, an idle rank
+    # tiers, an idle rank, a DSpark draft worker's uniform graph
     out = capsys.readouterr().out
-    assert "corpus: 16 batches over 8 kinds" in out
+    assert "corpus: 18 batches over 9 kinds" in out
     # the per-mode rows: P3 judges no other mode, P5 judged each mode's two batches
     for mode in ("draft_extend", "decode", "draft_decode", "idle"):
         assert f"{mode:<13}  -   2" in out, out
@@ -286,7 +286,7 @@ def test_a_stale_length_reaching_the_decode_streams_is_f8_only_under_divergence(
     from metadata_builders.runs.findings import Seen, known_finding
 
     batch = next(b for b in build_corpus([p for p in PROPERTIES if p.name == "P6"], 10) if b.divergence is not None)
-    raised = ("StreamOutOfBounds", "metadata_builders/reference/streams.py", 233, "canonical_streams")
+    raised = ("StreamOutOfBounds", "metadata_builders/families/dsv4/reference/streams.py", 233, "canonical_streams")
     assert known_finding(Seen("P8", "p8.stream_out_of_bounds", "hca_indices", origin=raised), batch) == "F8"
     assert known_finding(Seen("P6", "p6.stream_out_of_bounds", "swa_indices", origin=raised), batch) == "F8"
     assert known_finding(Seen("P8", "p8.stream_out_of_bounds", origin=raised), batch.without_divergence()) is None
@@ -297,7 +297,7 @@ def test_a_stale_length_reaching_the_decode_streams_is_f8_only_under_divergence(
 def test_f11_is_known_only_where_the_installed_release_keeps_c4_state_in_the_swa_pool(monkeypatch) -> None:
     """A c4 plan difference is F11 on 0.5.18/0.5.19 (their semantics); on any later release it is a bug."""
     import metadata_builders.runs.findings as findings
-    from metadata_builders.batch import VerifyBatch
+    from metadata_builders.families.dsv4.batch import VerifyBatch
 
     d = json.loads((pathlib.Path(__file__).parent / "regressions" / "sglang"
                     / "f11_c4_state_in_swa_pool_before_0_5_20.json").read_text())
@@ -315,7 +315,7 @@ def test_f11_is_known_only_where_the_installed_release_keeps_c4_state_in_the_swa
 
 def test_f12_is_known_where_p8_builds_the_diverged_batch() -> None:
     """P8 builds a batch with its divergence: upstream's assertion on the stale ragged total is F12 there."""
-    from metadata_builders.batch import VerifyBatch
+    from metadata_builders.families.dsv4.batch import VerifyBatch
     from metadata_builders.runs.findings import Seen, known_finding
 
     d = json.loads((pathlib.Path(__file__).parent / "regressions" / "sglang"
@@ -331,7 +331,7 @@ def test_f12_is_known_where_p8_builds_the_diverged_batch() -> None:
 # -- GREEN only when something was judged ------------------------------------------------------------------
 
 RAISING = '''
-from metadata_builders.builders.hip import HipBuilder
+from metadata_builders.families.dsv4.hip import HipBuilder
 
 
 class NoGpuHere(HipBuilder):
@@ -459,7 +459,7 @@ def test_a_head_builder_in_the_current_directory_imports_as_check_imports_it(tmp
     package = tmp_path / "gatepkg_cwd"
     package.mkdir()
     (package / "__init__.py").write_text("")
-    (package / "mine.py").write_text("from metadata_builders.builders.hip import HipBuilder\n\n\n"
+    (package / "mine.py").write_text("from metadata_builders.families.dsv4.hip import HipBuilder\n\n\n"
                                      "class Mine(HipBuilder):\n    pass\n")
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("PYTHONPATH", raising=False)

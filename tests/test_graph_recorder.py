@@ -18,7 +18,7 @@ from metadata_builders.audit import DeviceAudit
 from metadata_builders.builders import AuditedBuilder
 from metadata_builders.errors import BuilderContractError, CaptureSync, PropertyFailure
 from metadata_builders.harness.graph_recorder import GraphRecorder
-from metadata_builders.builders.hip import HipBuilder, target_verify
+from metadata_builders.families.dsv4.hip import HipBuilder, target_verify
 from metadata_builders.properties import (
     check_p5_graph_vs_eager,
     check_p7_capture_safety,

@@ -18,8 +18,8 @@ from metadata_builders.errors import PropertyFailure
 from metadata_builders.harness.graph_runner import GraphRunner, RunnerSpec
 from metadata_builders.properties import check_p5_graph_vs_eager
 from metadata_builders.properties.runner import _check_geometry, check_runner_replays, runner_sequence
-from metadata_builders.tier import capture_verify_lens, ragged_capture_slots, runner_tiers
-from metadata_builders.variants import variants_for
+from metadata_builders.families.dsv4.tier import capture_verify_lens, ragged_capture_slots, runner_tiers
+from metadata_builders.families.dsv4.variants import variants_for
 
 HIP = get_builder("hip")
 
@@ -122,7 +122,7 @@ def test_the_capture_geometry_of_sglang_34384_replays_exactly_f19() -> None:
     import pathlib
 
     from metadata_builders import VerifyBatch
-    from metadata_builders.tier import capture_verify_lens, ragged_capture_slots
+    from metadata_builders.families.dsv4.tier import capture_verify_lens, ragged_capture_slots
 
     path = pathlib.Path(__file__).parent / "regressions" / "sglang" / "f19_capture_geometry_34384_replays_exactly.json"
     batch = VerifyBatch.from_dict(json.loads(path.read_text()))
@@ -208,7 +208,7 @@ def _upstreams_capture_geometry_test(geometry: str) -> None:
       exactly the captured layout;
     * 33 requests of 5 tokens (165 -> tier 192) are more requests than the tier's slots: refused.
     """
-    from metadata_builders.tier import tier_verify_lens
+    from metadata_builders.families.dsv4.tier import tier_verify_lens
 
     width, max_bs = _UPSTREAM_WIDTH, _UPSTREAM_BUCKETS[-1]
     for requests, tier in ((32, 192), (1, 6), (192, 1152)):

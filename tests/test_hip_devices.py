@@ -7,8 +7,8 @@ import torch
 from _examples import EXAMPLES
 
 from metadata_builders import get_builder, variants_for
-from metadata_builders.metadata import first_difference
-from metadata_builders.metadata import PER_ENTRY, fields_for
+from metadata_builders.families.dsv4.metadata import first_difference
+from metadata_builders.families.dsv4.metadata import PER_ENTRY, fields_for
 
 # Graph-path batches whose shapes do not depend on values: a uniform tier and an uncapped ragged tier.
 META_CASES = ["uniform_eagle_batch_of_three", "ragged_tier_slack_spread_over_pad_rows"]

@@ -16,11 +16,11 @@ from hypothesis import given, settings
 
 from _examples import EXAMPLES, make_batch
 from metadata_builders import Geometry, GraphTier, get_builder
-from metadata_builders.kv_state import Ring, layout_tokens, ring_unfit
+from metadata_builders.families.dsv4.kv_state import Ring, layout_tokens, ring_unfit
 from metadata_builders.errors import PropertyFailure
 from metadata_builders.properties import check_p1_reference, check_p5_graph_vs_eager
 from metadata_builders.properties.kv import check_p10_kv_state
-from metadata_builders.reference import ReferenceBuilder
+from metadata_builders.families.dsv4.reference import ReferenceBuilder
 from metadata_builders.runs.findings import known_finding
 from strategies import verify_batches
 
@@ -155,7 +155,7 @@ def test_a_stream_that_reads_another_position_fails_the_window_read() -> None:
 def test_one_mistake_in_the_reference_and_the_builder_alike_only_p10_sees(monkeypatch) -> None:
     """The ring stride taken as the window (ROCm ATOM #817's class) in the specification *and* the builder: they
     agree, so P1 holds; the stores land on rows the window still reads, so P10 fails."""
-    import metadata_builders.reference.builder as spec  # where ReferenceBuilder looks its stages up
+    import metadata_builders.families.dsv4.reference.builder as spec  # where ReferenceBuilder looks its stages up
 
     def by_window(batch, slots, positions):
         win = batch.geometry.swa_window
@@ -183,7 +183,7 @@ def _compressed_batch() -> Any:
 
 
 def test_the_compressed_pools_hold_on_the_bundled_builder_and_the_reference() -> None:
-    from metadata_builders.kv_state import compressed_row, paged_tables
+    from metadata_builders.families.dsv4.kv_state import compressed_row, paged_tables
 
     batch = _compressed_batch()
     assert paged_tables(batch) is None and compressed_row(batch, 1, 0, 128) == 2
@@ -249,7 +249,7 @@ def test_a_c128_read_of_another_row_fails_the_compressed_read() -> None:
 
 
 def test_a_table_that_is_not_paged_is_not_judged_in_the_compressed_pools() -> None:
-    from metadata_builders.kv_state import paged_tables
+    from metadata_builders.families.dsv4.kv_state import paged_tables
 
     batch = _compressed_batch()
     rows = [list(r) for r in batch.req_to_token]
@@ -316,7 +316,7 @@ def _state_row(ratio: int, token: int, row: int) -> Callable[[dict[str, list]], 
 def test_the_compressor_states_hold_and_their_live_rows_are_the_next_compress_window() -> None:
     """c4, ring 16: slot 1 (prefix 127, 3 drafts) keeps positions 124..129 live -- the window of the group its next
     compress completes, whatever it accepts -- and slot 2 (prefix 5) positions 0..7."""
-    from metadata_builders.kv_state import StateRing, state_live_from, state_unfit
+    from metadata_builders.families.dsv4.kv_state import StateRing, state_live_from, state_unfit
 
     batch = _compressed_batch()
     ring = StateRing(batch, 4)
@@ -351,7 +351,7 @@ def test_a_state_ring_too_small_for_a_steps_live_states_is_counted_not_judged() 
     red verdict, and never a silent held."""
     from types import SimpleNamespace
 
-    from metadata_builders.kv_state import state_unfit
+    from metadata_builders.families.dsv4.kv_state import state_unfit
     from metadata_builders.properties import collecting_tallies
     from metadata_builders.runs.report import stores_line
 
@@ -380,8 +380,8 @@ def _edited_function(module: Any, name: str, old: str, new: str) -> Any:
 def test_one_state_ring_mistake_in_the_reference_and_the_builder_alike_only_p10_sees(monkeypatch) -> None:
     """The compressor-state ring wrapped at half its size (the window, ATOM #817's class) in the specification's
     plans *and* the builder's: they agree, so P1 holds; the states land on rows of other positions, so P10 fails."""
-    import metadata_builders.builders.hip.compression as hip_compression
-    import metadata_builders.reference.plans as plans
+    import metadata_builders.families.dsv4.hip.compression as hip_compression
+    import metadata_builders.families.dsv4.reference.plans as plans
 
     monkeypatch.setattr(plans, "plan_for_ratio", _edited_function(
         plans, "plan_for_ratio", "return slot * ring + p % ring", "return slot * ring + p % (ring // 2)"))
@@ -400,7 +400,7 @@ def test_the_page_read_skip_is_counted_on_an_uncompressed_geometry_too() -> None
     compressed pools' skip was counted, and an uncompressed skip was silent)."""
     from types import SimpleNamespace
 
-    from metadata_builders.kv_state import unpaged_slots
+    from metadata_builders.families.dsv4.kv_state import unpaged_slots
     from metadata_builders.properties import collecting_tallies
     from metadata_builders.runs.report import stores_line
 
@@ -444,7 +444,7 @@ def test_p10s_draft_extend_focus_draws_the_geometries_it_judges() -> None:
 def test_the_paged_swa_pool_of_the_worked_example() -> None:
     """kv_state.PagedSwa's docstring: window 2, full_to_swa[x] = 100 + x, slot 1 at locations 10 + p, prefix 4
     verifying 2: location 113 holds (1, 3) before the step; the tokens store at 114, 115; padding at 100."""
-    from metadata_builders.kv_state import PagedSwa
+    from metadata_builders.families.dsv4.kv_state import PagedSwa
 
     batch = dataclasses.replace(make_batch([4], [1], 2, num_slots=2, width=10),
                                 geometry=Geometry(page_size=4, swa_window=2, ring_size=3, unified_swa_window=2))

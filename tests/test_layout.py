@@ -102,13 +102,15 @@ def test_no_module_imports_itself_in_a_circle() -> None:
 
 
 def test_the_data_model_imports_no_builder() -> None:
-    """The batch package, tier.py and metadata.py know nothing of the builders, the reference included."""
+    """The DSV4 family's batch package, tier.py and metadata.py know nothing of its builders or its reference."""
     modules = _modules()
-    model = [n for n in modules if n == "metadata_builders.batch" or n.startswith("metadata_builders.batch.")]
+    family = "metadata_builders.families.dsv4"
+    model = [n for n in modules if _within(n, (f"{family}.batch",))]
     assert len(model) > 1, model
-    for name in (*model, "metadata_builders.tier", "metadata_builders.metadata"):
+    builders = ("metadata_builders.builders", f"{family}.hip", f"{family}.sglang", f"{family}.reference")
+    for name in (*model, f"{family}.tier", f"{family}.metadata"):
         imported = _imports(name, modules[name], set(modules))
-        assert not {t for t in imported if _within(t, BUILDER_ROOMS)}, name
+        assert not {t for t in imported if _within(t, builders)}, name
 
 
 def _functions() -> list[tuple[str, int, int]]:
@@ -204,34 +206,34 @@ def _within(name: str, rooms: tuple[str, ...]) -> bool:
     return any(name == room or name.startswith(room + ".") for room in rooms)
 
 
-BUILDER_ROOMS = ("metadata_builders.builders", "metadata_builders.reference")
+BUILDER_ROOMS = ("metadata_builders.builders", "metadata_builders.families")
 ABOVE_PROPERTIES = ("metadata_builders.runs", "metadata_builders.render", "metadata_builders.gate",
                     "metadata_builders.cli", "metadata_builders.tools", "metadata_builders.plugin")
-SHIMS = ("metadata_builders.hip", "metadata_builders.hip_compression", "metadata_builders.hip_low_ratios",
-         "metadata_builders.hip_streams", "metadata_builders.audit_triton", "metadata_builders.launch_memo",
-         "metadata_builders.inputs", "metadata_builders.graph_recorder", "metadata_builders.check_runs",
-         "metadata_builders.runner", "metadata_builders.reproduce", "metadata_builders.report",
-         "metadata_builders.findings", "metadata_builders.profiles", "metadata_builders.sglang_adapter",
-         "metadata_builders.routes")
-"""0.2's paths, kept one release as aliases of the rooms they moved to (CHANGELOG.md)."""
+REMOVED = ("hip", "hip_compression", "hip_low_ratios", "hip_streams", "audit_triton", "launch_memo", "inputs",
+           "graph_recorder", "check_runs", "runner", "reproduce", "report", "findings", "profiles", "sglang_adapter",
+           "routes", "batch", "reference", "metadata", "variants", "tier", "kv_state")
+"""The hall's names of 0.3 that are gone: 0.2's aliases (removed in 0.4) and the DSV4 family's model, reference and
+builders (moved to ``metadata_builders.families.dsv4``; CHANGELOG.md)."""
 
 
 def test_the_top_level_shows_the_roles() -> None:
-    """model -> builders -> harness -> properties -> runs -> interfaces: the hall holds only these and 0.2's aliases."""
+    """The hall holds the core's rooms and the family packages, nothing else: no alias module, no family's model."""
     roles = {
-        "model": {"batch", "variants", "tier", "metadata", "errors", "devices", "kv_state"},
-        "builders": {"builders", "reference"},
+        "model": {"errors", "devices"},
+        "families": {"families"},
+        "builders": {"builders"},
         "harness": {"harness", "audit"},
         "properties": {"properties"},
         "runs": {"runs"},
         "interfaces": {"cli", "plugin", "gate", "render", "tools"},
     }
     known = {room for rooms in roles.values() for room in rooms} | {"__init__"}
-    shims = {name.rpartition(".")[2] for name in SHIMS}
     here = {p.stem if p.is_file() else p.name for p in (ROOT / "metadata_builders").iterdir()
             if (p.suffix == ".py" or (p.is_dir() and (p / "__init__.py").exists()))}
-    assert here - shims <= known, sorted(here - shims - known)
-    assert shims <= here, sorted(shims - here)
+    assert here <= known, sorted(here - known)
+    assert not here & set(REMOVED), sorted(here & set(REMOVED))
+    aliases = [str(path.relative_to(ROOT)) for path in _modules().values() if "sys.modules[__name__]" in path.read_text()]
+    assert not aliases, f"alias modules: {aliases}"
 
 
 @pytest.mark.parametrize(("rooms", "forbidden", "rule"), [

@@ -9,11 +9,11 @@ from hypothesis import HealthCheck, assume, find, given, settings
 from hypothesis import strategies as st
 
 from metadata_builders import GraphTier, get_builder, variants_for
-from metadata_builders.batch import Compression, Geometry, VerifyBatch
+from metadata_builders.families.dsv4.batch import Compression, Geometry, VerifyBatch
 from metadata_builders.errors import InvalidBatch
-from metadata_builders.metadata import FIELDS, fields_for
+from metadata_builders.families.dsv4.metadata import FIELDS, fields_for
 from metadata_builders.properties import check_p1_reference
-from metadata_builders.reference.low_ratios import indexer_page_table, low_ratio_groups
+from metadata_builders.families.dsv4.reference.low_ratios import indexer_page_table, low_ratio_groups
 from strategies import LOW_RATIO_CHOICES, compressions, verify_batches
 from tests.test_sglang_compression import compressed
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 from _examples import EXAMPLES, make_batch
 
-from metadata_builders.batch import GraphTier
+from metadata_builders.families.dsv4.batch import GraphTier
 from metadata_builders.errors import InvalidBatch
 from metadata_builders.properties import PROPERTIES
 from metadata_builders.properties.runner import runner_sequence
@@ -119,10 +119,10 @@ def test_the_runners_fill_value_is_the_builders_and_a_change_to_it_is_red(tmp_pa
     from metadata_builders import get_builder
     from metadata_builders.harness.inputs import make_inputs
     from metadata_builders.properties import verdict
-    from metadata_builders.variants import variants_for
+    from metadata_builders.families.dsv4.variants import variants_for
 
     (tmp_path / "fillzero.py").write_text(
-        "from metadata_builders.builders.hip import HipBuilder\n\n\n"
+        "from metadata_builders.families.dsv4.hip import HipBuilder\n\n\n"
         "class FillZero(HipBuilder):\n    seq_len_fill_value = 0\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     builder = get_builder("fillzero:FillZero")
@@ -140,8 +140,8 @@ def test_the_adapter_asks_upstream_for_the_fill_value(monkeypatch) -> None:
     """The ``sglang`` builder's fill value is the installed backend's own answer: patched to 0 upstream, the
     capability follows (a change to it reaches the gate)."""
     from metadata_builders import get_builder
-    from metadata_builders.builders.sglang import SGLangBuilder
-    from metadata_builders.builders.sglang.releases import load_upstream
+    from metadata_builders.families.dsv4.sglang import SGLangBuilder
+    from metadata_builders.families.dsv4.sglang.releases import load_upstream
 
     assert get_builder("sglang").capabilities.seq_len_fill_value == 1
     cls = load_upstream("cpu").backend_module.DeepseekV4HipRadixBackend

@@ -33,7 +33,7 @@ from metadata_builders import (
     variants_for,
 )
 from metadata_builders.builders import AuditedBuilder
-from metadata_builders.builders.hip import pipeline as hip_module
+from metadata_builders.families.dsv4.hip import pipeline as hip_module
 from metadata_builders.cli import SUBCOMMANDS, build_parser
 from metadata_builders.cli import main as cli_main
 from metadata_builders.properties import (

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from _examples import EXAMPLES
-from metadata_builders.metadata import fields_for
+from metadata_builders.families.dsv4.metadata import fields_for
 
 import metadata_builders
 import strategies
@@ -67,7 +67,7 @@ HELPER = '''
 import torch
 
 from metadata_builders import Audit, SyncRecord, VerifyMetadata
-from metadata_builders.reference import ReferenceBuilder
+from metadata_builders.families.dsv4.reference import ReferenceBuilder
 
 
 class ChattyBuilder:

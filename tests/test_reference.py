@@ -15,8 +15,8 @@ import pytest
 from _examples import EXAMPLES, GEOMETRY, make_batch
 
 from metadata_builders import GraphTier, ReferenceBuilder, Variant, get_builder, variants_for
-from metadata_builders.metadata import first_difference
-from metadata_builders.metadata import fields_for
+from metadata_builders.families.dsv4.metadata import first_difference
+from metadata_builders.families.dsv4.metadata import fields_for
 
 PAD4 = [-1, -1, -1, -1]
 """swa_window 4 right-padded to page_index_align 8."""
@@ -565,7 +565,7 @@ def test_uniform_tier_wider_than_its_rows_leaves_an_inert_uncovered_tail():
     assert all(r.failure is None for r in run_all(hip, batch).values())
 
 
-# -- the three tier padding conventions, by hand (metadata_builders/tier.py's table) -------------------------
+# -- the three tier padding conventions, by hand (metadata_builders/families/dsv4/tier.py's table) -------------------------
 
 # (example, convention) -> (extend_seq_lens, num_tokens, exact before the gate, ragged total read from the device)
 CONVENTIONS = {
@@ -609,7 +609,7 @@ def test_the_draft_extend_reference_gives_its_worked_example() -> None:
     from _examples import kv_tables
 
     from metadata_builders import Geometry, GraphTier, VerifyBatch
-    from metadata_builders.reference.draft_extend import FIELDS, draft_extend_fields
+    from metadata_builders.families.dsv4.reference.draft_extend import FIELDS, draft_extend_fields
 
     table, full_to_swa = kv_tables(4, 12)
     batch = VerifyBatch(seq_lens=[7, 3], req_pool_indices=[1, 2], verify_lens=None, num_draft_tokens=3,
@@ -630,7 +630,7 @@ def test_the_draft_extend_reference_gives_its_worked_example() -> None:
 def test_the_in_graph_blocks_worked_example() -> None:
     """reference/in_graph.py's example: the forward batch's positions (a pad row's at 0, not its causal 1, 2) and the
     paged SWA targets (a pad's 0 translated to the dummy slot full_to_swa[0] = 100)."""
-    from metadata_builders.reference.in_graph import forward_positions, swa_out_cache_loc
+    from metadata_builders.families.dsv4.reference.in_graph import forward_positions, swa_out_cache_loc
 
     batch = make_batch([5, 3], [2, 1], 2, width=20, graph=GraphTier(3, 6))
     assert batch.out_cache_loc == (45, 46, 23, 24)

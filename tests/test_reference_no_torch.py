@@ -51,9 +51,9 @@ def test_reference_builds_every_variant_without_torch() -> None:
     """With torch unimportable, every named example builds on every variant with the reference."""
     script = """
         import json
-        from metadata_builders.batch import VerifyBatch
-        from metadata_builders.reference import ReferenceBuilder
-        from metadata_builders.variants import variants_for
+        from metadata_builders.families.dsv4.batch import VerifyBatch
+        from metadata_builders.families.dsv4.reference import ReferenceBuilder
+        from metadata_builders.families.dsv4.variants import variants_for
 
         builder = ReferenceBuilder()
         built = 0

@@ -25,7 +25,7 @@ from metadata_builders import (
 )
 from metadata_builders import render
 from metadata_builders.errors import PlotExtraMissing
-from metadata_builders.metadata import first_difference
+from metadata_builders.families.dsv4.metadata import first_difference
 from metadata_builders.render import (
     MAX_ROWS,
     MAX_TOKENS_PER_ROW,

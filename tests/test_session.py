@@ -11,7 +11,7 @@ from metadata_builders.harness import harness_session, torch_flags
 
 MEMO_WANTING = '''
 from metadata_builders.audit import launch_memo
-from metadata_builders.builders.hip import HipBuilder
+from metadata_builders.families.dsv4.hip import HipBuilder
 
 
 class WantsTheMemo(HipBuilder):

@@ -26,7 +26,7 @@ from hypothesis import given, settings
 from metadata_builders import Divergence, Geometry, GraphTier, Variant, VerifyBatch, get_builder, variants_for
 from metadata_builders.errors import InvalidVariant, PropertyFailure
 from metadata_builders.runs.findings import known_finding
-from metadata_builders.metadata import first_difference
+from metadata_builders.families.dsv4.metadata import first_difference
 from metadata_builders.properties.kv import check_p10_kv_state
 from metadata_builders.properties import (
     check_p1_reference,
@@ -40,7 +40,7 @@ from metadata_builders.properties import (
     contract_role,
     p1_differences,
 )
-from metadata_builders.reference import CONTRACT_STAGES, expected_host_syncs, oob_read_count, verify_extension
+from metadata_builders.families.dsv4.reference import CONTRACT_STAGES, expected_host_syncs, oob_read_count, verify_extension
 from strategies import geometries, verify_batches
 from tests._examples import EXAMPLES, make_batch
 
@@ -65,7 +65,7 @@ def upstream(sglang):
 def sglang_torch_kernels(sglang):
     """The adapter keeping upstream's CPU dispatch (its torch reference kernels)."""
     from metadata_builders.builders import AuditedBuilder
-    from metadata_builders.builders.sglang import SGLangBuilder
+    from metadata_builders.families.dsv4.sglang import SGLangBuilder
 
     return AuditedBuilder(SGLangBuilder("cpu", kernels="torch"), "cpu", "sglang-torch")
 
@@ -114,7 +114,7 @@ def _decode_findings(batch: VerifyBatch, caps) -> dict[str, set[str]]:
     ring; F22 (0.5.18/0.5.19) a draft child's lengths miss its step; F23 (0.5.18/0.5.19) a draft child's replay
     takes child 0's slice of the whole buffer; F24 (0.5.18-0.5.20) a draft child compresses, its HCA/CSA streams
     carry a compressed tail."""
-    from metadata_builders.metadata import STREAM_FIELD_NAMES
+    from metadata_builders.families.dsv4.metadata import STREAM_FIELD_NAMES
 
     found: dict[str, set[str]] = {}
     compressed = batch.geometry.compression is not None
@@ -251,7 +251,7 @@ def test_mirror_tolist_is_the_only_read_of_seq_lens(sglang, upstream) -> None:
 )
 def test_capabilities_per_release(release: str, eagle: tuple, dspark: tuple, mirrorless: bool) -> None:
     """0.5.18/0.5.19 always sync, 0.5.20 is ungated, the gate is 0.5.21+, mirror-less verify 0.5.22+."""
-    from metadata_builders.builders.sglang import Capabilities
+    from metadata_builders.families.dsv4.sglang import Capabilities
 
     caps = Capabilities.of(release)
     assert (caps.gates(False), caps.gates(True), caps.mirrorless) == (eagle, dspark, mirrorless)
@@ -271,7 +271,7 @@ def test_variants_supported_follow_the_installed_release(sglang, upstream) -> No
 
 def test_pieces_are_found_where_the_backend_imports_them(upstream) -> None:
     """The gate, runtime and kernels modules are the ones the backend's functions import at call time."""
-    from metadata_builders.builders.sglang.finding import imports_in
+    from metadata_builders.families.dsv4.sglang.finding import imports_in
 
     cls = upstream.backend_cls
     assert upstream.gate_module.__name__ in imports_in(cls._attach_unified_kv_prefill_meta)
@@ -282,8 +282,8 @@ def test_pieces_are_found_where_the_backend_imports_them(upstream) -> None:
 
 def test_a_missing_piece_names_itself_the_release_and_every_place_looked(upstream) -> None:
     """``UpstreamNotFound`` carries the piece, the release and each candidate, and survives pickling."""
-    from metadata_builders.builders.sglang import UpstreamNotFound
-    from metadata_builders.builders.sglang.finding import find_module
+    from metadata_builders.families.dsv4.sglang import UpstreamNotFound
+    from metadata_builders.families.dsv4.sglang.finding import find_module
 
     with pytest.raises(UpstreamNotFound) as info:
         find_module("frobnicate (a piece no release has)", upstream.release,
@@ -640,12 +640,12 @@ def test_eager_batches_match_reference(sglang, upstream, batch: VerifyBatch) -> 
         check(sglang, batch)
 
 
-# -- the two kernel routes (metadata_builders/routes.py) ----------------------------------------------
+# -- the two kernel routes (metadata_builders/builders/registry.py) ----------------------------------------------
 
 
 def test_sglang_stands_for_both_kernel_routes_each_a_builder_get_builder_resolves(upstream) -> None:
     """``--builder sglang`` is the triton route then the torch route; each route's name resolves on its own."""
-    from metadata_builders.routes import routes_of
+    from metadata_builders.builders import routes_of
 
     triton, torch_ = routes_of("sglang")
     assert (triton.label, triton.builder, triton.prop("P1")) == ("triton", "sglang", "P1")
@@ -686,7 +686,7 @@ def test_the_adapter_imports_of_the_audit_only_the_plan_kernels_launch() -> None
     audit room since 0.3; the double asks whether an audit runs (``auditing``), to run upstream's pinned staging."""
     import ast
 
-    import metadata_builders.builders.sglang as package
+    import metadata_builders.families.dsv4.sglang as package
 
     for path in Path(package.__file__).parent.glob("*.py"):
         for node in ast.walk(ast.parse(path.read_text())):
@@ -714,7 +714,7 @@ def test_the_adapter_imports_of_the_audit_only_the_plan_kernels_launch() -> None
 
 def test_upstream_is_handed_the_harness_device_handle_unchanged(sglang, upstream, monkeypatch) -> None:
     """The double's ``device`` is the very object the builder was given (never ``torch.device(...)`` of it)."""
-    from metadata_builders.builders.sglang import double
+    from metadata_builders.families.dsv4.sglang import double
 
     handle = sglang.inner.device
     seen = []
@@ -725,7 +725,7 @@ def test_upstream_is_handed_the_harness_device_handle_unchanged(sglang, upstream
         seen.append((backend.device, backend.cuda_int32_kwargs["device"]))
         return backend
 
-    monkeypatch.setattr("metadata_builders.builders.sglang.builder.make_backend", spying)
+    monkeypatch.setattr("metadata_builders.families.dsv4.sglang.builder.make_backend", spying)
     sglang.build(EXAMPLES["single_request"], _native(upstream, EXAMPLES["single_request"]))
     assert seen and all(a is handle and b is handle for a, b in seen)
 
@@ -750,14 +750,14 @@ def _draft_extend_backend(sglang, upstream, monkeypatch) -> tuple:
     """Upstream's backend double as a target-verify build of slots 1, 2 (prefixes 7, 3, three drafts) made it,
     with that build's inputs and batch -- to call its ``init_forward_metadata_draft_extend`` (skips where the
     release has none taking ``num_tokens_per_req``)."""
-    from metadata_builders.builders.sglang import double
+    from metadata_builders.families.dsv4.sglang import double
 
     entry = getattr(upstream.backend_cls, "init_forward_metadata_draft_extend", None)
     if entry is None or "num_tokens_per_req" not in inspect.signature(entry).parameters:
         pytest.skip(f"SGLang {upstream.release} has no init_forward_metadata_draft_extend(num_tokens_per_req=)")
     made: list = []
     make = double.make_backend
-    monkeypatch.setattr("metadata_builders.builders.sglang.builder.make_backend",
+    monkeypatch.setattr("metadata_builders.families.dsv4.sglang.builder.make_backend",
                         lambda *a: made.append((a[1], make(*a))) or made[-1][1])
     batch = make_batch([7, 3], [1, 2], 3).replace(geometry=Geometry())
     sglang.build(batch, next(v for v in sglang.variants_supported(batch) if v.mirror == "host" and v.path == "eager"))
@@ -772,7 +772,7 @@ def test_the_draft_extend_pad_length_lead_upstreams_graph_pad_rows_get_nonpositi
     = -1, 0, 1, and ``swa_topk_lengths = clamp(max=window)`` passes the -1 through (no floor).  Their index rows are
     all -1 and every HIP decode kernel compares the length as a signed int, so nothing is read; the CUDA backend
     clamps it to 1 only for trtllm-gen.  Pinned here so a release that changes either side is seen."""
-    from metadata_builders.builders.sglang import double
+    from metadata_builders.families.dsv4.sglang import double
 
     inputs, backend, _ = _draft_extend_backend(sglang, upstream, monkeypatch)
     with double.upstream_patched(upstream, inputs):
@@ -791,8 +791,8 @@ def test_the_draft_extend_reference_is_upstreams_draft_extend(sglang, upstream, 
     """Mode ``draft_extend``'s reference (``reference/draft_extend.py``) field for field against upstream's own
     ``init_forward_metadata_draft_extend`` on the installed release, eager and with the graph runner's pad rows
     (``seq_len`` 1, slot 0, ``out_cache_loc`` 0): the harness's rows, upstream's numbers."""
-    from metadata_builders.builders.sglang import double
-    from metadata_builders.reference.draft_extend import FIELDS, draft_extend_fields
+    from metadata_builders.families.dsv4.sglang import double
+    from metadata_builders.families.dsv4.reference.draft_extend import FIELDS, draft_extend_fields
 
     inputs, backend, verify = _draft_extend_backend(sglang, upstream, monkeypatch)
     batch = verify.replace(mode="draft_extend", graph=GraphTier(4, 12) if graph else None)
@@ -825,7 +825,7 @@ def test_the_adapter_builds_draft_extend_through_upstreams_entry_and_graph_phase
     from metadata_builders.properties.spec import verdict
 
     from metadata_builders.builders import AuditedBuilder
-    from metadata_builders.builders.sglang import SGLangBuilder, torch_route
+    from metadata_builders.families.dsv4.sglang import SGLangBuilder, torch_route
 
     # every release 0.5.18+ has the entry; P9 needs a factory (a fresh twin)
     builder = sglang if route == "triton" else AuditedBuilder(SGLangBuilder("cpu", kernels="torch"), "cpu",

@@ -11,9 +11,9 @@ from __future__ import annotations
 import pytest
 
 from metadata_builders import Geometry, GraphTier, Variant, VerifyBatch, get_builder
-from metadata_builders.batch import Compression
+from metadata_builders.families.dsv4.batch import Compression
 from metadata_builders.errors import PropertyFailure
-from metadata_builders.metadata import STREAM_FIELD_NAMES, fields_for, first_difference
+from metadata_builders.families.dsv4.metadata import STREAM_FIELD_NAMES, fields_for, first_difference
 from metadata_builders.properties import (
     check_p1_reference,
     check_p2_mirror,
@@ -99,7 +99,7 @@ def test_coverage_judges_every_field_upstream_fills(sglang, upstream) -> None:
     """Of the 33 fields upstream's entry point fills and the SWA store's translated ``out_cache_loc`` the in-graph
     block adds after it (through the dispatcher or, for what it cannot express, after a direct call), all are
     judged; with the windows apart the six streams are named instead."""
-    from metadata_builders.builders.sglang.coverage import coverage_of
+    from metadata_builders.families.dsv4.sglang.coverage import coverage_of
 
     batch = EXAMPLES["uniform_across_c128_and_page"]
     cov = coverage_of(sglang, batch, sglang.variants_supported(batch)[0])
@@ -115,7 +115,7 @@ def test_coverage_judges_every_field_upstream_fills(sglang, upstream) -> None:
 def test_geometries_upstream_asserts_against_name_what_is_not_observable(sglang, upstream) -> None:
     """Page 128 (the indexer asserts 256) and top-k 64 (the sparse buffers, hence the CSA stream, assert 512/1024)
     build the rest."""
-    from metadata_builders.builders.sglang.coverage import coverage_of
+    from metadata_builders.families.dsv4.sglang.coverage import coverage_of
 
     batch = compressed([5, 126], [1, 3], 2, page=128, compression=Compression(index_topk=64))
     variant = sglang.variants_supported(batch)[0]
@@ -132,7 +132,7 @@ def test_geometries_upstream_asserts_against_name_what_is_not_observable(sglang,
 def test_a_release_without_the_low_ratios_names_no_stub_of_theirs() -> None:
     """0.5.18-0.5.21 fill no c1/c2 field, so no geometry stub names one: the coverage line counted them as
     produced by upstream (found on 0.5.21: ``33 judged / 41 produced``, the c1/c2 stubs not observable)."""
-    from metadata_builders.builders.sglang.compression import unobservable
+    from metadata_builders.families.dsv4.sglang.compression import unobservable
 
     geometry = Geometry(page_size=128, compression=Compression(index_topk=64, low_ratios=(1, 2)))
     assert {"c1_sparse_page_indices", "c2_indexer_page_table"} <= set(unobservable(geometry))
@@ -143,7 +143,7 @@ def test_a_release_without_the_low_ratios_names_no_stub_of_theirs() -> None:
 def _plan_calls(monkeypatch) -> list[tuple[bool, int, bool]]:
     """Spy on the plan kernel's model: (lengths device-resident, num_q_tokens, use_cuda_graph) per call."""
     from metadata_builders.audit import is_device_resident
-    from metadata_builders.builders.sglang import plan_kernel
+    from metadata_builders.families.dsv4.sglang import plan_kernel
 
     calls: list[tuple[bool, int, bool]] = []
     model = plan_kernel.plan_prefill
@@ -196,7 +196,7 @@ def test_planted_off_by_one_in_the_host_mirror_fails_p1_and_p2(sglang, upstream,
 def test_the_torch_route_builds_the_compressed_groups(upstream) -> None:
     """Upstream's CPU fallbacks feed the same compressed groups (the plan kernel is the model on both routes)."""
     from metadata_builders.builders import AuditedBuilder
-    from metadata_builders.builders.sglang import SGLangBuilder
+    from metadata_builders.families.dsv4.sglang import SGLangBuilder
 
     torch_route = AuditedBuilder(SGLangBuilder("cpu", kernels="torch"), "cpu", "sglang-torch")
     try:
@@ -207,7 +207,7 @@ def test_the_torch_route_builds_the_compressed_groups(upstream) -> None:
 
 def test_coverage_over_a_run_counts_a_field_judged_anywhere(sglang) -> None:
     """Combined over a compressed and an uncompressed build, the compressed groups count as judged."""
-    from metadata_builders.builders.sglang import coverage_of
+    from metadata_builders.families.dsv4.sglang import coverage_of
 
     batch = EXAMPLES["ragged_eagle"]
     off = batch.replace(geometry=Geometry(ring_size=130))
@@ -225,7 +225,7 @@ def test_coverage_names_a_field_it_does_not_know() -> None:
 
     import torch
 
-    from metadata_builders.builders.sglang.coverage import coverage
+    from metadata_builders.families.dsv4.sglang.coverage import coverage
 
     core = SimpleNamespace(seq_lens_casual=torch.zeros(1), shiny_new_lengths=torch.zeros(1), page_size=256,
                            unified=None)

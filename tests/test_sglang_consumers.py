@@ -1,7 +1,7 @@
 """P10 judges upstream's own SWA ring store kernel (``store_swa_into_unified``, under the Triton interpreter).
 
 The SGLang builder hands P10 the kernel instead of its model
-(:mod:`metadata_builders.builders.sglang.consumers`): where the kernel stores each
+(:mod:`metadata_builders.families.dsv4.sglang.consumers`): where the kernel stores each
 token is read back from an id-valued pool.  On the released code the kernel stores
 where the model says; a bug planted in a copy of the kernel is red on P10 while
 every metadata field is equal (tests/test_gate_sglang.py plants the same bug
@@ -28,7 +28,7 @@ pytestmark = pytest.mark.sglang
 @pytest.fixture(scope="module")
 def sglang():
     builder = get_builder("sglang", "cpu")
-    from metadata_builders.builders.sglang import consumers
+    from metadata_builders.families.dsv4.sglang import consumers
 
     if consumers._store() is None:
         pytest.skip(f"the installed release has no store_swa_into_unified in {consumers.STORE_MODULES}: P10 models it")
@@ -54,7 +54,7 @@ def test_the_kernel_stores_where_the_ring_formula_says_and_a_negative_position_l
 def _planted_store(find: str, replace: str):
     """Upstream's store module with one edit, compiled as a module of its own (its kernels jit under the
     interpreter as the original's do)."""
-    from metadata_builders.builders.sglang import consumers
+    from metadata_builders.families.dsv4.sglang import consumers
 
     original = importlib.import_module(consumers._store().__module__)
     source = inspect.getsource(original)
@@ -79,7 +79,7 @@ def _one_page(batch):
 def test_a_store_kernel_that_wraps_at_the_window_is_red_on_p10_with_every_field_equal(sglang, monkeypatch) -> None:
     """ROCm ATOM PR #817's bug moved into the consumer: every metadata field is what it was (P1 cannot tell), P10
     names the row the kernel's store put a token in."""
-    from metadata_builders.builders.sglang import consumers
+    from metadata_builders.families.dsv4.sglang import consumers
 
     batch = _one_page(EXAMPLES["uniform_eagle_batch_of_three"])
     assert not [n for n in check_p10_kv_state(sglang, batch) if "cannot express" not in n]
@@ -97,7 +97,7 @@ def test_a_store_kernel_that_wraps_at_the_window_is_red_on_p10_with_every_field_
 def test_p10_counts_the_builds_it_judged_through_upstreams_store_kernel(sglang, monkeypatch) -> None:
     """Every build's fp8 store judged through the kernel; where the kernel declines (a pool over its guard), the
     model, counted as such: a held P10 says which it judged."""
-    from metadata_builders.builders.sglang import consumers
+    from metadata_builders.families.dsv4.sglang import consumers
     from metadata_builders.properties import collecting_tallies
 
     batch = _one_page(EXAMPLES["uniform_eagle_batch_of_three"])
@@ -113,7 +113,7 @@ def test_p10_counts_the_builds_it_judged_through_upstreams_store_kernel(sglang, 
 
 def test_the_picture_of_a_store_kernel_bug_names_the_store(sglang, monkeypatch) -> None:
     """The failure's picture judges the kernel as P10 does: red on the KV stores, never 'metadata agrees'."""
-    from metadata_builders.builders.sglang import consumers
+    from metadata_builders.families.dsv4.sglang import consumers
     from metadata_builders.render import analyse
 
     if not sglang.inner.upstream.capabilities.exact_token_map:

@@ -13,9 +13,9 @@ from hypothesis import HealthCheck, given, settings
 
 from metadata_builders import Compression, Geometry, GraphTier, Variant, VerifyBatch, get_builder
 from metadata_builders.errors import PropertyFailure
-from metadata_builders.metadata import FIELDS
+from metadata_builders.families.dsv4.metadata import FIELDS
 from metadata_builders.properties import check_p1_reference, check_p5_graph_vs_eager
-from metadata_builders.reference.decode import decode_plans
+from metadata_builders.families.dsv4.reference.decode import decode_plans
 from metadata_builders.runs.findings import known_finding
 from strategies import verify_batches
 from tests._examples import kv_tables
@@ -109,7 +109,7 @@ def test_upstreams_recorded_replays_refresh_every_child_that_runs_a_forward(sgla
 def test_every_field_upstream_fills_in_a_decode_step_is_judged_or_named(sglang) -> None:
     """Coverage per mode: the target's decode fills 30 fields with compression, all judged, and with the V4.1 low
     ratios (0.5.22+) 14 more, all judged; a draft child fills 15, all judged."""
-    from metadata_builders.builders.sglang.coverage import coverage_of
+    from metadata_builders.families.dsv4.sglang.coverage import coverage_of
 
     decode = coverage_of(sglang, _batch("decode", geometry=UPSTREAM_GEOMETRY), Variant("eager"))
     assert decode.mode == "decode" and not decode.not_observable and len(decode.judged) == len(decode.produced)
@@ -136,7 +136,7 @@ def test_every_field_upstream_fills_in_a_decode_step_is_judged_or_named(sglang) 
 def test_the_decode_planners_model_is_upstreams_plan_decode(use_req_ring: bool) -> None:
     """``plan_decode``'s model on the per-request ring equals the reference's decode plans; without the ring
     (0.5.18/0.5.19's c4) it plans from the SWA state location, as ``c_plan.cuh`` does."""
-    from metadata_builders.builders.sglang.plan_decode import plan_decode
+    from metadata_builders.families.dsv4.sglang.plan_decode import plan_decode
 
     table, full_to_swa = kv_tables(4, 40)
     slots, seq_lens = [1, 2, 0], [9, 37, 1]

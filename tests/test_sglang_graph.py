@@ -111,7 +111,7 @@ def test_capped_tier_replay_holds_under_full_coverage_f13(sglang) -> None:
 def test_a_cap_that_clamps_nothing_holds_p7_under_full_coverage_f13(sglang) -> None:
     """P7's side of F13, settled: under full_coverage the capped build has the host total it pads to, so build
     and replay sync alike (here the cap, 3, clamps no row of a 4-row / 7-token tier)."""
-    from metadata_builders.tier import tier_verify_lens
+    from metadata_builders.families.dsv4.tier import tier_verify_lens
 
     batch = make_batch([5, 3], [2, 1], 2, verify_lens=[1, 2], graph=GraphTier(4, 7, cap=3))
     assert tier_verify_lens(batch.verify_lens, 4, 7, 3) == tier_verify_lens(batch.verify_lens, 4, 7, None)
@@ -278,7 +278,7 @@ def test_a_graph_replay_regression_in_upstream_fails_through_the_recorder(sglang
 def test_the_runner_captures_on_upstreams_own_capture_layout(sglang) -> None:
     """The adapter brings upstream's ``build_capture_verify_lens``: a change to it is what the captures run on
     (tests/test_gate_sglang.py plants one); on the released code it is the harness's model on every runner tier."""
-    from metadata_builders.tier import capture_verify_lens, runner_tiers
+    from metadata_builders.families.dsv4.tier import capture_verify_lens, runner_tiers
 
     assert sglang.capabilities.capture_layout
     for width in (1, 2, 3, 6):
@@ -294,7 +294,7 @@ def test_the_adapter_declares_the_releases_capture_geometry_and_brings_its_runne
     which asserts the fixed rule, fails on the release's runner (tier 192 captured with 192 slots)."""
     import importlib
 
-    from metadata_builders.tier import ragged_capture_slots
+    from metadata_builders.families.dsv4.tier import ragged_capture_slots
 
     assert sglang.capabilities.capture_geometry == "token_slots" and sglang.capabilities.capture_slots
     runner = importlib.import_module("sglang.srt.model_executor.runner.decode_cuda_graph_runner")

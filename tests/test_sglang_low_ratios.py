@@ -10,9 +10,9 @@ from __future__ import annotations
 import pytest
 
 from metadata_builders import GraphTier
-from metadata_builders.batch import Compression
+from metadata_builders.families.dsv4.batch import Compression
 from metadata_builders.errors import PropertyFailure
-from metadata_builders.metadata import FIELDS
+from metadata_builders.families.dsv4.metadata import FIELDS
 from metadata_builders.properties import check_p1_reference
 from tests.test_sglang_compression import _known, compressed, sglang, upstream  # noqa: F401 (fixtures)
 
@@ -43,7 +43,7 @@ def test_low_ratio_batches_match_reference(sglang, upstream, name: str, low: str
 
 def test_low_ratio_fields_are_judged_or_named(sglang, upstream) -> None:
     """0.5.22+ report every low-ratio field and the coverage counts 6 more per ratio; older releases name them."""
-    from metadata_builders.builders.sglang.coverage import coverage_of  # imports SGLang: inside the test
+    from metadata_builders.families.dsv4.sglang.coverage import coverage_of  # imports SGLang: inside the test
 
     batch = EXAMPLES["uniform_across_c128_and_page"](Compression(low_ratios=(1, 2)))
     variant = sglang.variants_supported(batch)[0]  # 0.5.18-0.5.20 have no dspark gate

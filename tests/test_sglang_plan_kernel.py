@@ -18,9 +18,9 @@ import pytest
 import torch
 
 from metadata_builders.audit import DeviceAudit, is_device_resident
-from metadata_builders.metadata import canonical_plan
+from metadata_builders.families.dsv4.metadata import canonical_plan
 
-_ADAPTER = Path(__file__).parents[1] / "metadata_builders" / "builders" / "sglang"
+_ADAPTER = Path(__file__).parents[1] / "metadata_builders" / "families" / "dsv4" / "sglang"
 
 
 def _load(file: str):

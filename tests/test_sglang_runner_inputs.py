@@ -7,8 +7,8 @@ import pytest
 from _examples import make_batch
 
 from metadata_builders import get_builder
-from metadata_builders.batch import GraphTier
-from metadata_builders.variants import variants_for
+from metadata_builders.families.dsv4.batch import GraphTier
+from metadata_builders.families.dsv4.variants import variants_for
 
 pytestmark = pytest.mark.sglang
 
@@ -16,7 +16,7 @@ pytestmark = pytest.mark.sglang
 @pytest.fixture()
 def seen(monkeypatch):
     """Every forward batch the backend's out-graph phase was handed, and every post-warmup hook call, in order."""
-    from metadata_builders.builders.sglang.releases import load_upstream
+    from metadata_builders.families.dsv4.sglang.releases import load_upstream
 
     cls = load_upstream("cpu").backend_module.DeepseekV4HipRadixBackend
     calls: list[tuple[str, dict]] = []

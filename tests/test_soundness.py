@@ -105,7 +105,7 @@ def test_the_bundled_builder_faults_as_modelled_without_reading_the_divergence()
     """hip never sees the batch: the harness delivers the divergence to its async copy, and it faults as modelled."""
     import inspect
 
-    from metadata_builders.builders.hip import builder, pipeline
+    from metadata_builders.families.dsv4.hip import builder, pipeline
 
     assert all(".divergence" not in inspect.getsource(module) for module in (builder, pipeline))
     assert "batch" not in inspect.getsource(builder.target_verify)
@@ -128,7 +128,7 @@ class _NoReplay:
     name = "no-replay"
 
     def __init__(self, device: str = "cpu") -> None:
-        from metadata_builders.builders.hip import HipBuilder
+        from metadata_builders.families.dsv4.hip import HipBuilder
 
         self._hip = HipBuilder(device)
 
@@ -138,7 +138,7 @@ class _NoReplay:
 
 def test_a_property_that_could_not_fully_run_is_partial_not_held() -> None:
     """P5 on a builder without capture/replay is partial, and says why; so is P2's stale-mirror check."""
-    from metadata_builders.batch import Divergence
+    from metadata_builders.families.dsv4.batch import Divergence
 
     builder = AuditedBuilder(_NoReplay(), "cpu", "no-replay")
     results = run_all(builder, EXAMPLES["uniform_eagle_batch_of_three"])

@@ -19,8 +19,8 @@ from metadata_builders import (
     get_builder,
     variants_for,
 )
-from metadata_builders.metadata import first_difference
-from metadata_builders.reference import tier_verify_lens
+from metadata_builders.families.dsv4.metadata import first_difference
+from metadata_builders.families.dsv4.reference import tier_verify_lens
 from strategies import (
     STALE_MIRROR_KINDS,
     stale_mirrors,
@@ -109,7 +109,7 @@ def test_every_graph_row_fits_the_table(batch):
 def test_compressor_state_rings_serve_the_draft_count(batch):
     """Upstream's pool configurator refuses a ring that cannot keep a step's states resident
     (``get_compress_state_write_pad``): the strategies never draw one, so P10 judges every drawn write plan."""
-    from metadata_builders.kv_state import state_unfit
+    from metadata_builders.families.dsv4.kv_state import state_unfit
 
     if batch.geometry.compression is not None:  # a tier compression cannot take drops it (_fit_compression)
         assert state_unfit(batch, 4) is None and state_unfit(batch, 128) is None

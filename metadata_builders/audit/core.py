@@ -7,7 +7,7 @@ t[1]])``, ``.to(host)``, factories and ``.device``; and every call it can vouch
 for) and, around the calls it cannot, the **dispatch** level (a
 ``TorchDispatchMode``: ``aten._local_scalar_dense`` behind ``item``, ``int()``,
 ``bool()``, ``0 in t``, slice bounds and sizes; device-to-host ``copy_``; ops
-whose output shape depends on device data).  Each read becomes one :class:`~metadata_builders.metadata.SyncRecord`:
+whose output shape depends on device data).  Each read becomes one :class:`~metadata_builders.families.dsv4.metadata.SyncRecord`:
 the op, its kind, the builder function, the harness inputs it depends on
 (:mod:`.residency`).  A divergence is delivered to every asynchronous
 host-to-device copy of the extend lengths it names; kernels follow the HIP model
@@ -39,7 +39,7 @@ from metadata_builders.audit.residency import (
     is_device_resident,
 )
 from metadata_builders.audit.triton import unwatch_launches, watch_launches
-from metadata_builders.metadata import FaultRecord, ReadKind, SyncRecord, TokenMap
+from metadata_builders.families.dsv4.metadata import FaultRecord, ReadKind, SyncRecord, TokenMap
 
 __all__ = ["DeviceAudit", "kernel_launch"]
 

@@ -22,15 +22,15 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping
 from metadata_builders.builders.capabilities import Capabilities, capabilities_of
 from metadata_builders.builders.contract import HISTORY
 from metadata_builders.errors import BuilderContractError, InvalidVariant
-from metadata_builders.metadata import PER_ENTRY, STREAM_FIELD_NAMES, Audit, VerifyMetadata, canonical_plan
-from metadata_builders.reference import diverged_extend_lens, expected_host_syncs, verify_extension
-from metadata_builders.reference.streams import canonical_streams
+from metadata_builders.families.dsv4.metadata import PER_ENTRY, STREAM_FIELD_NAMES, Audit, VerifyMetadata, canonical_plan
+from metadata_builders.families.dsv4.reference import diverged_extend_lens, expected_host_syncs, verify_extension
+from metadata_builders.families.dsv4.reference.streams import canonical_streams
 
 if TYPE_CHECKING:
-    from metadata_builders.batch import VerifyBatch
+    from metadata_builders.families.dsv4.batch import VerifyBatch
     from metadata_builders.harness.graph_recorder import RecordedGraph
     from metadata_builders.harness.inputs import VerifyInputs
-    from metadata_builders.variants import Variant
+    from metadata_builders.families.dsv4.variants import Variant
 
 __all__ = ["AuditedBuilder", "Captured", "MemoBuilder", "construct", "plain_fields"]
 
@@ -183,7 +183,7 @@ class AuditedBuilder:
         code) when it brings one, else the harness's model of upstream's runner."""
         if self.capabilities.capture_layout:
             return [int(n) for n in self.inner.capture_verify_lens(graph_num_tokens, slots, width)]
-        from metadata_builders.tier import capture_verify_lens
+        from metadata_builders.families.dsv4.tier import capture_verify_lens
 
         return capture_verify_lens(graph_num_tokens, slots, width)
 
@@ -192,7 +192,7 @@ class AuditedBuilder:
         (upstream's ``_ragged_capture_slots``) when it brings one, else the reference of the geometry it declares."""
         if self.capabilities.capture_slots:
             return int(self.inner.ragged_capture_slots(graph_num_tokens, max_bs, width))
-        from metadata_builders.tier import ragged_capture_slots
+        from metadata_builders.families.dsv4.tier import ragged_capture_slots
 
         return ragged_capture_slots(graph_num_tokens, max_bs, width, self.capabilities.capture_geometry)
 
@@ -210,7 +210,7 @@ class AuditedBuilder:
 
         self._remember(batch)
         if self.takes_batch:
-            from metadata_builders.variants import check_variant
+            from metadata_builders.families.dsv4.variants import check_variant
 
             check_variant(batch, variant)
             clean = batch.without_divergence()

@@ -23,9 +23,9 @@ import inspect
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from metadata_builders.batch.modes import MODES
+from metadata_builders.families.dsv4.batch.modes import MODES
 from metadata_builders.errors import BuilderContractError, InvalidDeclaration
-from metadata_builders.tier import (CAPTURE_GEOMETRIES, DEFAULT_CAPTURE_GEOMETRY, DEFAULT_PADDING, PADDINGS,
+from metadata_builders.families.dsv4.tier import (CAPTURE_GEOMETRIES, DEFAULT_CAPTURE_GEOMETRY, DEFAULT_PADDING, PADDINGS,
                                    CaptureGeometry, Padding)
 
 __all__ = ["BuildContract", "Capabilities", "CaptureGeometry", "GraphContract", "Padding", "capabilities_of",
@@ -77,7 +77,7 @@ class Capabilities:
     capture_layout: bool = False
     """Brings its graph runner's capture layout (``capture_verify_lens(graph_num_tokens, slots, width)``:
     upstream's own runner code); False: the harness's model of upstream's runner
-    (:func:`~metadata_builders.tier.capture_verify_lens`)."""
+    (:func:`~metadata_builders.families.dsv4.tier.capture_verify_lens`)."""
     capture_geometry: CaptureGeometry = DEFAULT_CAPTURE_GEOMETRY
     """The request slots its graph runner captures a compact ragged token tier with (``capture_geometry`` on the
     class; a builder that declares none is judged as ``token_slots``, the released runner's rule): P5's runner

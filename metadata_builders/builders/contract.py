@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
     from metadata_builders.harness.inputs import VerifyInputs
-    from metadata_builders.metadata import Decision, VerifyMetadata
+    from metadata_builders.families.dsv4.metadata import Decision, VerifyMetadata
 
 __all__ = ["HISTORY", "Builder", "GraphBuilder", "GraphPhases"]
 

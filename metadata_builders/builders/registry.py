@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from metadata_builders.builders.audited import AuditedBuilder, construct
 from metadata_builders.devices import usable_device
 from metadata_builders.errors import BuilderNotFound
-from metadata_builders.reference import ReferenceBuilder
+from metadata_builders.families.dsv4.reference import ReferenceBuilder
 
 __all__ = ["REGISTERED", "REGISTRY", "Registration", "Route", "check_builder_name", "check_declarations", "get_builder",
            "importable_anywhere", "importable_hint", "module_root", "registration", "replay_env", "routes_of"]
@@ -31,7 +31,7 @@ class Route:
     ``--builder sglang`` runs upstream's code along two kernel routes (DESIGN.md
     section 5), because both are upstream code and a regression in either blocks:
     ``triton`` (the ``sglang`` builder: rows ``P1`` ...) and ``torch``
-    (``metadata_builders.builders.sglang:torch_route``: rows ``P1-torch`` ...).
+    (``metadata_builders.families.dsv4.sglang:torch_route``: rows ``P1-torch`` ...).
     """
 
     label: str
@@ -66,7 +66,7 @@ class Registration:
     """It builds plain lists, no tensors: ``--device meta`` (shapes only) has nothing to show of it."""
 
 
-_TORCH_ROUTE = "metadata_builders.builders.sglang:torch_route"
+_TORCH_ROUTE = "metadata_builders.families.dsv4.sglang:torch_route"
 
 REGISTRY: dict[str, Registration] = {
     "reference": Registration("reference", "the pure-Python specification", pure_python=True),
@@ -219,13 +219,13 @@ def get_builder(name: str, device: str = "cpu") -> AuditedBuilder | ReferenceBui
     if name == "reference":
         return ReferenceBuilder("pad_rows_only")  # the specification never widens a real row (DESIGN.md section 2)
     if name == "hip":
-        from metadata_builders.builders.hip import HipBuilder
+        from metadata_builders.families.dsv4.hip import HipBuilder
 
         return AuditedBuilder(construct(HipBuilder, device), device, "hip", factory=HipBuilder)
     if name == "sglang":
         try:
             from metadata_builders.audit import device_handle
-            from metadata_builders.builders.sglang import SGLangBuilder
+            from metadata_builders.families.dsv4.sglang import SGLangBuilder
 
             return AuditedBuilder(SGLangBuilder(device_handle(device)), device, "sglang", factory=SGLangBuilder,
                                   upstream=True, routes=("triton",))

@@ -14,7 +14,7 @@ import time
 from dataclasses import replace
 from typing import Any
 
-from metadata_builders.batch import VerifyBatch
+from metadata_builders.families.dsv4.batch import VerifyBatch
 from metadata_builders.errors import GateError
 from metadata_builders.gate import cache
 from metadata_builders.gate.corpus import (
@@ -182,7 +182,7 @@ def _gate(args: argparse.Namespace, run: _Run, base: Side, head: Side, start: fl
         _probed(head, probe)
     verdicts, replays, crash = [], [], None
     # A builder name with several routes (sglang: triton and torch) is gated route by route; the
-    # second route's rows are named P1-torch, ... (metadata_builders.routes).
+    # second route's rows are named P1-torch, ... (metadata_builders.builders.registry).
     routes = routes_of(head.builder) if base.builder == head.builder else routes_of(head.builder)[:1]
     for route in routes:
         b, h = (base, head) if route.primary else (replace(base, builder=route.builder),

@@ -17,7 +17,7 @@ import zlib
 from collections.abc import Iterable
 from typing import Any
 
-from metadata_builders.batch import VerifyBatch
+from metadata_builders.families.dsv4.batch import VerifyBatch
 from metadata_builders.properties import PropertySpec
 
 __all__ = ["PER_KIND", "build_corpus", "corpus_focuses", "corpus_size", "read_corpus", "write_corpus"]

@@ -125,7 +125,7 @@ def _outcomes(props: list, builder: Any, batch: Any, index: int) -> list[Outcome
 def evaluate_batches(builder: Any, corpus_path: str, indices: Iterable[int], out_path: str, progress_path: str,
                      prop_names: list[str]) -> None:
     """Every property on each of ``indices`` (in that order); outcomes and progress flushed batch by batch."""
-    from metadata_builders.batch import VerifyBatch
+    from metadata_builders.families.dsv4.batch import VerifyBatch
     from metadata_builders.properties import PROPERTIES
 
     from metadata_builders.harness import harness_session

@@ -33,7 +33,7 @@ import re
 import sys
 import tempfile
 
-from metadata_builders.batch import VerifyBatch
+from metadata_builders.families.dsv4.batch import VerifyBatch
 from metadata_builders.errors import GateError
 from metadata_builders.gate.model import SETUP_ERROR, Crash, Outcome, Side
 from metadata_builders.gate.running import Ending, HangRule, read_outcomes, watch

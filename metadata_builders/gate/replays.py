@@ -17,7 +17,7 @@ import subprocess
 import sys
 from dataclasses import dataclass
 
-from metadata_builders.batch import VerifyBatch
+from metadata_builders.families.dsv4.batch import VerifyBatch
 from metadata_builders.gate.model import Crash, Outcome, Side, shorten
 from metadata_builders.gate.verdicts import PropertyVerdict
 
@@ -100,7 +100,7 @@ def write_replays(verdicts: list[PropertyVerdict], crash: Crash | None, corpus: 
 
 _DRAW = """
 import json, sys
-from metadata_builders.batch import VerifyBatch
+from metadata_builders.families.dsv4.batch import VerifyBatch
 from metadata_builders.errors import PropertyFailure
 from metadata_builders.render import render_files
 device, rest = sys.argv[1], sys.argv[2:]

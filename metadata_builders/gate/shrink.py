@@ -28,7 +28,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 
-from metadata_builders.batch import GraphTier, VerifyBatch
+from metadata_builders.families.dsv4.batch import GraphTier, VerifyBatch
 from metadata_builders.errors import InvalidBatch
 
 __all__ = ["main", "shrink", "shrink_examples", "simpler"]

@@ -22,7 +22,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Literal
 
-from metadata_builders.batch import VerifyBatch
+from metadata_builders.families.dsv4.batch import VerifyBatch
 from metadata_builders.gate.model import Outcome, Side
 from metadata_builders.properties import PropertySpec
 

@@ -38,7 +38,7 @@ class Unjudged:
 
 MODELLED_ON_CPU: tuple[Unjudged, ...] = (
     Unjudged("*/deepseek_v4/c_plan.cuh", "the compress-plan JIT kernel (plan_prefill)",
-             "modelled on CPU by metadata_builders/builders/sglang/plan_kernel.py"),
+             "modelled on CPU by metadata_builders/families/dsv4/sglang/plan_kernel.py"),
     Unjudged("*/deepseek_v4/topk_v2.cuh", "the top-k v2 plan JIT kernel (plan_topk_v2)",
              "not run on CPU (SGLANG_OPT_USE_TOPK_V2=false; topk_metadata is no field of the model)"),
     Unjudged("*/deepseek_v4/online_c128_mtp.cuh", "the online c128 MTP planner",
@@ -46,7 +46,7 @@ MODELLED_ON_CPU: tuple[Unjudged, ...] = (
     Unjudged("*/deepseek_v4/c128_online_v2.cuh", "the online c128 compressor",
              "not run on CPU (SGLANG_OPT_USE_ONLINE_COMPRESS=false)"),
     Unjudged("*/kernels/ops/attention/fused_qk_norm_rope_store.py", "the fused bf16 norm-rope-store (swa_loc's consumer)",
-             "modelled on CPU by metadata_builders/kv_state.py (swa_stores: the row is swa_loc itself)"),
+             "modelled on CPU by metadata_builders/families/dsv4/kv_state.py (swa_stores: the row is swa_loc itself)"),
 )
 """Every upstream file on the path whose code the CPU gate does not run (docs/SGLANG.md names each stub)."""
 

@@ -73,7 +73,7 @@ from metadata_builders.audit import triton as audit_triton
 from metadata_builders.audit import DeviceAudit, is_device_resident
 from metadata_builders.audit.residency import _tensors
 from metadata_builders.errors import CaptureMismatch, CaptureSync, InvalidMetadata
-from metadata_builders.metadata import Decision, VerifyMetadata
+from metadata_builders.families.dsv4.metadata import Decision, VerifyMetadata
 
 if TYPE_CHECKING:
     from metadata_builders.harness.inputs import VerifyInputs

@@ -5,7 +5,7 @@ backend it serves (0.5.18-0.5.23): largest first, each tier's inputs *views* of
 one set of max-size static buffers (``build_replay_fb_view``: ``[:bs]``, ``[:T]``),
 each captured with the request geometry the runner derives for it
 (upstream's ``build_capture_verify_lens`` where the builder brings it, else its model
-:func:`~metadata_builders.tier.capture_verify_lens`: seq_lens 1, slot 0,
+:func:`~metadata_builders.families.dsv4.tier.capture_verify_lens`: seq_lens 1, slot 0,
 ``out_cache_loc`` 0 -- never a batch the harness chooses), its request slots by the capture
 geometry the builder declares (:class:`RunnerSpec`'s ``geometry``: the released runner's
 ``min(T, max_bs)``, or #39257's ``T // W``).  The backend keeps one
@@ -36,15 +36,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from metadata_builders.batch import DECODE_MODES, GraphTier, VerifyBatch
+from metadata_builders.families.dsv4.batch import DECODE_MODES, GraphTier, VerifyBatch
 from metadata_builders.errors import InvalidBatch
-from metadata_builders.tier import DEFAULT_CAPTURE_GEOMETRY, CaptureGeometry, host_total, runner_tiers
+from metadata_builders.families.dsv4.tier import DEFAULT_CAPTURE_GEOMETRY, CaptureGeometry, host_total, runner_tiers
 
 if TYPE_CHECKING:
     from metadata_builders.builders.audited import AuditedBuilder, Captured
     from metadata_builders.harness.inputs import VerifyInputs
-    from metadata_builders.metadata import VerifyMetadata
-    from metadata_builders.variants import Variant
+    from metadata_builders.families.dsv4.metadata import VerifyMetadata
+    from metadata_builders.families.dsv4.variants import Variant
 
 __all__ = ["GraphRunner", "RunnerSpec"]
 
@@ -59,7 +59,7 @@ class RunnerSpec:
     """``captured_req_width``: the draft tokens per request (the ragged tiers' cap)."""
     ragged: bool
     geometry: CaptureGeometry = DEFAULT_CAPTURE_GEOMETRY
-    """The builder's declared capture geometry (:mod:`metadata_builders.tier`): ``token_slots`` or ``request_slots``."""
+    """The builder's declared capture geometry (:mod:`metadata_builders.families.dsv4.tier`): ``token_slots`` or ``request_slots``."""
 
     def tiers(self) -> list[GraphTier]:
         """Every tier, largest first (the capture order); ragged tiers carry the runner's cap, ``width``."""

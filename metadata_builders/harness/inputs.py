@@ -1,6 +1,6 @@
 """What the harness hands a builder: the arguments upstream's caller passes the backend.
 
-A builder never sees a :class:`~metadata_builders.batch.VerifyBatch`.  The
+A builder never sees a :class:`~metadata_builders.families.dsv4.batch.VerifyBatch`.  The
 harness -- like SGLang's model runner calling
 ``init_forward_metadata_target_verify`` -- turns the batch into device tensors,
 a host mirror (or none, per ``mirror``), a ragged layout with or without a host
@@ -28,16 +28,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from metadata_builders.batch.modes import DECODE_MODES
-from metadata_builders.metadata import InputChange
-from metadata_builders.tier import DEFAULT_PADDING, Padding, host_total
-from metadata_builders.variants import check_variant
+from metadata_builders.families.dsv4.batch.modes import DECODE_MODES
+from metadata_builders.families.dsv4.metadata import InputChange
+from metadata_builders.families.dsv4.tier import DEFAULT_PADDING, Padding, host_total
+from metadata_builders.families.dsv4.variants import check_variant
 
 if TYPE_CHECKING:
     import torch
 
-    from metadata_builders.batch import Geometry, GraphTier, VerifyBatch
-    from metadata_builders.variants import Variant
+    from metadata_builders.families.dsv4.batch import Geometry, GraphTier, VerifyBatch
+    from metadata_builders.families.dsv4.variants import Variant
 
 __all__ = ["DEVICE_INPUTS", "Runner", "VerifyInputs", "bucket_of", "fill_positions", "make_inputs", "refill_inputs"]
 
@@ -121,7 +121,7 @@ class VerifyInputs:
     runner: Runner | None = None
     """At a capture: the graph runner (its tiers, the backend's ``shared`` room); None for an eager build."""
     mode: str = "target_verify"
-    """The step of the MTP step this call builds (:data:`~metadata_builders.batch.MODES`).  ``draft_extend``:
+    """The step of the MTP step this call builds (:data:`~metadata_builders.families.dsv4.batch.MODES`).  ``draft_extend``:
     upstream's ``init_forward_metadata_draft_extend(seq_lens=..., num_tokens_per_req=num_draft_tokens)``, whose
     ``seq_lens`` (and mirror) *include* the step's tokens; graph pad rows hold 1 all the same.  ``decode``: one token
     per row, ``seq_lens`` with it.  ``draft_decode``: the forward batch's ``seq_lens`` (the child adds ``draft_step +
@@ -269,7 +269,7 @@ def _host_values(batch: VerifyBatch, variant: Variant, padding: Padding, fill: i
     """The host side of the call: mirror, ragged host copy and total, ``max_seq_len``.
 
     On the graph path the ragged total is what the tier padding convention the builder
-    follows leaves on the host (:func:`~metadata_builders.tier.host_total`): the tier
+    follows leaves on the host (:func:`~metadata_builders.families.dsv4.tier.host_total`): the tier
     uncapped, ``min(tier, total + npad x cap)`` under ``pad_rows_only``; None where the
     build must read it back.
     """
@@ -385,7 +385,7 @@ def _positions_len(batch: VerifyBatch, rows: int, tokens: int) -> int:
 
 def fill_positions(positions: torch.Tensor, batch: VerifyBatch) -> None:
     """The forward batch's positions in place: the real tokens'
-    (:attr:`~metadata_builders.batch.VerifyBatch.positions`), then 0, as upstream's runner refills its static
+    (:attr:`~metadata_builders.families.dsv4.batch.VerifyBatch.positions`), then 0, as upstream's runner refills its static
     ``positions[:padded_tokens]`` (slot policy ZERO)."""
     import torch
 

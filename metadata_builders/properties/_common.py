@@ -9,13 +9,13 @@ import functools
 from collections import Counter
 from typing import Any, Callable, Iterable, Iterator, Literal
 
-from metadata_builders.batch import VerifyBatch
+from metadata_builders.families.dsv4.batch import VerifyBatch
 from metadata_builders.errors import CaptureSync, PropertyFailure
 from metadata_builders.properties.checks import CHECKS, CheckId
-from metadata_builders.metadata import SyncRecord, VerifyMetadata, first_difference
-from metadata_builders.reference import ReferenceBuilder
-from metadata_builders.tier import PADDINGS, Padding
-from metadata_builders.variants import Variant, variants_for
+from metadata_builders.families.dsv4.metadata import SyncRecord, VerifyMetadata, first_difference
+from metadata_builders.families.dsv4.reference import ReferenceBuilder
+from metadata_builders.families.dsv4.tier import PADDINGS, Padding
+from metadata_builders.families.dsv4.variants import Variant, variants_for
 
 _REFERENCES = {padding: ReferenceBuilder(padding) for padding in PADDINGS}
 

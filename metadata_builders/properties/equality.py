@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from metadata_builders.batch import VerifyBatch
-from metadata_builders.metadata import FIELD_NAMES, FIELDS, VerifyMetadata, first_difference
+from metadata_builders.families.dsv4.batch import VerifyBatch
+from metadata_builders.families.dsv4.metadata import FIELD_NAMES, FIELDS, VerifyMetadata, first_difference
 from metadata_builders.properties._common import _label, judging
 from metadata_builders.properties._common import (
     _DECISION_NAMES,
@@ -20,8 +20,8 @@ from metadata_builders.properties._common import (
     _variants,
 )
 from metadata_builders.properties.syncs import contract_role
-from metadata_builders.reference import ReferenceBuilder, verify_extension
-from metadata_builders.variants import Variant, apply_gate
+from metadata_builders.families.dsv4.reference import ReferenceBuilder, verify_extension
+from metadata_builders.families.dsv4.variants import Variant, apply_gate
 
 
 @judging

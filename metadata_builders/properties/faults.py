@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from metadata_builders.batch import VerifyBatch
-from metadata_builders.metadata import PLANNER_OP, first_difference
+from metadata_builders.families.dsv4.batch import VerifyBatch
+from metadata_builders.families.dsv4.metadata import PLANNER_OP, first_difference
 from metadata_builders.properties._common import _label, judging
 from metadata_builders.properties._common import _clean, _fail, _padding, _reference, _variants
-from metadata_builders.reference import expected_faults
-from metadata_builders.tier import host_total
-from metadata_builders.variants import divergence_applies
+from metadata_builders.families.dsv4.reference import expected_faults
+from metadata_builders.families.dsv4.tier import host_total
+from metadata_builders.families.dsv4.variants import divergence_applies
 
 
 @judging

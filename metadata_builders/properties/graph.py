@@ -5,14 +5,14 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from metadata_builders.batch import VerifyBatch
-from metadata_builders.metadata import FIELD_NAMES, FIELDS, PER_ENTRY, PER_ROW, SHAPE_VARIES, VerifyMetadata, first_difference
+from metadata_builders.families.dsv4.batch import VerifyBatch
+from metadata_builders.families.dsv4.metadata import FIELD_NAMES, FIELDS, PER_ENTRY, PER_ROW, SHAPE_VARIES, VerifyMetadata, first_difference
 from metadata_builders.properties._common import judging
 from metadata_builders.properties._common import (Partial, _capture, _clean, _compare, _fail, _name, _padding,
                                                   _reference, _variants)
 from metadata_builders.properties.sequences import replay_sequence
-from metadata_builders.tier import Padding, absorbed_slack
-from metadata_builders.variants import Variant
+from metadata_builders.families.dsv4.tier import Padding, absorbed_slack
+from metadata_builders.families.dsv4.variants import Variant
 
 
 def _absorbing_row(batch: VerifyBatch, padding: Padding) -> int | None:

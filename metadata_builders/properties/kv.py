@@ -1,6 +1,6 @@
 """P10: what the metadata makes the kernels do to the KV state -- an oracle independent of the reference.
 
-It judges the unified SWA ring (:mod:`metadata_builders.kv_state`): the stores
+It judges the unified SWA ring (:mod:`metadata_builders.families.dsv4.kv_state`): the stores
 each consumer performs from a build's metadata, applied to a ring whose rows record
 who holds them, and the window reads of the decode streams; the full KV pool
 (``raw_out_loc``) and its page-table reads; the compressed pools (c4, c128 and the V4.1 c1/c2) and their
@@ -13,13 +13,13 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any, Callable
 
-from metadata_builders.kv_state import (Ring, StateRing, Store, Token, compressed_row, layout_tokens, ring_unfit,
+from metadata_builders.families.dsv4.kv_state import (Ring, StateRing, Store, Token, compressed_row, layout_tokens, ring_unfit,
                                         state_unfit, swa_stores, unpaged_slots)
-from metadata_builders.batch import VerifyBatch
+from metadata_builders.families.dsv4.batch import VerifyBatch
 from metadata_builders.properties._common import _label, judging
 from metadata_builders.properties.kv_paged import judge_low_ratio_positions, judge_paged_swa
 from metadata_builders.properties._common import Partial, _clean, _fail, _padding, _variants, tally
-from metadata_builders.variants import Variant
+from metadata_builders.families.dsv4.variants import Variant
 
 __all__ = ["check_p10_kv_state", "judge_build", "p10_applies"]
 
@@ -88,7 +88,7 @@ def _compressor_states(variant: Variant, batch: VerifyBatch, tokens: list[Token]
     """The c4/c128 compressor states the write plans store (``[ragged_id, row]`` per entry): every row inside the
     state pool; a real token's state at its own position's row of its own slot's ring, no two real tokens on one
     row; a padding token's (a pad row's, absorbed slack's) only on slot 0's rows or a dead row of its own slot --
-    never on a row whose state a real request's next compress reads (:class:`~metadata_builders.kv_state.StateRing`).
+    never on a row whose state a real request's next compress reads (:class:`~metadata_builders.families.dsv4.kv_state.StateRing`).
     A ring too small for a step's live states (a geometry upstream's pool configurator refuses) is counted, not
     judged: the ``P10 stores:`` line says how many."""
     if batch.geometry.compression is None:
@@ -273,7 +273,7 @@ def _compressed(variant: Variant, batch: VerifyBatch, tokens: list[Token], field
     """The c4/c128 pools: a group's entry is stored by the real token that completes it, at the row the
     page-based reads look it up (``req_to_token[s][p] // ratio`` of its last position ``p``); every other
     token stores row 0 (nobody's); each real token's c128 reads are exactly its completed groups' rows.
-    A request whose table row is not paged (:func:`~metadata_builders.kv_state.unpaged_slots`) has no row
+    A request whose table row is not paged (:func:`~metadata_builders.families.dsv4.kv_state.unpaged_slots`) has no row
     to hold its tokens to: its real tokens are counted, not judged (the ``P10 stores:`` line); padding is
     judged always (it stores row 0 whatever the table holds)."""
     geo = batch.geometry

@@ -1,7 +1,7 @@
 """P10 on the paged SWA pool and the V4.1 low-ratio positions: what the in-graph block's fields make the kernels do.
 
 ``swa_out_cache_loc`` is where each token's SWA K is stored in the paged SWA pool
-(:class:`~metadata_builders.kv_state.PagedSwa`), ``swa_page_indices`` where each token's window
+(:class:`~metadata_builders.families.dsv4.kv_state.PagedSwa`), ``swa_page_indices`` where each token's window
 is read from; ``low_ratio_pos_i64`` is the position each token's V4.1 state row and RoPE take.
 Judged from the batch alone, never from the reference: a rule wrong the same way in the
 reference and a builder still fails here.
@@ -12,10 +12,10 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from metadata_builders.batch import VerifyBatch
-from metadata_builders.kv_state import PagedSwa, Token
+from metadata_builders.families.dsv4.batch import VerifyBatch
+from metadata_builders.families.dsv4.kv_state import PagedSwa, Token
 from metadata_builders.properties._common import _fail
-from metadata_builders.variants import Variant
+from metadata_builders.families.dsv4.variants import Variant
 
 __all__ = ["judge_low_ratio_positions", "judge_paged_swa"]
 

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from metadata_builders.batch import VerifyBatch
+from metadata_builders.families.dsv4.batch import VerifyBatch
 from metadata_builders.errors import StaleMirror
-from metadata_builders.metadata import VerifyMetadata, first_difference
+from metadata_builders.families.dsv4.metadata import VerifyMetadata, first_difference
 from metadata_builders.properties._common import _label, judging
 from metadata_builders.properties._common import _reference, Partial, _clean, _compare, _describe, _fail, _name, _variants
 from metadata_builders.properties.syncs import contract_role
-from metadata_builders.variants import Variant, variants_for
+from metadata_builders.families.dsv4.variants import Variant, variants_for
 
 
 @judging

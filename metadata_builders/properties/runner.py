@@ -12,7 +12,7 @@ tier, on one builder, largest first; then replays
     batch @ A,  batch @ B,  batch with other values @ A,  batch with fewer requests @ B,  batch @ largest
 
 The runner takes its request slots from the capture geometry the builder declares (``token_slots``, the
-released runner's, unless it says ``request_slots``: :mod:`metadata_builders.tier`); a builder that brings its
+released runner's, unless it says ``request_slots``: :mod:`metadata_builders.families.dsv4.tier`); a builder that brings its
 runner's own slot rule (``ragged_capture_slots``) is held to that declaration first, on every tier
 (``p5.capture_convention``: a runner that follows one rule while the builder declares the other).  It
 holds the capture layouts to the tiers (each covers its tier: ``p5.capture_geometry``), and each
@@ -32,12 +32,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from metadata_builders.batch import GraphTier, VerifyBatch
+from metadata_builders.families.dsv4.batch import GraphTier, VerifyBatch
 from metadata_builders.errors import CaptureSync, InvalidBatch
 from metadata_builders.properties._common import _capture_error, _clean, _compare, _fail, _variants, tally
 from metadata_builders.properties.sequences import busy_on_tier, fewer_requests_batch, idle_on_tier, same_tier_batch
-from metadata_builders.tier import CAPTURE_GEOMETRIES, DEFAULT_CAPTURE_GEOMETRY, CaptureGeometry, ragged_capture_slots
-from metadata_builders.variants import Variant
+from metadata_builders.families.dsv4.tier import CAPTURE_GEOMETRIES, DEFAULT_CAPTURE_GEOMETRY, CaptureGeometry, ragged_capture_slots
+from metadata_builders.families.dsv4.variants import Variant
 
 __all__ = ["check_runner_replays", "runner_sequence"]
 

@@ -9,7 +9,7 @@ slots; :func:`filled_tier_batch` adds a request of prefix 1 in a spare slot, fil
 
 from __future__ import annotations
 
-from metadata_builders.batch import GraphTier, VerifyBatch
+from metadata_builders.families.dsv4.batch import GraphTier, VerifyBatch
 from metadata_builders.errors import InvalidBatch
 from metadata_builders.properties._common import _clean
 

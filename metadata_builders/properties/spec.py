@@ -8,7 +8,7 @@ import functools
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator, Literal
 
-from metadata_builders.batch import DECODE_MODES, VerifyBatch
+from metadata_builders.families.dsv4.batch import DECODE_MODES, VerifyBatch
 from metadata_builders.errors import Origin, PropertyFailure, StreamOutOfBounds
 from metadata_builders.properties._common import Partial
 from metadata_builders.properties.equality import check_p1_reference, check_p3_sync_free, check_p4_gate
@@ -18,7 +18,7 @@ from metadata_builders.properties.kv import check_p10_kv_state, p10_applies
 from metadata_builders.properties.mirror import check_p2_mirror
 from metadata_builders.properties.state import check_p8_inputs_untouched, check_p9_no_hidden_state
 from metadata_builders.properties.syncs import check_p7_capture_safety
-from metadata_builders.variants import BUILT_MODES
+from metadata_builders.families.dsv4.variants import BUILT_MODES
 
 
 def _always(batch: VerifyBatch) -> str | None:
@@ -97,7 +97,7 @@ _DRAFT_EXTEND = {"mode": "draft_extend"}
 _DRAFT_EXTEND_WINDOWS = {**_DRAFT_EXTEND, "graph": True, "equal_windows": True}
 """P10's draft-extend focus: graph tiers on geometries whose two windows are one (upstream's), the only ones where P10
 judges draft extend (its prefill store keeps the unified window, its reads take ``swa_window``:
-:func:`~metadata_builders.kv_state.ring_unfit`); drawn freely, about half the batches were ``not applicable``."""
+:func:`~metadata_builders.families.dsv4.kv_state.ring_unfit`); drawn freely, about half the batches were ``not applicable``."""
 
 _DECODE = {"mode": "decode"}
 _DRAFT_DECODE = {"mode": "draft_decode"}
@@ -243,7 +243,11 @@ def _drawn_by_name(name: str, modes: tuple[str, ...]) -> Any:
     from strategies import verify_batches
 
     spec = _spec(name)
-    return st.one_of(*(verify_batches(**focus) for focus in (_focuses(spec, modes) or spec.focuses)))
+    by_mode: dict[str, list[Any]] = {}
+    for focus in _focuses(spec, modes) or spec.focuses:
+        by_mode.setdefault(focus.get("mode", "target_verify"), []).append(verify_batches(**focus))
+    # A mode first, then one of its focuses: each mode's share does not shrink as another mode gains focuses.
+    return st.sampled_from(tuple(by_mode.values())).flatmap(lambda drawn: st.one_of(*drawn))
 
 
 def _under_test(spec: PropertySpec) -> Any:

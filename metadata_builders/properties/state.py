@@ -21,9 +21,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from metadata_builders.batch import GraphTier, VerifyBatch
+from metadata_builders.families.dsv4.batch import GraphTier, VerifyBatch
 from metadata_builders.errors import InvalidBatch
-from metadata_builders.metadata import first_difference
+from metadata_builders.families.dsv4.metadata import first_difference
 from metadata_builders.properties._common import judging
 from metadata_builders.properties._common import (
     _DECISION_NAMES,
@@ -39,7 +39,7 @@ from metadata_builders.properties.sequences import (filled_tier_batch, other_dra
                                                    requests_in_spare_slots, same_tier_batch)
 from metadata_builders.builders.audited import MemoBuilder
 from metadata_builders.harness import harness_session
-from metadata_builders.reference import ReferenceBuilder
+from metadata_builders.families.dsv4.reference import ReferenceBuilder
 
 
 @judging

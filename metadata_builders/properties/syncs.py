@@ -5,13 +5,13 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from metadata_builders.batch import VerifyBatch
-from metadata_builders.metadata import SyncRecord, VerifyMetadata
+from metadata_builders.families.dsv4.batch import VerifyBatch
+from metadata_builders.families.dsv4.metadata import SyncRecord, VerifyMetadata
 from metadata_builders.properties._common import judging
 from metadata_builders.properties._common import _capture, _clean, _describe, _fail, _padding, _variants
-from metadata_builders.reference import CONTRACT_STAGES, expected_host_syncs
-from metadata_builders.tier import Padding
-from metadata_builders.variants import Variant
+from metadata_builders.families.dsv4.reference import CONTRACT_STAGES, expected_host_syncs
+from metadata_builders.families.dsv4.tier import Padding
+from metadata_builders.families.dsv4.variants import Variant
 
 
 def contract_role(record: SyncRecord) -> str | None:

@@ -7,7 +7,7 @@ the first) and reads the device model's faults; it returns an
 :class:`~metadata_builders.render.model.Analysis`, the pure data both renderers
 draw (:mod:`~metadata_builders.render.model`, re-exported here).
 
-Worked example -- the ragged EAGLE batch of :mod:`metadata_builders.reference`
+Worked example -- the ragged EAGLE batch of :mod:`metadata_builders.families.dsv4.reference`
 on its graph tier (padded_bs 5, graph_num_tokens 10, uncapped)::
 
     row 0  slot 2  [prefix 5] [5][6][7]          verify tokens, cell number = position
@@ -34,9 +34,9 @@ import dataclasses
 from typing import TYPE_CHECKING, Any, Sequence
 
 from metadata_builders.builders import AuditedBuilder, get_builder
-from metadata_builders.metadata import first_difference
-from metadata_builders.reference import ReferenceBuilder
-from metadata_builders.tier import DEFAULT_PADDING, Padding
+from metadata_builders.families.dsv4.metadata import first_difference
+from metadata_builders.families.dsv4.reference import ReferenceBuilder
+from metadata_builders.families.dsv4.tier import DEFAULT_PADDING, Padding
 from metadata_builders.render.differences import (
     FIELD_ORDER,
     Collector,
@@ -57,14 +57,14 @@ from metadata_builders.render.model import (
     RowKind,
     element_name,
 )
-from metadata_builders.variants import variants_for
+from metadata_builders.families.dsv4.variants import variants_for
 
 if TYPE_CHECKING:
-    from metadata_builders.batch import VerifyBatch
+    from metadata_builders.families.dsv4.batch import VerifyBatch
     from metadata_builders.builders import Builder
     from metadata_builders.errors import PropertyFailure
-    from metadata_builders.metadata import VerifyMetadata
-    from metadata_builders.variants import Path, Variant
+    from metadata_builders.families.dsv4.metadata import VerifyMetadata
+    from metadata_builders.families.dsv4.variants import Path, Variant
 
 __all__ = [
     "MAX_LISTED",
@@ -316,7 +316,7 @@ def _sync_breaks(batch: VerifyBatch, labels: dict[Variant, str], built: dict[Var
     from collections import Counter
 
     from metadata_builders.properties.syncs import contract_key
-    from metadata_builders.reference import expected_host_syncs
+    from metadata_builders.families.dsv4.reference import expected_host_syncs
 
     groups: dict[str, list[str]] = {}
     for v, md in built.items():
@@ -359,7 +359,7 @@ def _store_breaks(batch: VerifyBatch, labels: dict[Variant, str], built: dict[Va
 
 def _ring_drawing(batch: VerifyBatch, failure: Any) -> str:
     """``; <the ring near the row>`` for a failure on an SWA ring row (``swa_loc``, the fp8 store), else ``""``."""
-    from metadata_builders.kv_state import Ring
+    from metadata_builders.families.dsv4.kv_state import Ring
 
     row = failure.actual
     if failure.field not in ("swa_loc", "verify_store_state_slot") or not isinstance(row, int):

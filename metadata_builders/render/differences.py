@@ -1,6 +1,6 @@
 """Where a build differs: every differing element, grouped across variants, each flagging its cell or row.
 
-:func:`every_difference` is :func:`~metadata_builders.metadata.first_difference`
+:func:`every_difference` is :func:`~metadata_builders.families.dsv4.metadata.first_difference`
 once per token or row, so a picture flags every cell, not only the first.
 :func:`compare_builds` compares every variant's build with the reference, then
 each variant with the first variant of its path; a :class:`Collector` groups
@@ -14,7 +14,7 @@ import dataclasses
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from metadata_builders.metadata import (
+from metadata_builders.families.dsv4.metadata import (
     FIELD_NAMES,
     FIELDS,
     Decision,
@@ -24,8 +24,8 @@ from metadata_builders.metadata import (
 from metadata_builders.render.model import Disagreement
 
 if TYPE_CHECKING:
-    from metadata_builders.metadata import VerifyMetadata
-    from metadata_builders.variants import Variant
+    from metadata_builders.families.dsv4.metadata import VerifyMetadata
+    from metadata_builders.families.dsv4.variants import Variant
 
 __all__ = ["FIELD_ORDER", "Collector", "compare_builds", "every_difference"]
 
@@ -37,9 +37,9 @@ FIELD_ORDER = {name: i for i, name in enumerate(FIELD_NAMES + tuple(f"decision.{
 def every_difference(
     expected: Mapping[str, Any], actual: Mapping[str, Any], names: tuple[str, ...] = FIELD_NAMES
 ) -> list[Mismatch]:
-    """:func:`~metadata_builders.metadata.first_difference` for every token (or row), not only the first.
+    """:func:`~metadata_builders.families.dsv4.metadata.first_difference` for every token (or row), not only the first.
 
-    Per field in pipeline order, one :class:`~metadata_builders.metadata.Mismatch`
+    Per field in pipeline order, one :class:`~metadata_builders.families.dsv4.metadata.Mismatch`
     per leading index that differs, at that entry's first differing element; a
     field whose lengths differ is one mismatch with ``index=None``.  Example:
     ``page_table`` ``[[0, 1], [2, 3], [4, 5]]`` against ``[[0, 1], [2, 9], [7, 5]]``

@@ -12,7 +12,7 @@ from metadata_builders.render.model import Analysis
 from metadata_builders.render.png import render_png
 
 if TYPE_CHECKING:
-    from metadata_builders.batch import VerifyBatch
+    from metadata_builders.families.dsv4.batch import VerifyBatch
     from metadata_builders.builders import Builder
     from metadata_builders.errors import PropertyFailure
 

@@ -27,7 +27,7 @@ from metadata_builders.render.model import MAX_TOKENS_PER_ROW, Analysis, Cell, D
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
-    from metadata_builders.batch import VerifyBatch
+    from metadata_builders.families.dsv4.batch import VerifyBatch
 
 __all__ = ["html_page", "render_html"]
 

@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
-    from metadata_builders.metadata import FaultKind
-    from metadata_builders.variants import Path
+    from metadata_builders.families.dsv4.metadata import FaultKind
+    from metadata_builders.families.dsv4.variants import Path
 
 __all__ = [
     "MAX_LISTED",

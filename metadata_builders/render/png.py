@@ -35,7 +35,7 @@ from metadata_builders.render.model import (
 )
 
 if TYPE_CHECKING:
-    from metadata_builders.batch import VerifyBatch
+    from metadata_builders.families.dsv4.batch import VerifyBatch
 
 __all__ = ["render_png"]
 

@@ -49,7 +49,7 @@ def upstream_coverage(family: str):
     if not registration(family).coverage:
         yield []
         return
-    from metadata_builders.builders.sglang import coverage
+    from metadata_builders.families.dsv4.sglang import coverage
 
     with coverage.recording() as builds:
         yield builds

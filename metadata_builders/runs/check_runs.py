@@ -152,7 +152,7 @@ def _start(job: _Job) -> None:
     _WORKER["builder"] = get_builder(job.builder, job.device)
     _WORKER["builds"] = None
     if job.coverage:
-        from metadata_builders.builders.sglang import coverage
+        from metadata_builders.families.dsv4.sglang import coverage
 
         stack = _WORKER["stack"] = contextlib.ExitStack()
         _WORKER["builds"] = stack.enter_context(coverage.recording())
@@ -169,7 +169,7 @@ def _run(name: str) -> tuple[Any, Any]:
     builds = _WORKER["builds"]
     combined = None
     if builds:
-        from metadata_builders.builders.sglang.coverage import by_mode
+        from metadata_builders.families.dsv4.sglang.coverage import by_mode
 
         combined = by_mode(builds)
         builds.clear()

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from metadata_builders.batch import VerifyBatch
+    from metadata_builders.families.dsv4.batch import VerifyBatch
 
 __all__ = ["FINDINGS", "JUDGES_DIVERGENCE", "Finding", "Seen", "known_finding"]
 
@@ -69,8 +69,8 @@ class Finding:
 
 def _absorbs_past_width(batch: VerifyBatch) -> bool:
     """A real row absorbs tier slack past the table's width under an absorbing convention (F2c's shape)."""
-    from metadata_builders.reference import oob_read_count
-    from metadata_builders.variants import variants_for
+    from metadata_builders.families.dsv4.reference import oob_read_count
+    from metadata_builders.families.dsv4.variants import variants_for
 
     return any(oob_read_count(batch, v, padding=padding) for v in variants_for(batch) if v.path == "graph"
                for padding in ("absorb_then_clamp", "full_coverage"))
@@ -164,7 +164,7 @@ def _f13(seen: Seen, batch: VerifyBatch) -> bool:
 
 
 def _cap_changes_padding(batch: VerifyBatch) -> bool:
-    from metadata_builders.tier import tier_verify_lens
+    from metadata_builders.families.dsv4.tier import tier_verify_lens
 
     tier = batch.graph
     return batch.is_ragged and tier is not None and tier.cap is not None and \
@@ -194,7 +194,7 @@ def _f20(seen: Seen, batch: VerifyBatch) -> bool:
 
 def _absorbs(batch: VerifyBatch) -> bool:
     """A ragged graph batch whose last real row absorbs tier slack under ``full_coverage``."""
-    from metadata_builders.tier import absorbed_slack
+    from metadata_builders.families.dsv4.tier import absorbed_slack
 
     tier = batch.graph
     return tier is not None and batch.is_ragged and absorbed_slack(
@@ -224,7 +224,7 @@ def _installed_release_lacks(capability: str) -> bool:
 def _installed_capability(capability: str) -> bool | None:
     """The installed SGLang's capability, or None without one (no SGLang, or one the adapter cannot read)."""
     try:
-        from metadata_builders.builders.sglang.releases import Capabilities, upstream_version
+        from metadata_builders.families.dsv4.sglang.releases import Capabilities, upstream_version
 
         return bool(getattr(Capabilities.of(upstream_version()), capability))
     except Exception:  # PackageNotFoundError, or a version string the adapter cannot read

@@ -8,7 +8,7 @@ import os
 import xml.etree.ElementTree as ET
 from typing import Any, Iterable, Mapping, Sequence
 
-from metadata_builders.batch import VerifyBatch
+from metadata_builders.families.dsv4.batch import VerifyBatch
 from metadata_builders.errors import PropertyFailure
 
 __all__ = ["format_table", "modes_table", "replay_command", "runner_line", "stores_line", "streams_line", "write_junit",
@@ -107,7 +107,7 @@ def modes_table(judged: Sequence[tuple[str, Mapping[str, int]]], capabilities: A
     nothing and is judged on target verify alone), so a mode left out is never left out in silence."""
     from metadata_builders.properties import PROPERTIES
     from metadata_builders.runs.runner import DRAFT_WORKER
-    from metadata_builders.variants import BUILT_MODES
+    from metadata_builders.families.dsv4.variants import BUILT_MODES
 
     fewer = capabilities is not None and set(capabilities.modes) < set(BUILT_MODES)
     if not fewer and {mode for _, counts in judged for mode, n in counts.items() if n} <= {"target_verify"}:

@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from metadata_builders.batch import VerifyBatch
+from metadata_builders.families.dsv4.batch import VerifyBatch
 from metadata_builders.errors import PropertyFailure
 from metadata_builders.properties.spec import PropertySpec, verdict
 from metadata_builders.properties.state import can_be_made_afresh, play_history

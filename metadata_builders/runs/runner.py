@@ -16,10 +16,10 @@ from typing import Any, Callable
 
 from hypothesis import given, seed, settings
 
-from metadata_builders.batch import VerifyBatch
+from metadata_builders.families.dsv4.batch import VerifyBatch
 from metadata_builders.errors import PropertyFailure
 from metadata_builders.properties import PropertySpec, collecting_tallies, verdict
-from metadata_builders.reference import ReferenceBuilder
+from metadata_builders.families.dsv4.reference import ReferenceBuilder
 
 __all__ = ["DRAFT_WORKER", "ModeFailure", "PropertyRun", "build_of", "run_property"]
 

@@ -19,10 +19,10 @@ import statistics
 import time
 from typing import Any, Callable
 
-from metadata_builders.batch import Geometry, GraphTier, VerifyBatch
+from metadata_builders.families.dsv4.batch import Geometry, GraphTier, VerifyBatch
 from metadata_builders.builders import get_builder
 from metadata_builders.runs.report import format_table
-from metadata_builders.variants import Variant, variants_for
+from metadata_builders.families.dsv4.variants import Variant, variants_for
 
 __all__ = ["add_cli", "bench_batches", "time_builds"]
 

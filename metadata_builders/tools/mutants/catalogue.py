@@ -4,9 +4,9 @@ Nothing here compiles or runs a mutant (that is :mod:`.patching` and
 :mod:`.runner`); this module imports nothing of the harness, so the catalogue
 can be read, listed and diffed without torch.
 
-A mutant is a one-place source edit of one stage of :mod:`metadata_builders.builders.hip.pipeline` (or of
-:mod:`metadata_builders.builders.hip.compression`, stage ``compression.<function>``, or of
-:mod:`metadata_builders.builders.hip.low_ratios`, stage ``low_ratios.<function>``: their mutants are
+A mutant is a one-place source edit of one stage of :mod:`metadata_builders.families.dsv4.hip.pipeline` (or of
+:mod:`metadata_builders.families.dsv4.hip.compression`, stage ``compression.<function>``, or of
+:mod:`metadata_builders.families.dsv4.hip.low_ratios`, stage ``low_ratios.<function>``: their mutants are
 in :mod:`.groups`; the other modes' of the MTP step, in :mod:`.modes`)
 (``find`` -> ``replace`` in that function's source text).  Worked example
 (``causal_start_off_by_one``): stage ``causal_expansion``::

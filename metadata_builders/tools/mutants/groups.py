@@ -2,8 +2,8 @@
 decode index streams.
 
 Two or more realistic mutants per group, each a bug a backend engineer could plant
-in :mod:`metadata_builders.builders.hip.compression` (stage ``compression.<function>``),
-:mod:`metadata_builders.builders.hip.low_ratios` (stage ``low_ratios.<function>``) or the pipeline's
+in :mod:`metadata_builders.families.dsv4.hip.compression` (stage ``compression.<function>``),
+:mod:`metadata_builders.families.dsv4.hip.low_ratios` (stage ``low_ratios.<function>``) or the pipeline's
 ``index_streams``; the catalogue (:mod:`.catalogue`) lists them after the core pipeline's.
 """
 
@@ -14,7 +14,7 @@ from metadata_builders.tools.mutants.spec import MutantSpec
 __all__ = ["GROUP_SPECS"]
 
 GROUP_SPECS: tuple[MutantSpec, ...] = (
-    # The decode index streams (metadata_builders.builders.hip.pipeline.index_streams).
+    # The decode index streams (metadata_builders.families.dsv4.hip.pipeline.index_streams).
     MutantSpec(
         "stream_indptr_from_causal_lengths", "index_streams", "a stream indptr that no longer describes its buffer",
         "After build_decode_streams laid each token's window out by its window length, the SWA indptr is recomputed "
@@ -32,7 +32,7 @@ GROUP_SPECS: tuple[MutantSpec, ...] = (
         "docs/FINDINGS.md F8: a stale extend length reaching build_decode_streams, whose indptr then describes "
         "segments outside its buffer",
     ),
-    # The compression groups (metadata_builders.builders.hip.compression): two or more per group.
+    # The compression groups (metadata_builders.families.dsv4.hip.compression): two or more per group.
     MutantSpec(
         "compress_gate_on_position", "compression.compressed_attention", "positions for lengths",
         "A token compresses when its position, not its length, is a multiple of the ratio: every c4/c128 "
@@ -94,7 +94,7 @@ GROUP_SPECS: tuple[MutantSpec, ...] = (
         "    writes = real & (position >= last_c)",
         "c_plan.cuh's mtp_pad (write plan keeps the verify batch's committed tail resident)",
     ),
-    # The V4.1 low ratios (metadata_builders.builders.hip.low_ratios, stage low_ratios.<function>).
+    # The V4.1 low ratios (metadata_builders.families.dsv4.hip.low_ratios, stage low_ratios.<function>).
     MutantSpec(
         "c2_out_loc_zero_filled", "low_ratios.low_ratio_compression", "c4's fill value for the low ratios",
         "A token that completes no ratio-2 group gets store location 0 (c4's convention) instead of -1: the "
@@ -147,7 +147,7 @@ GROUP_SPECS: tuple[MutantSpec, ...] = (
         "init_forward_metadata_in_graph's low_ratio_pos_i64 = forward_batch.positions.to(int64) (SGLang 0.5.22+); "
         "the seq_lens_casual vs positions_casual split of make_core_attn_metadata",
     ),
-    # The in-graph block's paged SWA target (metadata_builders.builders.hip.pipeline.swa_out_cache_loc).
+    # The in-graph block's paged SWA target (metadata_builders.families.dsv4.hip.pipeline.swa_out_cache_loc).
     MutantSpec(
         "paged_swa_pads_minus_one", "swa_out_cache_loc", "a pad's store target marked -1 instead of the dummy slot",
         "The paged SWA store target of a pad token (out_cache_loc 0) is marked -1, 'store nothing', instead of "

@@ -2,8 +2,8 @@
 worker's block verify (issue 45).
 
 Each a bug a backend engineer could plant in the ``hip`` builder's build of that mode:
-:mod:`metadata_builders.builders.hip.pipeline` (draft extend, the builder's graph phases) or
-:mod:`metadata_builders.builders.hip.decode` (stage ``decode.<function>``); the catalogue
+:mod:`metadata_builders.families.dsv4.hip.pipeline` (draft extend, the builder's graph phases) or
+:mod:`metadata_builders.families.dsv4.hip.decode` (stage ``decode.<function>``); the catalogue
 (:mod:`.catalogue`) lists them last.
 """
 

@@ -34,9 +34,9 @@ from metadata_builders.tools.mutants.catalogue import MUTANTS, MutantSpec
 
 if TYPE_CHECKING:
     from metadata_builders.builders import AuditedBuilder
-    from metadata_builders.builders.hip import GraphState
+    from metadata_builders.families.dsv4.hip import GraphState
     from metadata_builders.harness.inputs import VerifyInputs
-    from metadata_builders.metadata import Decision, VerifyMetadata
+    from metadata_builders.families.dsv4.metadata import Decision, VerifyMetadata
 
 __all__ = [
     "FACTORIES",
@@ -53,40 +53,40 @@ _PACKAGE = "metadata_builders.tools.mutants"
 def _stage_module(stage: str) -> tuple[Any, str]:
     """The module that defines ``stage`` and the function's name there.
 
-    ``compression.<fn>`` names a function of :mod:`metadata_builders.builders.hip.compression`
-    (the compression groups), ``low_ratios.<fn>`` one of :mod:`metadata_builders.builders.hip.low_ratios`,
-    ``decode.<fn>`` one of :mod:`metadata_builders.builders.hip.decode` (the decode modes); ``HipBuilder.<method>``
-    and the entry points (``target_verify``, ``draft_extend``) :mod:`metadata_builders.builders.hip.builder`'s;
-    anything else is a function of :mod:`metadata_builders.builders.hip.pipeline`.
+    ``compression.<fn>`` names a function of :mod:`metadata_builders.families.dsv4.hip.compression`
+    (the compression groups), ``low_ratios.<fn>`` one of :mod:`metadata_builders.families.dsv4.hip.low_ratios`,
+    ``decode.<fn>`` one of :mod:`metadata_builders.families.dsv4.hip.decode` (the decode modes); ``HipBuilder.<method>``
+    and the entry points (``target_verify``, ``draft_extend``) :mod:`metadata_builders.families.dsv4.hip.builder`'s;
+    anything else is a function of :mod:`metadata_builders.families.dsv4.hip.pipeline`.
     """
     if stage.startswith("compression."):
-        from metadata_builders.builders.hip import compression as hip_compression
+        from metadata_builders.families.dsv4.hip import compression as hip_compression
 
         return hip_compression, stage.partition(".")[2]
     if stage.startswith("low_ratios."):
-        from metadata_builders.builders.hip import low_ratios as hip_low_ratios
+        from metadata_builders.families.dsv4.hip import low_ratios as hip_low_ratios
 
         return hip_low_ratios, stage.partition(".")[2]
     if stage.startswith("decode."):
-        from metadata_builders.builders.hip import decode as hip_decode
+        from metadata_builders.families.dsv4.hip import decode as hip_decode
 
         return hip_decode, stage.partition(".")[2]
     if stage.startswith("HipBuilder.") or stage in _BUILDER_STAGES:
-        from metadata_builders.builders.hip import builder
+        from metadata_builders.families.dsv4.hip import builder
 
         return builder, stage
-    from metadata_builders.builders.hip import pipeline as hip
+    from metadata_builders.families.dsv4.hip import pipeline as hip
 
     return hip, stage
 
 
 _BUILDER_STAGES = ("target_verify", "draft_extend", "_captured_tiers")
-"""The entry points, which live in :mod:`metadata_builders.builders.hip.builder` with ``HipBuilder``."""
+"""The entry points, which live in :mod:`metadata_builders.families.dsv4.hip.builder` with ``HipBuilder``."""
 
 
 def _original_stage(stage: str) -> Callable[..., Any]:
     """The pristine function of ``stage`` (never a mutant left in place)."""
-    from metadata_builders.builders.hip.builder import HipBuilder
+    from metadata_builders.families.dsv4.hip.builder import HipBuilder
 
     if stage.startswith("HipBuilder."):
         return getattr(HipBuilder, stage.partition(".")[2])
@@ -131,10 +131,10 @@ def _compile(spec: MutantSpec) -> Callable[..., Any]:
 @functools.cache
 def mutant_builder_class() -> type:
     """``MutantBuilder``, defined on first use (once) so importing this module does not import torch."""
-    from metadata_builders.builders.hip import HipBuilder
+    from metadata_builders.families.dsv4.hip import HipBuilder
 
     class _MutantBuilder(HipBuilder):
-        """A :class:`~metadata_builders.builders.hip.pipeline.HipBuilder` with one stage replaced by a mutant.
+        """A :class:`~metadata_builders.families.dsv4.hip.pipeline.HipBuilder` with one stage replaced by a mutant.
 
         During each ``build`` and graph phase the mutated function stands in
         for the original in the ``hip`` module namespace (restored afterwards, even

@@ -11,9 +11,9 @@ from __future__ import annotations
 import random
 from collections.abc import Iterator
 
-from metadata_builders.batch import Divergence, Geometry, GraphTier, VerifyBatch
+from metadata_builders.families.dsv4.batch import Divergence, Geometry, GraphTier, VerifyBatch
 from metadata_builders.errors import InvalidBatch
-from metadata_builders.tier import tier_verify_lens
+from metadata_builders.families.dsv4.tier import tier_verify_lens
 
 __all__ = ["random_batches"]
 

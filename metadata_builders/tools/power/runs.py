@@ -19,7 +19,7 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from typing import Any
 
-from metadata_builders.batch import VerifyBatch
+from metadata_builders.families.dsv4.batch import VerifyBatch
 from metadata_builders.builders import MemoBuilder
 from metadata_builders.errors import PropertyFailure
 from metadata_builders.properties import PROPERTIES, PropertySpec

@@ -1,0 +1,20 @@
+"""Backend families: one package per family (DESIGN.md sections 4 and 6).
+
+============  ===========================================================================================
+package       the family
+============  ===========================================================================================
+``dsv4``      SGLang's DeepSeek-V4 backend (HIP radix and CUDA): target verify and the MTP step's modes
+============  ===========================================================================================
+
+A family package holds everything one backend's metadata means: its batch model and geometry, its field table,
+the pure-Python reference, the bundled builder, the adapter of upstream's code, the state model P10 judges.
+"""
+
+from __future__ import annotations
+
+FAMILIES: tuple[str, ...] = ("dsv4",)
+"""The families this release knows, the default first."""
+
+DEFAULT_FAMILY = FAMILIES[0]
+
+__all__ = ["DEFAULT_FAMILY", "FAMILIES"]
