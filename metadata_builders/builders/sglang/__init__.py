@@ -22,6 +22,7 @@ carries only the attributes those methods read.  Supported: SGLang 0.5.18 ..
 | :mod:`.plan_kernel` | the CPU model of the compress-plan kernel (``c_plan.cuh``), and reading its plans |
 | :mod:`.plan_decode` | the CPU model of its decode planner (``plan_decode``), and the module both models make |
 | :mod:`.routing` | the kernel routes: ``triton`` (as a GPU runs them) and ``torch`` (upstream's CPU fallbacks) |
+| :mod:`.switches` | upstream's environment switches: the one run both ways (route ``gasm``), the rest named, with why |
 | :mod:`.reading` | upstream's metadata and stage arguments as the harness's fields |
 | :mod:`.coverage` | fields upstream filled, fields judged, why not the rest (:func:`coverage_of`) |
 | :mod:`.consumers` | upstream's store kernels run on id-valued pools, for P10 (``store_swa_into_unified``) |
@@ -55,6 +56,7 @@ from metadata_builders.builders.sglang.releases import (
     upstream_version,
 )
 from metadata_builders.builders.sglang.routing import KERNEL_ROUTES, KernelRoute
+from metadata_builders.builders.sglang.switches import grouped_asm_route as gasm_route
 
 __all__ = [
     "KERNEL_ROUTES",
@@ -67,6 +69,7 @@ __all__ = [
     "Upstream",
     "UpstreamNotFound",
     "coverage_of",
+    "gasm_route",
     "load_upstream",
     "torch_route",
     "upstream_version",
