@@ -24,9 +24,11 @@ if [ "${1:-}" = "--always" ]; then
   shift
 fi
 
-# Every upstream file the harness runs or models on the target-verify path: the backend, the ragged
-# layout, the metadata kernels and glue, the compressor and its plan kernel (c_plan.cuh: modelled on
-# CPU, so the CPU gate refuses GREEN when it changes: metadata_builders/gate/watched.py).
+# Every upstream file the harness runs or models on the target-verify path (the backend, the ragged layout, the
+# metadata kernels and glue, the compressor and its plan kernel), and the runners and speculative workers that hand
+# the backend its inputs, which the harness plays instead of running: a change to one of those is gated and then
+# named as not judged (the gate measures what it ran). The one list is metadata_builders/gate/watched.py's WATCHED
+# (tests/test_gate_watched.py holds this array and the workflow's paths: filter to it).
 watched=(
   python/sglang/srt/layers/attention/deepseek_v4_backend_hip_radix.py
   python/sglang/srt/layers/attention/deepseek_v4_backend.py
@@ -36,6 +38,18 @@ watched=(
   python/sglang/kernels/ops/kvcache
   python/sglang/kernels/jit/csrc/deepseek_v4
   python/sglang/srt/layers/attention/dsv4
+  python/sglang/srt/model_executor/runner/decode_cuda_graph_runner.py
+  python/sglang/srt/model_executor/runner/eager_runner.py
+  python/sglang/srt/model_executor/cuda_graph_buffer_registry.py
+  python/sglang/srt/speculative/eagle_draft_cuda_graph_runner.py
+  python/sglang/srt/speculative/eagle_draft_extend_cuda_graph_runner.py
+  python/sglang/srt/speculative/eagle_worker_v2.py
+  python/sglang/srt/speculative/eagle_worker_common.py
+  python/sglang/srt/speculative/eagle_info.py
+  python/sglang/srt/speculative/eagle_utils.py
+  python/sglang/srt/speculative/dflash_info.py
+  python/sglang/srt/speculative/dspark_components
+  python/sglang/kernels/ops/speculative/dspark
 )
 
 if ! git rev-parse --verify --quiet "$base^{commit}" >/dev/null; then

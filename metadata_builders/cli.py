@@ -27,8 +27,8 @@ from metadata_builders.runs.report import (format_table, modes_table, replay_com
                                            streams_line, write_replay_file)
 from metadata_builders.tools import bench, mutants, power
 from metadata_builders.families.dsv4.variants import BUILT_MODES, divergence_applies, variants_for
-from metadata_builders.runs.check_report import (coverage_table, known_findings, reproduced, upstream_coverage,
-                                                 write_check_junit)
+from metadata_builders.runs.check_report import (coverage_table, gate_only_routes, known_findings, reproduced,
+                                                 switch_lines, sync_fault_table, upstream_coverage, write_check_junit)
 from metadata_builders.runs.check_runs import check_settings, resolve_workers, run_check_in_workers, run_in_order
 
 __all__ = ["main"]
@@ -105,6 +105,9 @@ def _check_routes(args: argparse.Namespace) -> int:
              + f" ({_overall(args)})")
         return code
     codes = []
+    named, routes = gate_only_routes(routes)
+    for line in named:
+        _out(line)
     for route in routes:
         _out(f"== route {route.label} ({route.what}): --builder {route.builder}")
         junit = args.junit_xml and (args.junit_xml if route.primary else
@@ -133,6 +136,8 @@ def _check_one(args: argparse.Namespace, family: str) -> int:
     workers = resolve_workers(args.workers, args.device, len(props))  # a bad --workers is refused before the header
     _out(f"metadata-builders check: builder={args.builder} device={args.device} "
          f"profile={args.profile} max_examples={settings_.max_examples} properties={','.join(p.name for p in props)}")
+    for line in switch_lines(builder, why=False):
+        _out(line)
     if workers > 1:
         _out(f"  {len(props)} properties on {workers} worker processes (--workers 1: one process, in order)")
         runs, builds = run_check_in_workers(args, [p.name for p in props], workers, family)
@@ -180,6 +185,8 @@ def _check_one(args: argparse.Namespace, family: str) -> int:
     if args.junit_xml:
         write_check_junit(args.junit_xml, args.builder, runs)
         _out(f"JUnit XML: {args.junit_xml}")
+    for line in switch_lines(builder, why=True):
+        _out(line)
     args._ran, args._failed = len(runs), [r.spec.name for r in runs if not r.passed]
     if all(r.passed for r in runs) and not any(sum(r.judged_by_mode.values()) for r in runs):
         _out()
@@ -249,6 +256,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
     if why:
         _out(f"why: {why}")
     _out(f"batch: {batch.describe()}, max_context={batch.max_context}")
+    for line in switch_lines(builder, why=True):
+        _out(line)
     if history:
         _out(f"history: building {len(history)} earlier batch(es) first, as when the failure was found: "
              + "; ".join(b.describe() for b in history))
@@ -273,7 +282,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     for note in notes:
         _out(f"note: {note}")
     _out()
-    _out(_sync_fault_table(builder, batch))
+    _out(sync_fault_table(builder, batch))
     if args.png or args.html:
         from metadata_builders.render import analyse, render_html, render_png
 
@@ -289,24 +298,6 @@ def cmd_replay(args: argparse.Namespace) -> int:
         _out()
         _out(f"{_NOT_REPRODUCED}: exit 1, as the failure check saw is not shown fixed (docs/FAILURES.md section 4)")
     return 1 if failures or unreproduced else 0
-
-
-def _sync_fault_table(builder, batch: VerifyBatch) -> str:
-    rows = []
-    for variant in variants_for(batch):
-        try:
-            md = builder.build(batch, variant)
-        except Exception as exc:  # noqa: BLE001 - shown in the table, the property above already failed
-            rows.append([variant.label_in(batch.mode), "-", "-", f"raised {type(exc).__name__}", ""])
-            continue
-        want = len(expected_host_syncs(batch, variant))
-        syncs = ", ".join(f"{s.op}@{s.stage}" for s in md.audit.host_syncs) or "none"
-        faults = ", ".join(f"{f.kind} x{f.count}" for f in md.audit.faults) or "none"
-        rows.append([variant.label_in(batch.mode), "yes" if md.decision.used_output_size else "no",
-                     f"{len(md.audit.host_syncs)} (contract {want})", syncs, faults])
-    return "syncs and faults per variant\n" + format_table(
-        ["variant", "output_size", "host syncs", "ops", "faults"], rows
-    )
 
 
 # -- variants ----------------------------------------------------------------------------------

@@ -27,6 +27,10 @@ release; each branch plants one realistic regression:
 |               | ``out_cache_loc`` not padded to the tier (issue 45: the runner hands it unpadded) |  |
 | ``pr-dspark-draft`` | ``deepseek_v4_backend_hip_radix.py``, the verify extension reading the configured | both, P1 |
 |               | draft count (``speculative_num_draft_tokens``) for the active width (#31026, issue 45) |  |
+| ``pr-gasm`` | ``deepseek_v4_backend_hip_radix.py``, the grouped verify streams' group size (0.5.21+, | ``gasm`` only |
+|               | ``SGLANG_DSV4_GROUPED_ASM``: issue 45 item 4) | (``P1-gasm``) |
+| ``pr-runner`` | ``decode_cuda_graph_runner.py``, ``load_batch`` (the runner the adapter plays: | none: NOT |
+|               | issue 45 item 5) | JUDGED, by name |
 
 The gate runs both kernel routes of ``--builder sglang`` (metadata_builders/builders/registry.py).
 """
@@ -53,6 +57,7 @@ time budget: each gate run costs about a minute and a half on 2 cores)."""
 BACKEND = ("srt", "layers", "attention", "deepseek_v4_backend_hip_radix.py")
 RAGGED_KERNELS = ("kernels", "ops", "speculative", "ragged_verify_kernels.py")
 RAGGED_VERIFY = ("srt", "speculative", "ragged_verify.py")
+RUNNER = ("srt", "model_executor", "runner", "decode_cuda_graph_runner.py")
 STORE_KERNEL = ("kernels", "ops", "kvcache", "dsv4_unified_kv_store.py")
 
 
@@ -353,6 +358,7 @@ def planted_repo(tmp_path_factory):
     plants.update({branch: plant for branch, plant in DRAFT_DECODE_PLANTS.items() if _count(repo, plant) == 1})
     if os.path.exists(os.path.join(repo, "python", "sglang", *STORE_KERNEL)) and _count(repo, STORE_KERNEL_PLANT) == 1:
         plants["pr-store-kernel"] = STORE_KERNEL_PLANT
+    plants.update({branch: plant for branch, plant in SWITCH_PLANTS.items() if _count(repo, plant) == 1})
     for branch, plant in plants.items():
         _plant_branch(git, repo, branch, plant)
     return repo, plants
@@ -624,3 +630,49 @@ def test_the_configured_draft_count_read_for_the_verify_width_gates_red(planted_
     replays = [n for n in os.listdir(tmp_path / "failures") if n.startswith("P1-") and n.endswith(".json")]
     assert replays and all('"speculative_num_draft_tokens"' in (tmp_path / "failures" / n).read_text()
                            for n in replays), out
+SWITCH_PLANTS = {
+    "pr-gasm": Plant(
+        "the grouped verify streams cut in groups of 3 draft tokens while the asm kernel reads 4", BACKEND,
+        "block_q=_GROUPED_ASM_BLOCK_Q,", "block_q=_GROUPED_ASM_BLOCK_Q - 1,", "P1-gasm",
+        catalogue=(
+            "grouped_streams_block_q_short, planted in upstream: _attach_unified_kv_decode_streams (0.5.21+, "
+            "SGLANG_DSV4_GROUPED_ASM=1) builds the gasm_* streams in groups of block_q - 1 tokens while "
+            "decode_fp8_2buff reads max_seqlen_q = _GROUPED_ASM_BLOCK_Q query rows a group. Off by default: only the "
+            "gasm route, which turns the switch on, runs it (issue 45 item 4)."
+        ),
+    ),
+    "pr-runner": Plant(
+        "the decode graph runner's live batch size one short", RUNNER,
+        "        raw_bs = forward_batch.batch_size\n", "        raw_bs = forward_batch.batch_size - 1\n", "",
+        catalogue=(
+            "runner_raw_bs_one_short, planted in upstream's runner: DecodeCudaGraphRunner.load_batch takes one live "
+            "row fewer than the batch has. The adapter plays the runner, so no build runs load_batch: the gate names "
+            "the file NOT JUDGED instead of a silent GREEN (issue 45 item 5)."
+        ),
+    ),
+}
+"""Issue 45: a switched path the gasm route runs (``pr-gasm``), and a runner file no side runs (``pr-runner``)."""
+
+
+def test_a_regression_behind_an_upstream_switch_gates_red_on_its_route(planted_repo, cache_dir, tmp_path,
+                                                                      capsys) -> None:
+    """The grouped streams' group size broken: only the gasm route (SGLANG_DSV4_GROUPED_ASM=1) sees it, P1-gasm."""
+    repo, plants = planted_repo
+    if "pr-gasm" not in plants:
+        pytest.skip("the installed release has no grouped verify streams (0.5.21+)")
+    assert _gate(repo, tmp_path, cache_dir, "pr-gasm", "--properties", "P1") == 1, plants["pr-gasm"].what
+    out = capsys.readouterr().out
+    assert "BLOCKS" in _row(out, "P1-gasm") and "NEW" in _row(out, "P1-gasm"), out
+    assert "BLOCKS" not in _row(out, "P1"), out
+
+
+def test_a_change_to_a_runner_the_gate_never_runs_is_named_not_judged(planted_repo, cache_dir, tmp_path,
+                                                                     capsys) -> None:
+    """The runner's load_batch changed: no side runs it, so the verdict names it NOT JUDGED (exit 1), never GREEN."""
+    repo, plants = planted_repo
+    assert _gate(repo, tmp_path, cache_dir, "pr-runner", "--properties", "P1") == 1, plants["pr-runner"].what
+    out = capsys.readouterr().out
+    line = next(row for row in reversed(out.splitlines()) if row.startswith("gate: "))
+    assert line.startswith("gate: NOT JUDGED (decode_cuda_graph_runner.py changed: "
+                           "DecodeCudaGraphRunner.load_batch never ran at head"), line
+    assert "GREEN" not in line

@@ -1,6 +1,6 @@
 """Graph replay on upstream: the adapter's two phases, recorded and re-executed as a GPU does it.
 
-The adapter plays SGLang's decode graph runner (``builders/sglang/graph.py``):
+The adapter plays SGLang's decode graph runner (``families/dsv4/sglang/graph.py``):
 capture runs ``init_forward_metadata_out_graph(in_capture=True)`` and records
 ``init_forward_metadata_in_graph``; every replay refills the static buffers, runs
 the out-graph phase in Python and re-executes the recording.  These tests pin

@@ -25,6 +25,7 @@ from metadata_builders.errors import BuilderContractError, InvalidVariant
 from metadata_builders.families.dsv4.metadata import PER_ENTRY, STREAM_FIELD_NAMES, Audit, VerifyMetadata, canonical_plan
 from metadata_builders.families.dsv4.reference import diverged_extend_lens, expected_host_syncs, verify_extension
 from metadata_builders.families.dsv4.reference.streams import canonical_streams
+from metadata_builders.families.dsv4.reference.grouped import canonical_grouped
 
 if TYPE_CHECKING:
     from metadata_builders.families.dsv4.batch import VerifyBatch
@@ -53,6 +54,10 @@ def _canonical(fields: dict[str, Any], tensors: dict[str, Any]) -> dict[str, Any
             and not _is_meta(tensors[n]) and (not fields[n] or not isinstance(fields[n][0], list))]
     if flat:
         fields.update(canonical_streams({n: fields[n] for n in STREAM_FIELD_NAMES}))
+    grouped = fields.get("gasm_indices")
+    flat_grouped = grouped is not None and (not grouped or not isinstance(grouped[0], list))
+    if flat_grouped and not _is_meta(tensors["gasm_indices"]):
+        fields["gasm_indices"] = canonical_grouped(grouped, fields["gasm_kv_indptr"])
     return fields
 
 
@@ -115,6 +120,18 @@ class AuditedBuilder:
                 "build(inputs: VerifyInputs) (docs/BUILDERS.md, 'The builder contract')",
                 DeprecationWarning, stacklevel=2,
             )
+
+    def outside_switches(self, batch: VerifyBatch) -> str | None:
+        """Why ``batch`` does not reach what the upstream switches this builder turns on change (None: it does, or it
+        turns none on: ``capabilities.switches``)."""
+        return self.inner.outside_switches(batch) if self.capabilities.switches else None
+
+    def unjudged_switches(self, *, why: bool = True) -> list[str]:
+        """What every report names of upstream's switches this builder does not run the other way (the builder's
+        ``unjudged_switches(why=...)``: a header line, then one line a switch with why; ``[]`` for a builder that
+        declares none)."""
+        lines = getattr(self.inner, "unjudged_switches", None)
+        return list(lines(why=why)) if callable(lines) else []
 
     @property
     def can_be_made_afresh(self) -> bool:

@@ -82,6 +82,10 @@ class Capabilities:
     """The request slots its graph runner captures a compact ragged token tier with (``capture_geometry`` on the
     class; a builder that declares none is judged as ``token_slots``, the released runner's rule): P5's runner
     half captures with it (docs/DESIGN.md section 3)."""
+    switches: tuple[str, ...] = ()
+    """Upstream environment switches its builds turn on that upstream's default leaves off (a route of upstream's
+    code: ``gasm`` turns on ``SGLANG_DSV4_GROUPED_ASM``).  The reference adds what they build, and a batch that does
+    not reach the switched path is ``not applicable`` (``outside_switches(batch)`` says why)."""
     capture_slots: bool = False
     """Brings its runner's slot rule (``ragged_capture_slots(graph_num_tokens, max_bs, width)``: upstream's
     ``_ragged_capture_slots``), which P5 holds to the declared :attr:`capture_geometry`."""
@@ -245,4 +249,5 @@ def capabilities_of(inner: Any, name: str, *, upstream: bool = False, routes: tu
         capture_geometry=declared_capture_geometry(cls, name),
         capture_slots="ragged_capture_slots" in _all_defined(cls, ("ragged_capture_slots",)),
         store_kernels="swa_store_rows" in _all_defined(cls, ("swa_store_rows",)),
+        switches=tuple(vars(inner).get("switches", ()) if hasattr(inner, "__dict__") else ()),
     )

@@ -42,6 +42,14 @@ class Route:
     """One line for people: what the route runs."""
     primary: bool = True
     """The first route: its properties keep their own names."""
+    properties: tuple[str, ...] = ()
+    """The properties the route is judged on (empty: all): a route that turns an upstream switch on is judged by P1
+    on the batches that reach the switched path (``gasm``: rows ``P1-gasm``)."""
+    focuses: tuple[dict, ...] = ()
+    """Batch kinds of its own (``verify_batches`` keyword arguments): the gate judges the route on a corpus drawn
+    from them instead of the run's (empty: the run's)."""
+    gate_only: bool = False
+    """Run by the gate, not by ``check --builder NAME`` (whose report names it): its batches are rare in a drawn run."""
 
     def prop(self, name: str) -> str:
         """How property ``name`` is reported for this route: ``P1``, or ``P1-torch``."""
@@ -67,6 +75,14 @@ class Registration:
 
 
 _TORCH_ROUTE = "metadata_builders.families.dsv4.sglang:torch_route"
+_GASM_ROUTE = "metadata_builders.families.dsv4.sglang:gasm_route"
+
+_GROUPED_FOCUSES = ({"ragged": False, "min_requests": 16},
+                    {"ragged": True, "graph": True, "is_dspark": True, "min_requests": 16})
+"""What reaches the grouped verify streams (``N % num_draft == 0``, ``N // num_draft >= 16``): 16 requests verifying
+uniformly (any ``num_draft > 1``), and DSpark's compact ragged tiers of 16 (when the tier is a multiple of
+``num_draft``).  Measured: 7 of the ``ci`` profile's 20 batches reach them (5 uniform, 2 ragged; 3 of 10 at ``dev``);
+the run's own corpus reaches them with 3 of 160."""
 
 REGISTRY: dict[str, Registration] = {
     "reference": Registration("reference", "the pure-Python specification", pure_python=True),
@@ -75,10 +91,15 @@ REGISTRY: dict[str, Registration] = {
         "sglang", "the installed SGLang's own target-verify code", upstream=True, coverage=True,
         routes=(Route("triton", "sglang", "upstream's Triton kernels, as a GPU runs them (interpreted on CPU)"),
                 Route("torch", _TORCH_ROUTE, "upstream's own CPU dispatch: its torch fallbacks (PaddedToBucket, "
-                      "BuildQoIndptr, ExpandPrefillCausally)", primary=False)),
+                      "BuildQoIndptr, ExpandPrefillCausally)", primary=False),
+                Route("gasm", _GASM_ROUTE, "the triton route with SGLANG_DSV4_GROUPED_ASM=1 (0.5.21+): the grouped "
+                      "verify streams, P1 on batches of 16 requests that reach them", primary=False,
+                      properties=("P1",), focuses=_GROUPED_FOCUSES, gate_only=True)),
         needs_sglang_tree=True),
     _TORCH_ROUTE: Registration(_TORCH_ROUTE, "SGLang's code on its torch fallbacks", upstream=True, coverage=True,
                                needs_sglang_tree=True),
+    _GASM_ROUTE: Registration(_GASM_ROUTE, "SGLang's code with SGLANG_DSV4_GROUPED_ASM=1", upstream=True,
+                              coverage=True, needs_sglang_tree=True),
 }
 """Every builder known by name (a ``module:attr`` of the user's is registered on the fly, as its own)."""
 

@@ -24,7 +24,7 @@ from importlib import metadata as importlib_metadata
 
 from metadata_builders.gate.model import Outcome, Side
 
-__all__ = ["ENV_CACHE", "cache_dir", "cache_key", "harness_version", "load", "store"]
+__all__ = ["ENV_CACHE", "cache_dir", "cache_key", "harness_version", "load", "load_trace", "store"]
 
 ENV_CACHE = "METADATA_BUILDERS_CACHE"
 
@@ -79,8 +79,8 @@ def _path(directory: str, key: dict[str, str]) -> str:
     return os.path.join(directory, f"{name}.json")
 
 
-def load(directory: str, key: dict[str, str] | None) -> list[Outcome] | None:
-    """The cached outcomes for ``key``, or None (no key, no entry, or an entry for another key)."""
+def _entry(directory: str, key: dict[str, str] | None) -> dict | None:
+    """The cache entry for ``key``, or None (no key, no entry, or an entry for another key)."""
     if key is None:
         return None
     try:
@@ -88,20 +88,31 @@ def load(directory: str, key: dict[str, str] | None) -> list[Outcome] | None:
             entry = json.load(fh)
     except (OSError, ValueError):
         return None
-    if entry.get("key") != key:
-        return None
-    return [Outcome.from_dict(d) for d in entry["outcomes"]]
+    return entry if entry.get("key") == key else None
 
 
-def store(directory: str, key: dict[str, str] | None, outcomes: list[Outcome]) -> str | None:
-    """Write ``outcomes`` under ``key`` (atomically); returns the file, or None when not cacheable or not writable."""
+def load(directory: str, key: dict[str, str] | None) -> list[Outcome] | None:
+    """The cached outcomes for ``key``, or None (no key, no entry, or an entry for another key)."""
+    entry = _entry(directory, key)
+    return None if entry is None else [Outcome.from_dict(d) for d in entry["outcomes"]]
+
+
+def load_trace(directory: str, key: dict[str, str] | None) -> dict | None:
+    """What the cached side imported and ran of its tree (``trace``), or None (no entry, or none recorded)."""
+    entry = _entry(directory, key)
+    return None if entry is None else entry.get("trace")
+
+
+def store(directory: str, key: dict[str, str] | None, outcomes: list[Outcome], trace: dict | None = None) -> str | None:
+    """Write ``outcomes`` (and the side's ``trace``) under ``key`` (atomically); returns the file, or None when not
+    cacheable or not writable."""
     if key is None:
         return None
     path = _path(directory, key)
     try:
         os.makedirs(directory, exist_ok=True)
         with open(path + ".tmp", "w") as fh:
-            json.dump({"key": key, "outcomes": [o.to_dict() for o in outcomes]}, fh)
+            json.dump({"key": key, "outcomes": [o.to_dict() for o in outcomes], "trace": trace}, fh)
         os.replace(path + ".tmp", path)
     except OSError:
         return None

@@ -30,11 +30,22 @@ from metadata_builders.gate.replays import draw_pictures, write_replays
 from metadata_builders.gate.running import HANG_FACTOR, HANG_FLOOR, HangRule
 from metadata_builders.gate.shrink import shrink_examples
 from metadata_builders.gate.sides import log_tail, run_side, side_env
-from metadata_builders.gate.watched import Unjudged, changed_files, unjudged_on_cpu
+from metadata_builders.gate.watched import (
+    Change,
+    SideTrace,
+    Unjudged,
+    change_of,
+    changed_files,
+    changed_lines,
+    deleted_files,
+    is_watched,
+    not_run,
+    unjudged_on_cpu,
+)
 from metadata_builders.gate.summary import GateResult, markdown, text
 from metadata_builders.gate.verdicts import classify, fill_not_judged, raise_setup_failure, setup_failures
 from metadata_builders.properties import PROPERTIES, PropertySpec
-from metadata_builders.builders.registry import REGISTERED, registration, routes_of
+from metadata_builders.builders.registry import REGISTERED, Route, registration, routes_of
 
 __all__ = ["BATCH_TIMEOUT", "DEFAULT_FAILURES_DIR", "add_cli", "run_gate"]
 
@@ -127,6 +138,14 @@ class _Run:
         self.notes: list[str] = []
         self.unjudged: list[tuple[str, Unjudged]] = []
         """Files the change touches that the CPU gate cannot judge (:mod:`~metadata_builders.gate.watched`)."""
+        self.changed: list[str] = []
+        self.deleted: set[str] = set()
+        self.changes: dict[str, Change] = {}
+        """Each changed watched Python file at head: the functions the change touches (gate/watched.py)."""
+        self.traces: dict[str, SideTrace] = {}
+        """Side name -> what its processes imported and ran of its tree, over every route (gate/trace.py)."""
+        self._main: tuple[list[VerifyBatch], str, str] = ([], self.corpus_path, "")
+        self._routes: dict[str, tuple[list[VerifyBatch], str, str]] = {}
 
     def draw(self) -> None:
         sizes = corpus_size(self.props, per_kind=self.args.per_kind, examples=self.args.examples,
@@ -134,42 +153,73 @@ class _Run:
         start = time.perf_counter()
         self.corpus = build_corpus(self.props, sizes)
         self.corpus_sha = write_corpus(self.corpus, self.corpus_path)
+        self._main = (self.corpus, self.corpus_path, self.corpus_sha)
         _say(f"  corpus: {len(self.corpus)} batches over {len(sizes)} kinds, {len(self.props)} properties each "
              f"(drawn in {time.perf_counter() - start:.0f}s)")
 
-    def _cached(self, side: Side) -> tuple[dict | None, list[Outcome] | None]:
-        key = None if self.args.no_cache else cache.cache_key(side, self.corpus_sha, self.names, self.args.device)
+    def use(self, route: Route, props: list[PropertySpec]) -> None:
+        """Judge ``route`` on the run's corpus, or on its own kinds (``Route.focuses``, drawn once): a route that
+        turns an upstream switch on is judged where the switched path is reached, which the run's corpus seldom is."""
+        if not route.focuses:
+            self.corpus, self.corpus_path, self.corpus_sha = self._main
+            return
+        if route.label not in self._routes:
+            specs = [replace(spec, focuses=route.focuses) for spec in props[:1]]
+            sizes = corpus_size(specs, per_kind=self.args.per_kind, examples=self.args.examples,
+                                profile=self.args.profile)
+            batches = build_corpus(specs, sizes)
+            path = os.path.join(self.workdir, f"corpus-{route.label}.jsonl")
+            self._routes[route.label] = (batches, path, write_corpus(batches, path))
+            _say(f"  corpus of route {route.label}: {len(batches)} batches over {len(sizes)} kinds of its own")
+        self.corpus, self.corpus_path, self.corpus_sha = self._routes[route.label]
+
+    def _cached(self, side: Side, names: list[str]) -> tuple[dict | None, list[Outcome] | None]:
+        key = None if self.args.no_cache else cache.cache_key(side, self.corpus_sha, names, self.args.device)
         found = cache.load(self.cache_dir, key)
+        if found is not None:
+            trace = cache.load_trace(self.cache_dir, key)
+            if trace is None or not set(side.traced) <= SideTrace.from_dict(trace).traced:
+                return key, None  # measured for other files than this change's: evaluate again
+            self._trace(side, SideTrace.from_dict(trace))
         if found is not None:
             _say(f"  {side.name}: {len(found)} outcomes from the cache ({self.cache_dir})")
         return key, found
 
-    def evaluate(self, side: Side, rule: HangRule) -> tuple[list[Outcome], Crash | None]:
-        """A side's outcomes (cached when it can be); a base that cannot complete is a setup error."""
-        key, found = self._cached(side)
+    def _trace(self, side: Side, trace: SideTrace | None) -> None:
+        if trace is not None:
+            self.traces[side.name] = self.traces.get(side.name, SideTrace()).union(trace)
+
+    def evaluate(self, side: Side, rule: HangRule, props: list[PropertySpec] | None = None
+                 ) -> tuple[list[Outcome], Crash | None]:
+        """A side's outcomes on ``props`` (default: all the run's; cached when it can be); a base that cannot
+        complete is a setup error."""
+        names = [p.name for p in props] if props is not None else self.names
+        key, found = self._cached(side, names)
         if found is not None:
             return found, None
         args = self.args
-        run = run_side(side, self.corpus_path, self.names, self.workdir, args.workers, args.device,
+        run = run_side(side, self.corpus_path, names, self.workdir, args.workers, args.device,
                        rule, len(self.corpus))
         if run.ending.completed and len(run.complete) == len(self.corpus):
             _say(f"  {side.name}: {len(run.outcomes)} (property, batch) outcomes in {run.seconds:.0f}s")
             if side.name == "base":
                 raise_setup_failure(side, run.outcomes)
-            cache.store(self.cache_dir, key, run.outcomes)
+            self._trace(side, run.trace)
+            cache.store(self.cache_dir, key, run.outcomes, run.trace.to_dict() if run.trace is not None else None)
             return run.outcomes, None
         what = f"{run.ending.describe()} after {len(run.complete)}/{len(self.corpus)} batches"
         if side.name == "base":
             raise GateError(f"base side ({side.label})", f"evaluation did not complete: {what}; the base must "
                             f"complete for a verdict (its log, with --keep-workdir: {os.path.join(run.out, 'pytest.log')})\n"
                             f"{log_tail(run.ending.log)}")
+        self._trace(side, run.trace)
         _say(f"  {side.name}: did not complete ({what}); running the {len(self.corpus) - len(run.complete)} "
              f"unfinished batches in isolation, smallest first")
-        found_, crash = find_crash(side, self.corpus, self.corpus_path, run.complete, self.names, self.workdir,
+        found_, crash = find_crash(side, self.corpus, self.corpus_path, run.complete, names, self.workdir,
                                    args.device, rule)
         if crash is None:
             self.notes.append(f"head's run did not complete ({what}), but every batch completed in isolation")
-        outcomes = fill_not_judged(run.outcomes + found_, self.names, len(self.corpus),
+        outcomes = fill_not_judged(run.outcomes + found_, names, len(self.corpus),
                                    f"head {crash.what} on batch {crash.index}" if crash else "")
         return outcomes, crash
 
@@ -189,12 +239,19 @@ def _gate(args: argparse.Namespace, run: _Run, base: Side, head: Side, start: fl
                                                     replace(head, builder=route.builder))
         if not route.primary:
             _say(f"  route {route.label}: {route.what}")
-        base_outcomes, _ = run.evaluate(b, HangRule(args.batch_timeout))
-        head_outcomes, crashed = run.evaluate(h, HangRule.from_base(args.batch_timeout, args.hang_floor, base_outcomes))
+        props = [p for p in run.props if not route.properties or p.name in route.properties]
+        if not props:
+            continue
+        run.use(route, props)
+        base_outcomes, _ = run.evaluate(b, HangRule(args.batch_timeout), props)
+        head_outcomes, crashed = run.evaluate(h, HangRule.from_base(args.batch_timeout, args.hang_floor, base_outcomes),
+                                              props)
         run.notes += [f"{h.name}: {line}" for line in setup_failures(head_outcomes)]
-        found = classify(run.corpus, run.props, base_outcomes, head_outcomes, head_side_upstream=registration(head.builder).upstream)
+        found = classify(run.corpus, props, base_outcomes, head_outcomes,
+                         head_side_upstream=registration(head.builder).upstream)
         shrunk = shrink_examples(found, run.corpus, lambda side: side_env(h if side == "head" else b, run.corpus_path,
-                                                                         run.workdir, run.names, args.device),
+                                                                         run.workdir, [p.name for p in props],
+                                                                         args.device),
                                  run.workdir, args.shrink_seconds) if any(pv.blocking for pv in found) else {}
         if shrunk:
             _say("  shrunk " + ", ".join(f"{prop}'s example in {steps} step(s)" for prop, (_, steps) in shrunk.items())
@@ -204,12 +261,32 @@ def _gate(args: argparse.Namespace, run: _Run, base: Side, head: Side, start: fl
             pv.prop = route.prop(pv.prop)
         written = write_replays(found, crashed, run.corpus, _failures_dir(args), h, shrunk)
         verdicts, replays, crash = verdicts + found, replays + written, crash or crashed
+    run.corpus, run.corpus_path, run.corpus_sha = run._main
     if replays and not args.no_pictures:
         _say(f"  drawing the smallest batch of {len(replays)} blocking result(s)")
         env = side_env(head, run.corpus_path, run.workdir, run.names, args.device)
         draw_pictures(replays, env, args.device, args.batch_timeout)
+    head_trace, base_trace = run.traces.get("head"), run.traces.get("base")
+    unrun = not_run(run.changes, run.deleted, head_trace or SideTrace(), base_trace or SideTrace()) \
+        if head.root is not None else []
+    switches = head_trace.switches if head_trace is not None else []
     return GateResult(base, head, len(run.corpus), verdicts, crash, replays, time.perf_counter() - start, run.notes,
-                      run.unjudged if args.device == "cpu" else [])
+                      run.unjudged if args.device == "cpu" else [], unrun, switches)
+
+
+def _changes(repo: str, args: argparse.Namespace, head: Side, run: _Run) -> dict[str, Change]:
+    """What the change does to each watched Python file that exists at head: its functions, its module level."""
+    found = {}
+    for path in run.changed:
+        if not (is_watched(path) and path.endswith(".py")) or path in run.deleted or head.root is None:
+            continue
+        try:
+            with open(os.path.join(head.root, path)) as fh:
+                source = fh.read()
+        except OSError:
+            continue
+        found[path] = change_of(source, changed_lines(repo, args.base, args.head, path))
+    return found
 
 
 def _failures_dir(args: argparse.Namespace) -> str:
@@ -253,7 +330,12 @@ def _run_gate(args: argparse.Namespace) -> int:
              f"(at least {args.hang_floor:g}s, at most {args.batch_timeout:g}s)")
         run = _Run(args, workdir, props)
         if args.base is not None:
-            run.unjudged = unjudged_on_cpu(changed_files(trees[0].repo, args.base, args.head))
+            run.changed = changed_files(trees[0].repo, args.base, args.head)
+            run.deleted = deleted_files(trees[0].repo, args.base, args.head)
+            run.unjudged = unjudged_on_cpu(run.changed)
+            run.changes = _changes(trees[0].repo, args, head, run)
+            head = replace(head, traced=tuple((path, first) for path, change in run.changes.items()
+                                              for first in change.functions))
         result = _gate(args, run, base, head, time.perf_counter())
     finally:
         for tree in trees:
@@ -280,6 +362,9 @@ def _write_junit(path: str, result: GateResult) -> None:
              for pv in result.verdicts]
     if result.crash is not None:
         cases.insert(0, ("crash the head's process survives every batch", 0.0, result.rows()[0][3], ""))
+    if result.not_run:
+        cases.append(("files the gate ran of the change", 0.0, "not run by the gate: " + ", ".join(
+            f"{path} ({why})" for path, why in result.not_run), ""))
     write_junit(path, "metadata-builders gate", cases)
 
 

@@ -143,6 +143,9 @@ def evaluate_batches(builder: Any, corpus_path: str, indices: Iterable[int], out
             out.flush()
             progress.write(f"done {index}\n")
             progress.flush()
+    from metadata_builders.gate import trace
+
+    trace.dump(os.path.dirname(os.path.abspath(out_path)), builder)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -154,6 +157,10 @@ def main(argv: list[str] | None = None) -> int:
     from metadata_builders.errors import BuilderNotFound, DeviceUnavailable, UpstreamNotFound
 
     argv = list(argv if argv is not None else sys.argv[1:])
+    if argv != ["--probe"]:
+        from metadata_builders.gate import trace
+
+        trace.start()
     try:
         builder = make_builder(os.environ[ENV_BUILDER], os.environ.get(ENV_DEVICE, "cpu"))
     except (BuilderNotFound, UpstreamNotFound, DeviceUnavailable) as exc:

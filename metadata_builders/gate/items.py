@@ -32,7 +32,10 @@ def _builder():
     """This worker's builder, built once: SGLang is imported once per worker."""
     global _BUILDER
     if _BUILDER is None:
+        from metadata_builders.gate import trace
         from metadata_builders.gate.evaluate import make_builder
+
+        trace.start()  # before SGLang is imported: what the side imports and runs of its tree (gate/trace.py)
 
         _BUILDER = make_builder(os.environ[ENV_BUILDER], os.environ.get(ENV_DEVICE, "cpu"))
     return _BUILDER

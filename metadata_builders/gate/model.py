@@ -79,6 +79,12 @@ class Side:
     """What its results depend on besides the harness (a commit, a builder's source hash); None: not cacheable."""
     replay_env: str = ""
     """What a replay command needs in front of it to import the builder (``PYTHONPATH=...``), or ``""``."""
+    root: str | None = None
+    """The side's checkout (a worktree of its ref, or the checkout itself): what it imports and runs of it is
+    recorded (:mod:`~metadata_builders.gate.trace`); None: nothing is."""
+    traced: tuple[tuple[str, int], ...] = ()
+    """(file under ``root``, first line) of each function the side's processes watch for a run (head: the
+    functions the change touches in watched Python files)."""
 
 
 @dataclass(frozen=True)

@@ -74,7 +74,7 @@ class Worktrees:
             dirty = _git(self.repo, "status", "--porcelain", "--", python).stdout.strip()
             label = f"checkout at {commit[:10]}" + (" + uncommitted changes" if dirty else "")
             return Side(name, builder, python, label, None if dirty else f"commit:{commit}",
-                        f"PYTHONPATH={python}")
+                        f"PYTHONPATH={python}", root=os.path.abspath(self.repo))
         commit = _commit(self.repo, ref)
         path = os.path.join(workdir, f"worktree-{name}")
         added = _git(self.repo, "worktree", "add", "--detach", "--force", path, commit)
@@ -84,7 +84,8 @@ class Worktrees:
         python = _sglang_tree(path, f"{name} ({ref})", builder)
         inside = os.path.relpath(python, path)
         return Side(name, builder, python, f"{ref} at {commit[:10]}", f"commit:{commit}",
-                    f"PYTHONPATH=<a checkout of {commit[:10]}>" + ("" if inside == "." else f"/{inside}"))
+                    f"PYTHONPATH=<a checkout of {commit[:10]}>" + ("" if inside == "." else f"/{inside}"),
+                    root=os.path.abspath(path))
 
     def remove(self) -> None:
         for path in self.made:

@@ -12,6 +12,7 @@ searched in isolation, :mod:`~metadata_builders.gate.isolation`).
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import sys
 import tempfile
@@ -28,6 +29,8 @@ from metadata_builders.gate.model import (
     Side,
 )
 from metadata_builders.gate.running import Ending, HangRule, read_outcomes, watch
+from metadata_builders.gate.trace import ENV_TRACE
+from metadata_builders.gate.watched import SideTrace, read_traces
 
 __all__ = ["SideRun", "run_side", "side_env"]
 
@@ -44,6 +47,8 @@ class SideRun:
     out: str
     """The side's output directory (outcomes, progress, ``pytest.log``)."""
     seconds: float = 0.0
+    trace: SideTrace | None = None
+    """What its processes imported and ran of the side's tree (nothing without one), and said of upstream switches."""
 
 
 def side_env(side: Side, corpus_path: str, out: str, props: list[str], device: str) -> dict[str, str]:
@@ -53,6 +58,10 @@ def side_env(side: Side, corpus_path: str, out: str, props: list[str], device: s
                 ENV_PROPERTIES: ",".join(props)})
     if side.pythonpath:
         env["PYTHONPATH"] = side.pythonpath + os.pathsep + env.get("PYTHONPATH", "")
+    functions: dict[str, list[int]] = {}
+    for path, first in side.traced:
+        functions.setdefault(path, []).append(first)
+    env[ENV_TRACE] = json.dumps({"root": side.root, "functions": functions})
     return env
 
 
@@ -70,7 +79,8 @@ def run_side(side: Side, corpus_path: str, props: list[str], workdir: str, worke
     ending = watch(command, side_env(side, corpus_path, out, props, device), workdir, out, label=side.name,
                    total=total, limit=limit, log_path=os.path.join(out, "pytest.log"))
     outcomes, complete = read_outcomes(out, props)
-    return SideRun(outcomes, complete, ending, out, time.perf_counter() - start)
+    trace = read_traces(out)
+    return SideRun(outcomes, complete, ending, out, time.perf_counter() - start, trace)
 
 
 def log_tail(text: str, lines: int = 15) -> str:

@@ -40,6 +40,11 @@ class GateResult:
     """Lines worth knowing that are no verdict (a cached base, a crash that did not reproduce)."""
     unjudged_files: list[tuple[str, Unjudged]] = field(default_factory=list)
     """Files the change touches whose code this (CPU) gate does not run: never GREEN with any."""
+    not_run: list[tuple[str, str]] = field(default_factory=list)
+    """(path, why) for each watched Python file the change touches that no function of ran at head (measured,
+    :mod:`~metadata_builders.gate.trace`): never GREEN with any, on any device."""
+    switches: list[str] = field(default_factory=list)
+    """What the head's builder says of upstream switches it does not run the other way (lines of a report)."""
 
     @property
     def blocking(self) -> list[str]:
@@ -53,7 +58,8 @@ class GateResult:
 
     @property
     def red(self) -> bool:
-        return bool(self.blocking) or bool(self.unjudged_files)
+        """Exit 1: something blocks, or a changed file was not judged (on CPU, or by any job)."""
+        return bool(self.blocking) or bool(self.unjudged_files) or bool(self.not_run)
 
     def rows(self) -> list[list[str]]:
         rows = [[pv.prop, pv.title, "BLOCKS" if pv.blocking else "ok", pv.summary()] for pv in self.verdicts]
@@ -72,6 +78,10 @@ class GateResult:
         blocking = self.blocking
         if blocking:
             head = f"gate: RED ({', '.join(blocking)} blocking)"
+        elif self.not_run:
+            head = ("gate: NOT JUDGED (" + "; ".join(f"{os.path.basename(path)} changed: {why}"
+                                                    for path, why in self.not_run)
+                    + "; the gate ran none of its code: no job of it judges the change)")
         elif self.unjudged_files:
             head = ("gate: NOT GREEN ON CPU (" + "; ".join(f"{os.path.basename(path)} changed: {entry.what}, "
                                                           f"{entry.stand_in}" for path, entry in self.unjudged_files)
@@ -81,6 +91,8 @@ class GateResult:
         else:
             head = "gate: GREEN (no new failures)"
         line = f"{head} in {self.seconds:.0f}s"
+        if self.not_run and (blocking or "NOT JUDGED" not in head):
+            line += "; not run by the gate: " + ", ".join(os.path.basename(path) for path, _ in self.not_run)
         spots = [pv for pv in self.verdicts if pv.not_judged() is not None]
         if spots:
             line += "; not judged: " + ", ".join(_unjudged(pv) for pv in spots)
@@ -130,6 +142,10 @@ def text(result: GateResult) -> str:
     out += [f"note: {note}" for note in result.notes]
     for path, entry in result.unjudged_files:
         out.append(f"not run on CPU: {path} ({entry.what}; {entry.stand_in}): judged by the ROCm GPU job")
+    for path, why in result.not_run:
+        out.append(f"not run by the gate: {path} ({why}): not judged by this gate on any device")
+    if result.switches:
+        out += [""] + result.switches
     out += ["", result.verdict_line()]
     return "\n".join(out)
 
@@ -144,6 +160,8 @@ def markdown(result: GateResult, *, relative_to: str | None) -> str:
 
     if result.blocking:
         icon = "🔴 RED"
+    elif result.not_run:
+        icon = "🟠 NOT JUDGED"
     elif result.unjudged_files:
         icon = "🟠 NOT GREEN ON CPU"
     elif result.judged == 0:
@@ -158,7 +176,12 @@ def markdown(result: GateResult, *, relative_to: str | None) -> str:
         out += ["", "```", by_mode, "```"]
     spots = result.blind_spots()
     out += ["", "### Not judged", ""]
-    out += [f"- **{prop}**: {_cell(why)}" for prop, why in spots] or ["Nothing: every property ran in full."]
+    files = [f"- `{path}`: {_cell(why)}; the gate ran none of its code" for path, why in result.not_run]
+    files += [f"- `{path}`: {_cell(entry.what)}, {_cell(entry.stand_in)}; judged by the ROCm GPU job"
+              for path, entry in result.unjudged_files]
+    out += [f"- **{prop}**: {_cell(why)}" for prop, why in spots] + files or ["Nothing: every property ran in full."]
+    if result.switches:
+        out += ["", "### Upstream switches", ""] + [f"- {_cell(line.strip())}" for line in result.switches]
     for replay in result.replays:
         title = "crash at head" if replay.prop == "crash" else f"{replay.prop} NEW at head"
         out += ["", f"### {title}", "", _cell(replay.new), "", "```bash", replay.command, "```"]

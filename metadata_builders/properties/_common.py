@@ -12,8 +12,9 @@ from typing import Any, Callable, Iterable, Iterator, Literal
 from metadata_builders.families.dsv4.batch import VerifyBatch
 from metadata_builders.errors import CaptureSync, PropertyFailure
 from metadata_builders.properties.checks import CHECKS, CheckId
-from metadata_builders.families.dsv4.metadata import SyncRecord, VerifyMetadata, first_difference
+from metadata_builders.families.dsv4.metadata import FIELD_NAMES, FIELDS, SyncRecord, VerifyMetadata, first_difference
 from metadata_builders.families.dsv4.reference import ReferenceBuilder
+from metadata_builders.families.dsv4.reference.grouped import GroupedReference
 from metadata_builders.families.dsv4.tier import PADDINGS, Padding
 from metadata_builders.families.dsv4.variants import Variant, variants_for
 
@@ -21,8 +22,11 @@ _REFERENCES = {padding: ReferenceBuilder(padding) for padding in PADDINGS}
 
 
 def _reference(builder: Any) -> ReferenceBuilder:
-    """The specification for ``builder``: the reference of the tier padding convention the builder declares."""
-    return _REFERENCES[builder.capabilities.padding]
+    """The specification for ``builder``: the reference of the tier padding convention the builder declares, with
+    what the upstream switches it turns on add (``SGLANG_DSV4_GROUPED_ASM``:
+    :mod:`metadata_builders.families.dsv4.reference.grouped`)."""
+    reference = _REFERENCES[builder.capabilities.padding]
+    return GroupedReference(reference) if builder.capabilities.switches else reference
 
 
 def _padding(builder: Any) -> Padding:
@@ -134,12 +138,17 @@ def _compare(prop: str, variant: Variant, expected: VerifyMetadata, actual: Veri
             present, missing = ("present", "missing") if side == "actual" else ("missing", "present")
             raise _fail(prop, variant, f"{what}: one build reports a field the other neither reports nor names "
                         "as not observable", field=dropped[0], expected=present, actual=missing, check=check)
-    mismatch = first_difference(expected.fields, actual.fields)
+    mismatch = first_difference(expected.fields, actual.fields, compared_names(expected.fields))
     if mismatch is not None:
         raise _fail(
             prop, variant, f"{what}: fields differ",
             field=mismatch.field, index=mismatch.index, expected=mismatch.expected, actual=mismatch.actual, check=check,
         )
+
+
+def compared_names(fields: dict[str, Any]) -> tuple[str, ...]:
+    """Every field of the model, then those a switched route adds (the grouped streams), in that order."""
+    return (*FIELD_NAMES, *(n for n in fields if n not in FIELDS))
 
 
 def _decided(md: VerifyMetadata) -> dict[str, Any]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 from metadata_builders.families.dsv4.batch import VerifyBatch
-from metadata_builders.families.dsv4.metadata import FIELD_NAMES, FIELDS, VerifyMetadata, first_difference
+from metadata_builders.families.dsv4.metadata import FIELDS, VerifyMetadata, first_difference
 from metadata_builders.properties._common import _label, judging
 from metadata_builders.properties._common import (
     _DECISION_NAMES,
@@ -13,6 +13,7 @@ from metadata_builders.properties._common import (
     _clean,
     _compare,
     _decided,
+    compared_names,
     _describe,
     _fail,
     _name,
@@ -82,7 +83,7 @@ def p1_differences(builder, batch: VerifyBatch) -> set[str]:
     for variant in _variants(builder, batch, []):
         expected = _reference(builder).build(batch, variant)
         actual = p1_equivalent(batch, variant, expected, builder.build(batch, variant))
-        for name in FIELD_NAMES:
+        for name in compared_names(expected.fields):
             if name in actual.fields and first_difference(expected.fields, actual.fields, (name,)) is not None:
                 found.add(f"{_label(variant)}|{name}")
         want, got = _decided(expected), _decided(actual)

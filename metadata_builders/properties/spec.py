@@ -289,6 +289,8 @@ def verdict(spec: PropertySpec, builder: Any, batch: VerifyBatch) -> PropertyRes
     if reason is None and batch.mode not in builder.capabilities.modes:
         reason = (f"builder {builder.name!r} does not build mode {batch.mode} (it declares modes = "
                   f"{builder.capabilities.modes!r}: docs/DESIGN.md section 3)")
+    if reason is None and builder.capabilities.switches:
+        reason = builder.outside_switches(batch)  # a route that turns a switch on judges only what it reaches
     if reason is not None:
         return PropertyResult(spec.name, "not applicable", (reason,))
     try:

@@ -10,7 +10,8 @@ from typing import Any
 from metadata_builders.builders import registration
 from metadata_builders.runs.report import format_table, write_junit
 
-__all__ = ["coverage_table", "known_findings", "reproduced", "upstream_coverage", "write_check_junit"]
+__all__ = ["coverage_table", "gate_only_routes", "known_findings", "reproduced", "switch_lines", "sync_fault_table",
+           "upstream_coverage", "write_check_junit"]
 
 
 def reproduced(builder: Any, spec: Any, found: Any) -> tuple[dict, str | None]:
@@ -83,3 +84,38 @@ def coverage_table(runs) -> str:
     )
 
 
+def gate_only_routes(routes: tuple) -> tuple[list[str], tuple]:
+    """Lines naming the routes only the gate runs (``Route.gate_only``), and the routes ``check`` runs itself."""
+    named = [f"== route {r.label} ({r.what}): run by the gate only ({', '.join(r.properties) or 'all'}); "
+             f"alone: check --builder {r.builder}" for r in routes if r.gate_only]
+    return named, tuple(r for r in routes if not r.gate_only)
+
+
+def switch_lines(builder: Any, *, why: bool) -> list[str]:
+    """The upstream switches a builder of upstream's code does not run the other way (docs/SGLANG.md, "Environment
+    switches"): every report names them; nothing for a builder that declares none."""
+    lines = getattr(builder, "unjudged_switches", None)
+    return lines(why=why) if callable(lines) else []
+
+
+def sync_fault_table(builder: Any, batch: Any) -> str:
+    """Each variant's build of ``batch``: whether it used output_size, its host syncs against the contract, its faults
+    (``replay`` prints it under a failure)."""
+    from metadata_builders.families.dsv4.reference import expected_host_syncs
+    from metadata_builders.families.dsv4.variants import variants_for
+
+    rows = []
+    for variant in variants_for(batch):
+        try:
+            md = builder.build(batch, variant)
+        except Exception as exc:  # noqa: BLE001 - shown in the table, the property above already failed
+            rows.append([variant.label_in(batch.mode), "-", "-", f"raised {type(exc).__name__}", ""])
+            continue
+        want = len(expected_host_syncs(batch, variant))
+        syncs = ", ".join(f"{s.op}@{s.stage}" for s in md.audit.host_syncs) or "none"
+        faults = ", ".join(f"{f.kind} x{f.count}" for f in md.audit.faults) or "none"
+        rows.append([variant.label_in(batch.mode), "yes" if md.decision.used_output_size else "no",
+                     f"{len(md.audit.host_syncs)} (contract {want})", syncs, faults])
+    return "syncs and faults per variant\n" + format_table(
+        ["variant", "output_size", "host syncs", "ops", "faults"], rows
+    )

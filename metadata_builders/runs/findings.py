@@ -209,6 +209,11 @@ def _f18(seen: Seen, batch: VerifyBatch) -> bool:
         and batch.is_ragged
 
 
+def _f25(seen: Seen, batch: VerifyBatch) -> bool:
+    # Upstream's _group_index groups by num_draft whatever the layout: on a ragged one the groups straddle rows.
+    return seen.check == "p1.vs_reference" and seen.field.startswith("gasm_") and batch.is_ragged
+
+
 def _installed_release_lacks_req_ring() -> bool:
     return _installed_release_lacks("plan_req_ring")
 
@@ -285,6 +290,9 @@ FINDINGS: tuple[Finding, ...] = (
     Finding("F24", ("P1", "P5"), _f24,
             "0.5.18-0.5.20: a draft-decode child compresses (need_compress forced on), so its HCA/CSA streams carry "
             "compressed tails the draft layers (compress_ratio 0) never read"),
+    Finding("F25", ("P1",), _f25,
+            "0.5.21+, SGLANG_DSV4_GROUPED_ASM=1: the grouped verify streams cut the tokens into r * num_draft + "
+            "[0..4) whatever the ragged rows, so a group holds two requests' tokens and reads the last one's window"),
 )
 """The findings the gate and ``check --builder sglang`` recognise."""
 

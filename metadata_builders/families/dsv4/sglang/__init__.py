@@ -22,6 +22,7 @@ carries only the attributes those methods read.  Supported: SGLang 0.5.18 ..
 | :mod:`.plan_kernel` | the CPU model of the compress-plan kernel (``c_plan.cuh``), and reading its plans |
 | :mod:`.plan_decode` | the CPU model of its decode planner (``plan_decode``), and the module both models make |
 | :mod:`.routing` | the kernel routes: ``triton`` (as a GPU runs them) and ``torch`` (upstream's CPU fallbacks) |
+| :mod:`.switches` | upstream's environment switches: the one run both ways (route ``gasm``), the rest named, with why |
 | :mod:`.reading` | upstream's metadata and stage arguments as the harness's fields |
 | :mod:`.coverage` | fields upstream filled, fields judged, why not the rest (:func:`coverage_of`) |
 | :mod:`.consumers` | upstream's store kernels run on id-valued pools, for P10 (``store_swa_into_unified``) |
@@ -44,7 +45,7 @@ if importlib.util.find_spec("sglang") is None:
     raise ImportError("SGLang is not installed; run ci/install-sglang.sh (see docs/SGLANG.md)")
 
 from metadata_builders.errors import UpstreamNotFound
-from metadata_builders.families.dsv4.sglang.builder import SGLangBuilder, torch_route
+from metadata_builders.families.dsv4.sglang.builder import SGLangBuilder, gasm_route, torch_route
 from metadata_builders.families.dsv4.sglang.coverage import Coverage, coverage_of
 from metadata_builders.families.dsv4.sglang.releases import (
     SUPPORTED_RELEASES,
@@ -67,6 +68,7 @@ __all__ = [
     "Upstream",
     "UpstreamNotFound",
     "coverage_of",
+    "gasm_route",
     "load_upstream",
     "torch_route",
     "upstream_version",

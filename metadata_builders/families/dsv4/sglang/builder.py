@@ -43,6 +43,7 @@ from metadata_builders.families.dsv4.sglang.entry import PATCH_LOCK, entry_and_i
 from metadata_builders.families.dsv4.sglang.reading import read, read_mode, streams_unobservable
 from metadata_builders.families.dsv4.sglang.releases import load_upstream
 from metadata_builders.families.dsv4.sglang.routing import KERNEL_ROUTES, KernelRoute, kernel_routes
+from metadata_builders.families.dsv4.sglang.switches import GROUPED_ASM, grouped_asm, report_lines, switch_scope, switches_on
 from metadata_builders.families.dsv4.variants import variants_for
 
 if TYPE_CHECKING:
@@ -55,7 +56,7 @@ if TYPE_CHECKING:
     from metadata_builders.families.dsv4.sglang.releases import Upstream
     from metadata_builders.families.dsv4.variants import Variant
 
-__all__ = ["SGLangBuilder", "target_verify", "through_dispatcher", "torch_route"]
+__all__ = ["SGLangBuilder", "gasm_route", "target_verify", "through_dispatcher", "torch_route"]
 
 def _is_cpu(device: Any) -> bool:
     import torch
@@ -96,13 +97,18 @@ class SGLangBuilder:
     ``min(T, max_bs)``.  The adapter brings the runner's own rule (:meth:`ragged_capture_slots`), so an installed
     SGLang with #39257's fix (``T // W``) fails P5 (``p5.capture_convention``) instead of passing in silence."""
 
-    def __init__(self, device: str | torch.device = "cpu", kernels: KernelRoute = "triton") -> None:
+    def __init__(self, device: str | torch.device = "cpu", kernels: KernelRoute = "triton",
+                 switches: tuple[str, ...] = ()) -> None:
         if kernels not in KERNEL_ROUTES:
             raise InvalidVariant("kernels", " or ".join(repr(r) for r in KERNEL_ROUTES), kernels)
         self.device = device
         self.kernels: KernelRoute = kernels
         if kernels != "triton":
             self.name = f"sglang[{kernels}]"
+        self.switches = switches_on(switches)
+        """Upstream's environment switches this route turns on (:mod:`.switches`; a capability)."""
+        if self.switches:
+            self.name = "sglang[gasm]"
         self.upstream = load_upstream(device)
         if _is_cpu(device) and not self.upstream.interpreter:
             raise RuntimeError(
@@ -127,8 +133,18 @@ class SGLangBuilder:
         mirrorless = caps.mirrorless and (self.kernels == "triton" or batch.is_ragged)
         return [v for v in variants_for(batch) if v.gate in gates and (v.mirror != "device" or mirrorless)]
 
+    def outside_switches(self, batch: VerifyBatch) -> str | None:
+        """Why ``batch`` does not reach the path this route's switch changes (None: it does)."""
+        return switch_scope(self.upstream.release, batch)
+
+    def unjudged_switches(self, *, why: bool = True) -> list[str]:
+        """What every report names: upstream's switches no route runs the other way (``why``: with why; else one
+        header line), :mod:`.switches`."""
+        return report_lines(self.upstream.release, why=why)
+
     def build(self, inputs: VerifyInputs) -> VerifyMetadata:
-        with PATCH_LOCK, upstream_patched(self.upstream, inputs), kernel_routes(self.upstream, inputs, self.kernels):
+        with PATCH_LOCK, upstream_patched(self.upstream, inputs), kernel_routes(self.upstream, inputs, self.kernels), \
+                grouped_asm(GROUPED_ASM in self.switches):
             if inputs.mode == "draft_extend":
                 return draft_extend(self.upstream, inputs, self.device)
             if inputs.mode in DECODE_MODES:
@@ -199,6 +215,12 @@ def _phases(inputs: VerifyInputs) -> Any:
 def torch_route(device: str | torch.device = "cpu") -> SGLangBuilder:
     """The ``torch`` route of the ``sglang`` builder (``--builder metadata_builders.families.dsv4.sglang:torch_route``)."""
     return SGLangBuilder(device, kernels="torch")
+
+
+def gasm_route(device: str | torch.device = "cpu") -> SGLangBuilder:
+    """The ``gasm`` route (``--builder metadata_builders.families.dsv4.sglang:gasm_route``): upstream's
+    ``SGLANG_DSV4_GROUPED_ASM`` switch on, its grouped verify streams judged (:mod:`.switches`)."""
+    return SGLangBuilder(device, switches=(GROUPED_ASM,))
 
 
 # Function names below show up as stages in audit records, like upstream's own functions.

@@ -57,6 +57,7 @@ from metadata_builders.families.dsv4.sglang.double import make_backend, upstream
 from metadata_builders.families.dsv4.sglang.entry import PATCH_LOCK, entry_and_is_dspark, ragged_layout
 from metadata_builders.families.dsv4.sglang.reading import decision, read_mode
 from metadata_builders.families.dsv4.sglang.routing import kernel_routes
+from metadata_builders.families.dsv4.sglang.switches import switched
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -106,7 +107,7 @@ class UpstreamGraph:
 @contextlib.contextmanager
 def _phase(builder: Builder, inputs: VerifyInputs) -> Iterator[None]:
     up = builder.upstream
-    with PATCH_LOCK, upstream_patched(up, inputs), kernel_routes(up, inputs, builder.kernels):
+    with PATCH_LOCK, upstream_patched(up, inputs), kernel_routes(up, inputs, builder.kernels), switched(builder):
         yield
 
 

@@ -38,7 +38,7 @@ from metadata_builders.families.dsv4.metadata import (
 __all__ = [
     "COMPRESSED_CORE", "LOW_RATIO_CORE", "compress_rows", "compression_fields", "core_fields", "decision",
     "decode_compress_plan",
-    "decode_streams", "decode_write_plan", "read", "read_mode", "streams_unobservable", "write_rows",
+    "decode_streams", "decode_write_plan", "grouped_streams", "read", "read_mode", "streams_unobservable", "write_rows",
 ]
 
 COMPRESSED_CORE = (
@@ -89,6 +89,7 @@ def read(md: Any, seen: dict[str, dict[str, Any]], geometry: Any,
         fields["swa_out_cache_loc"] = paged
     streams, streams_missing = decode_streams(unified, geometry)
     fields.update(streams)
+    fields.update(grouped_streams(unified))
     not_observable += streams_missing
     if unobservable is not None:
         compressed = compression_fields(md, geometry.compression.low_ratios)
@@ -146,6 +147,13 @@ def decode_streams(unified: Any, geometry: Any) -> tuple[dict[str, Any], tuple[s
     values = {name: getattr(unified, name, None) for name in STREAM_FIELD_NAMES}
     missing = tuple(name for name, value in values.items() if value is None)
     return {name: value for name, value in values.items() if value is not None}, missing
+
+
+def grouped_streams(unified: Any) -> dict[str, Any]:
+    """The grouped verify streams (``unified.gasm_*``, built with ``SGLANG_DSV4_GROUPED_ASM`` on, 0.5.21+) as
+    ``gasm_indices`` (the flat buffer), ``gasm_kv_indptr``, ``gasm_qo_indptr``; ``{}`` where upstream built none."""
+    values = {name: getattr(unified, name, None) for name in ("gasm_indices", "gasm_kv_indptr", "gasm_qo_indptr")}
+    return {} if any(value is None for value in values.values()) else values
 
 
 def streams_unobservable(geometry: Any, not_reported: tuple[str, ...]) -> dict[str, str]:
