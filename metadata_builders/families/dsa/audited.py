@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from metadata_builders.families.dsa import device_model, transfers
@@ -59,8 +59,6 @@ class DSABuild:
     """Inputs (device tensors, caller host fields) the call changed: name -> (before, after) (P8)."""
     capture: DSACapture | None = None
     """On the graph path: the capture this replay ran on."""
-    tensors: dict[str, Any] = field(default_factory=dict, repr=False)
-    """The fields as the builder returned them (tensors), for checks that run a consumer on them (P10)."""
 
 
 @dataclass
@@ -160,9 +158,9 @@ class DSASubject:
         key = (BUCKETS[batch.mode], variant, batch.num_draft_tokens, batch.page_size, batch.index_topk,
                batch.num_slots, batch.width)
         runner = self._runners.get(key)
-        wanted = (batch.graph.padded_bs, *tiers)
+        wanted = (*batch.graph.tiers, batch.graph.padded_bs, *tiers)
         if runner is None or max(wanted) > runner.max_bs:
-            runner = DSARunner.for_batch(batch, variant, self.device, tiers)
+            runner = DSARunner.for_batch(batch, variant, self.device, wanted)
             self._runners[key] = runner
         elif not set(wanted) <= set(runner.tiers):
             runner.tiers = tuple(sorted(set(runner.tiers) | set(wanted), reverse=True))
@@ -189,7 +187,8 @@ class DSASubject:
         runner.captures[(padded_bs, draft_step)] = capture
         return capture
 
-    def capture_all(self, runner: DSARunner, mode: str | None = None, draft_step: int | None = None) -> list[DSACapture]:
+    def capture_all(self, runner: DSARunner, mode: str | None = None,
+                    draft_step: int | None = None) -> list[DSACapture]:
         """Capture every tier of ``runner``, largest first, as upstream's runner does at startup."""
         mode = mode or runner.template.mode
         return [self.capture(runner, bs, mode, draft_step) for bs in runner.tiers
@@ -213,6 +212,10 @@ class DSASubject:
         result.capture = capture
         return result
 
+    def prelude(self, page_table: Any, batch_size: int) -> Any:
+        """The builder's consumer prelude (``kv_prelude``) on an indexer selection, unaudited (P10's consumer)."""
+        return self.inner.kv_prelude(page_table, batch_size)
+
     @staticmethod
     def _judged(fields: dict[str, Any], child: int | None) -> dict[str, Any]:
         if child is None:
@@ -224,7 +227,7 @@ class DSASubject:
     def _result(raw: dict[str, Any], records: _Records, changes: dict[str, tuple[Any, Any]]) -> DSABuild:
         fields = {name: _plain(value) for name, value in raw.items()}
         return DSABuild(fields, _dtypes(raw), list(records.syncs), list(records.faults), list(records.copies),
-                        list(records.launches), changes, tensors=dict(raw))
+                        list(records.launches), changes)
 
 
 def caller_fields_written(build: DSABuild) -> dict[str, tuple[Any, Any]]:

@@ -48,23 +48,39 @@ MODES: tuple[str, ...] = get_args(Mode)
 @dataclass(frozen=True, slots=True)
 class DSAGraphTier:
     """The captured batch size the graph path replays on: rows ``bs..padded_bs-1`` are pad rows
-    (``seq_len`` 1, the value of upstream's ``get_cuda_graph_seq_len_fill_value()``, slot 0)."""
+    (``seq_len`` 1, the value of upstream's ``get_cuda_graph_seq_len_fill_value()``, slot 0).
+
+    ``capture_bs`` is the runner's whole capture list (upstream's ``get_batch_sizes_to_capture``): every size
+    is captured on one backend, largest first, before the first replay, and ``padded_bs`` is the smallest of
+    them that holds the batch.  Example: ``capture_bs (1, 2, 4)`` and 3 requests replay on ``padded_bs 4``.
+    """
 
     padded_bs: int
     """Rows of the captured graph (upstream keys its captured metadata by this ``bs`` alone)."""
+    capture_bs: tuple[int, ...] = ()
+    """Every batch size the runner captures, ascending, ``padded_bs`` among them; empty: ``padded_bs`` alone."""
 
     def __post_init__(self) -> None:
         check_int("graph.padded_bs", self.padded_bs, minimum=1)
+        capture = tuple(sorted(set(int_tuple("graph.capture_bs", self.capture_bs, minimum=1))))
+        if capture and self.padded_bs not in capture:
+            raise InvalidBatch("graph.capture_bs", None, f"a list holding padded_bs={self.padded_bs}", list(capture))
+        object.__setattr__(self, "capture_bs", capture)
+
+    @property
+    def tiers(self) -> tuple[int, ...]:
+        """The sizes the runner captures, ascending (``(padded_bs,)`` without a capture list)."""
+        return self.capture_bs or (self.padded_bs,)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"padded_bs": self.padded_bs}
+        return {"padded_bs": self.padded_bs, "capture_bs": list(self.capture_bs)}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> DSAGraphTier:
-        reject_unknown("graph", d, {"padded_bs"})
+        reject_unknown("graph", d, {"padded_bs", "capture_bs"})
         if "padded_bs" not in d:
             raise InvalidBatch("graph.padded_bs", None, "present", None)
-        return cls(d["padded_bs"])
+        return cls(d["padded_bs"], tuple(d.get("capture_bs", ())))
 
 
 @dataclass(frozen=True, slots=True)

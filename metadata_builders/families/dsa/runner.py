@@ -72,9 +72,9 @@ class DSARunner:
 
     @classmethod
     def for_batch(cls, batch: DSABatch, variant: DSAVariant, device: Any, tiers: tuple[int, ...] = ()) -> DSARunner:
-        """A runner of ``batch``'s bucket with ``batch``'s tier and ``tiers``."""
+        """A runner of ``batch``'s bucket capturing ``batch``'s capture list (its tier at least) and ``tiers``."""
         assert batch.graph is not None
-        return cls(BUCKETS[batch.mode], (batch.graph.padded_bs, *tiers), variant, batch, device)
+        return cls(BUCKETS[batch.mode], (*batch.graph.tiers, batch.graph.padded_bs, *tiers), variant, batch, device)
 
     @property
     def max_bs(self) -> int:

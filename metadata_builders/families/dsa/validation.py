@@ -36,6 +36,11 @@ def validate(batch: DSABatch) -> None:
     if batch.graph is not None and batch.graph.padded_bs < batch.bs:
         raise InvalidBatch("graph.padded_bs", None, f">= bs={batch.bs} (the tier holds every real request)",
                            batch.graph.padded_bs)
+    if batch.graph is not None:
+        fits = [t for t in batch.graph.tiers if t >= max(batch.bs, 1)]
+        if fits and fits[0] != batch.graph.padded_bs:
+            raise InvalidBatch("graph.padded_bs", None, f"{fits[0]}, the smallest captured size holding bs={batch.bs} "
+                               "(the runner's choice)", batch.graph.padded_bs)
     if batch.divergence is not None:
         _validate_divergence(batch)
 
@@ -111,7 +116,8 @@ def _validate_out_cache_loc(batch: DSABatch) -> None:
             want = batch.req_to_token[slot][s + j]
             if batch.out_cache_loc[b * per + j] != want:
                 raise InvalidBatch("out_cache_loc", b * per + j, f"req_to_token[{slot}][{s + j}]={want} (the "
-                                   "location the table holds at the token's position)", batch.out_cache_loc[b * per + j])
+                                   "location the table holds at the token's position)",
+                                   batch.out_cache_loc[b * per + j])
 
 
 def _validate_divergence(batch: DSABatch) -> None:
@@ -120,7 +126,8 @@ def _validate_divergence(batch: DSABatch) -> None:
     if div.extend_seq_lens is not None:
         if batch.mode != "draft_extend":
             raise InvalidBatch("divergence.extend_seq_lens", None, f"None for a {batch.mode} batch (only eager "
-                               "draft extend stores at device offsets sized by a host total)", list(div.extend_seq_lens))
+                               "draft extend stores at device offsets sized by a host total)",
+                               list(div.extend_seq_lens))
         if len(div.extend_seq_lens) != bs:
             raise InvalidBatch("divergence.extend_seq_lens", None, f"of length bs={bs}", len(div.extend_seq_lens))
         for i, v in enumerate(div.extend_seq_lens):

@@ -26,12 +26,12 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from metadata_builders.families.dsa.builder import eager, graph
+from metadata_builders.families.dsa.builder import consumers, eager, graph
 
 if TYPE_CHECKING:
     from metadata_builders.families.dsa.inputs import DSAInputs
 
-__all__ = ["DSABuilder", "HOST_FIELDS", "tensor_fields"]
+__all__ = ["HOST_FIELDS", "DSABuilder", "tensor_fields"]
 
 HOST_FIELDS = ("page_size", "max_seq_len_q", "max_seq_len_k", "dsa_max_seqlen_q", "dsa_extend_seq_lens_list",
                "seq_lens_sum", "indexer_seq_lens_cpu", "indexer_seq_lens")
@@ -91,6 +91,11 @@ class DSABuilder:
             return {f"{i}/{name}": t for i, child in enumerate(state)
                     for name, t in tensor_fields(child["metadata"][inputs.batch_size]).items()}
         return tensor_fields(state[0]["metadata"][inputs.batch_size])
+
+    def kv_prelude(self, page_table: torch.Tensor, batch_size: int) -> consumers.Prelude:
+        """The HIP consumers' prelude on the indexer's selection (``_forward_aiter_extend``'s ``kv_indptr`` /
+        ``kv_indices``): not metadata, but what a consumer derives from it; P10 runs it on every build."""
+        return consumers.aiter_extend_prelude(page_table, batch_size)
 
     @staticmethod
     def _child(inputs: DSAInputs) -> int:
