@@ -14,7 +14,6 @@ file, and searches again without that property, so a failure never masks another
 
 from __future__ import annotations
 
-import functools
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -84,6 +83,8 @@ class DSAReport:
     seconds: float
     properties: tuple[str, ...]
     coverage: str
+    not_run: list[str] = field(default_factory=list)
+    """Modes the builder does not declare (its ``modes``): named in the table, never silently skipped."""
 
     @property
     def failures(self) -> list[DSAFailure]:
@@ -105,6 +106,8 @@ class DSAReport:
         lines += [f"n/a {p}: {reason}" for p, reason in sorted(why)]
         lines += [f"FAIL {f.mode} {f.prop} {f.check}: {f.message}" + (f" (replay: {f.replay_file})" if f.replay_file
                                                                        else "") for f in self.failures]
+        lines += [f"not run {mode}: the builder does not declare it (its modes: see its docstring)"
+                  for mode in self.not_run]
         lines.append(self.coverage)
         verdict = "holds" if self.ok else f"FAILS ({len(self.failures)} failure(s))"
         lines.append(f"dsa family, builder {self.builder}, profile {self.profile}: {verdict} in {self.seconds:.1f}s")
@@ -193,7 +196,8 @@ def run_check(profile: str = "ci", *, builder: Callable[..., Any] | None = None,
     factory = _subject_factory(builder, device)
     start = time.monotonic()
     results: list[ModeResult] = []
-    for mode in modes or MODES:
+    declared = tuple(getattr(builder or _default(), "modes", MODES))
+    for mode in modes or declared:
         result = ModeResult(mode)
         results.append(result)
         remaining = tuple(p for p in props if APPLIES.get(p, lambda m: None)(mode) is None)
@@ -212,7 +216,9 @@ def run_check(profile: str = "ci", *, builder: Callable[..., Any] | None = None,
         if stop_at_first and result.failures:
             break
     name = getattr(builder or _default(), "name", getattr(builder, "__name__", "builder"))
-    return DSAReport(profile, name, results, time.monotonic() - start, props, coverage_line(_produced(factory)))
+    report = DSAReport(profile, name, results, time.monotonic() - start, props, coverage_line(_produced(factory)))
+    report.not_run = [m for m in MODES if m not in declared]
+    return report
 
 
 def _default() -> Any:

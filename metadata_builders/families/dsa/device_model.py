@@ -35,7 +35,10 @@ from metadata_builders.errors import MetadataBuildersError
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["ExpandLaunch", "launch", "modelled_seqlens_expand", "recording"]
+__all__ = ["EXPAND_OP", "ExpandLaunch", "launch", "modelled_seqlens_expand", "recording", "report"]
+
+EXPAND_OP = "seqlens_expand_kernel"
+"""The kernel the family's fault records name (upstream's Triton kernel, P:327)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,7 +111,7 @@ def launch(op: str, output: torch.Tensor, arguments: Any, *, device_sum: Callabl
         yield store
         needed = int(device_sum())
         covered = _distinct(reached, flat)
-    _report(ExpandLaunch(op, stage, flat.numel(), needed, counts["stored"], counts["oob"],
+    report(ExpandLaunch(op, stage, flat.numel(), needed, counts["stored"], counts["oob"],
                          flat.numel() - covered if fresh_output else 0))
 
 
@@ -120,7 +123,9 @@ def _distinct(reached: list[torch.Tensor], flat: torch.Tensor) -> int:
     return int(torch.unique(torch.cat(reached)).numel())
 
 
-def _report(record: ExpandLaunch) -> None:
+def report(record: ExpandLaunch) -> None:
+    """Record one launch for every active recorder, and its faults for every active audit (an adapter running
+    upstream's own kernel reports what the model says it did)."""
     from metadata_builders.audit import kernel_fault
 
     for launches in _RECORDERS:
@@ -150,7 +155,8 @@ def _stage() -> str:
     frame = sys._getframe(1)
     while frame is not None:
         name = frame.f_code.co_filename
-        if name not in skip and f"{os.sep}torch{os.sep}" not in name and frame.f_code.co_name != "seqlens_expand_kernel":
+        inside = name in skip or f"{os.sep}torch{os.sep}" in name or frame.f_code.co_name == "seqlens_expand_kernel"
+        if not inside:
             return frame.f_code.co_name
         frame = frame.f_back
     return "<unknown>"

@@ -20,9 +20,10 @@ Every device field is int32 (upstream's ``DSAMetadata``; checked on the prototyp
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Literal, Mapping
+from typing import Literal
 
 __all__ = ["CALLER_WRITES", "FIELDS", "FIELD_NAMES", "GROUPS", "NOT_JUDGED", "READ_COLUMNS", "DSAFieldSpec"]
 

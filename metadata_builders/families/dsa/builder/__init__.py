@@ -20,6 +20,10 @@ their module's globals, so the family's mutant catalogue replaces one by name.
 
 from __future__ import annotations
 
-from metadata_builders.families.dsa.builder.builder import HOST_FIELDS, DSABuilder, tensor_fields
+from metadata_builders.families.dsa.builder.builder import (
+    HOST_FIELDS,
+    DSABuilder,
+    tensor_fields,
+)
 
 __all__ = ["HOST_FIELDS", "DSABuilder", "tensor_fields"]

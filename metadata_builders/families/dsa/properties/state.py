@@ -151,13 +151,21 @@ def _prefix_sums(variant: DSAVariant, build: DSABuild) -> None:
                            actual=sums[i + 1] if i + 1 < len(sums) else "missing")
 
 
+def _selection_width(index_topk: int) -> int:
+    """The indexer's output width: the top-k rounded up to a power of two (upstream's ``get_valid_kv_indices``
+    loads a row with ``tl.arange(0, topk)``; served top-k values are powers of two, 2048 for DeepSeek-V3.2); the
+    extra columns hold -1, which every consumer skips."""
+    return 1 << max(index_topk - 1, 0).bit_length()
+
+
 def _prelude(subject: DSASubject, batch: DSABatch, variant: DSAVariant, build: DSABuild) -> None:
     import torch
 
     f = build.fields
     table = torch.tensor(f["page_table_1"], dtype=torch.int32)
     selected = consumers.topk_page_table(table, torch.tensor(f["dsa_cache_seqlens_int32"], dtype=torch.int32),
-                                         torch.tensor(f["dsa_seqlens_expanded"], dtype=torch.int32), batch.index_topk)
+                                         torch.tensor(f["dsa_seqlens_expanded"], dtype=torch.int32),
+                                         _selection_width(batch.index_topk))
     with building("P10", variant):
         prelude = subject.prelude(selected, batch.rows(variant.path))
     if prelude.oob_stores:

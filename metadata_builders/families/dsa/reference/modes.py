@@ -49,7 +49,7 @@ if TYPE_CHECKING:
     from metadata_builders.families.dsa.batch import DSABatch
     from metadata_builders.families.dsa.variants import DSAVariant
 
-__all__ = ["PAD_SEQ_LEN", "expand_of", "graph_metadata", "eager_metadata", "reference_metadata", "padded_inputs"]
+__all__ = ["PAD_SEQ_LEN", "eager_metadata", "expand_of", "graph_metadata", "padded_inputs", "reference_metadata"]
 
 PAD_SEQ_LEN = 1
 """A graph pad row's ``seq_len``: upstream's ``get_cuda_graph_seq_len_fill_value()`` (B:4035-4037)."""
