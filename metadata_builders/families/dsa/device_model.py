@@ -19,8 +19,10 @@ audit (:func:`~metadata_builders.audit.kernel_fault`) with its count, and record
 
 **Core hook.**  Upstream's kernel is a Triton launch; the core audit's launch watch
 (:mod:`metadata_builders.audit.triton`) can wrap a launch but not replace it.  An adapter running upstream's
-``seqlens_expand_triton`` must not run the real launch on diverged lengths; :func:`modelled_seqlens_expand`
-has upstream's signature so it can be bound in its place (the family's bundled kernel calls the same model).
+``seqlens_expand_triton`` must not run the real launch on diverged lengths: the adapter binds
+:func:`~metadata_builders.families.dsa.adapter.loading.guarded_seqlens_expand` in its place, which runs the
+bundled kernel (this model) when a store would land past the output, upstream's own otherwise, and
+:func:`report` s every launch.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ from metadata_builders.errors import MetadataBuildersError
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["EXPAND_OP", "ExpandLaunch", "launch", "modelled_seqlens_expand", "recording", "report"]
+__all__ = ["EXPAND_OP", "ExpandLaunch", "launch", "recording", "report"]
 
 EXPAND_OP = "seqlens_expand_kernel"
 """The kernel the family's fault records name (upstream's Triton kernel, P:327)."""
@@ -131,19 +133,10 @@ def report(record: ExpandLaunch) -> None:
     for launches in _RECORDERS:
         launches.append(record)
     for kind, count in (("oob_write", record.oob_writes), ("uninitialized_tail", record.uninitialized)):
-        if count and not kernel_fault(kind, count, record.op, output_size=record.output_size,
-                                      device_sum=record.device_sum):
-            if kind == "oob_write":
-                raise UnrecordedFault(record.op, count)
-
-
-def modelled_seqlens_expand(extend_seq_lens: torch.Tensor, seq_lens: torch.Tensor, total_len: int,
-                            max_q_len: int) -> torch.Tensor:
-    """Upstream's ``seqlens_expand_triton`` (P:359) with the kernel modelled: bind it in upstream's place (an
-    adapter's hook) to run upstream's callers on diverged lengths without the real out-of-bounds store."""
-    from metadata_builders.families.dsa.builder import kernels
-
-    return kernels.seqlens_expand_triton(extend_seq_lens, seq_lens, total_len, max_q_len)
+        recorded = not count or kernel_fault(kind, count, record.op, output_size=record.output_size,
+                                             device_sum=record.device_sum)
+        if not recorded and kind == "oob_write":
+            raise UnrecordedFault(record.op, count)
 
 
 def _stage() -> str:

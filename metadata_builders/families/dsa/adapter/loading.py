@@ -113,12 +113,13 @@ def guarded_seqlens_expand(extend_seq_lens: Any, seq_lens: Any, total_len: int, 
     """Upstream's ``seqlens_expand_triton`` behind the family's fault model (shim 3)."""
     from metadata_builders.audit import kernel_launch
     from metadata_builders.families.dsa import device_model, transfers
+    from metadata_builders.families.dsa.builder import kernels
     from metadata_builders.families.dsa.reference.stages import seqlens_expand
 
     with kernel_launch(((extend_seq_lens, seq_lens), ())), transfers.paused():
         model = seqlens_expand(extend_seq_lens.tolist(), seq_lens.tolist(), total_len, max_q_len)
     if model.oob_writes:
-        return device_model.modelled_seqlens_expand(extend_seq_lens, seq_lens, total_len, max_q_len)
+        return kernels.seqlens_expand_triton(extend_seq_lens, seq_lens, total_len, max_q_len)
     out = without_cuda_asserts(load().pad.seqlens_expand_triton)(extend_seq_lens, seq_lens, total_len, max_q_len)
     device_model.report(device_model.ExpandLaunch(
         device_model.EXPAND_OP, "seqlens_expand_triton", total_len, model.device_sum,
