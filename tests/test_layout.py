@@ -101,6 +101,103 @@ def test_no_module_imports_itself_in_a_circle() -> None:
     assert _cycle(graph) is None, " -> ".join(_cycle(graph) or [])
 
 
+def _package(name: str) -> str:
+    """The package a module belongs to at the hall's level: ``metadata_builders.audit``, a family
+    (``metadata_builders.families.dsv4``), or ``strategies``."""
+    parts = name.split(".")
+    if parts[0] == "strategies":
+        return "strategies"
+    return ".".join(parts[:3] if len(parts) >= 3 and parts[1] == "families" else parts[:2])
+
+
+def test_no_package_imports_one_that_imports_it_back() -> None:
+    """At the hall's level too: no two packages (the core's rooms, each family) import each other, whichever
+    modules the arrows start from (the session, the audit's records and the reference's capabilities moved so)."""
+    modules = _modules()
+    known = set(modules)
+    arrows: dict[tuple[str, str], list[tuple[str, str]]] = {}
+    for name, path in modules.items():
+        for target in _imports(name, path, known):
+            if _package(name) != _package(target):
+                arrows.setdefault((_package(name), _package(target)), []).append((name, target))
+    back = {pair: arrows[pair][:2] for pair in arrows if pair[::-1] in arrows and pair[0] < pair[1]}
+    assert not back, back
+
+
+CORE_NAMING_A_FAMILY = frozenset({
+    "metadata_builders/__init__.py",
+    "metadata_builders/builders/audited.py",
+    "metadata_builders/builders/capabilities.py",
+    "metadata_builders/builders/contract.py",
+    "metadata_builders/builders/registry.py",
+    "metadata_builders/cli.py",
+    "metadata_builders/gate/command.py",
+    "metadata_builders/gate/corpus.py",
+    "metadata_builders/gate/evaluate.py",
+    "metadata_builders/gate/isolation.py",
+    "metadata_builders/gate/replays.py",
+    "metadata_builders/gate/shrink.py",
+    "metadata_builders/gate/verdicts.py",
+    "metadata_builders/harness/graph_recorder.py",
+    "metadata_builders/harness/graph_runner.py",
+    "metadata_builders/harness/inputs.py",
+    "metadata_builders/properties/_common.py",
+    "metadata_builders/properties/equality.py",
+    "metadata_builders/properties/faults.py",
+    "metadata_builders/properties/graph.py",
+    "metadata_builders/properties/kv.py",
+    "metadata_builders/properties/kv_paged.py",
+    "metadata_builders/properties/mirror.py",
+    "metadata_builders/properties/runner.py",
+    "metadata_builders/properties/sequences.py",
+    "metadata_builders/properties/spec.py",
+    "metadata_builders/properties/state.py",
+    "metadata_builders/properties/syncs.py",
+    "metadata_builders/records.py",
+    "metadata_builders/render/analysis.py",
+    "metadata_builders/render/differences.py",
+    "metadata_builders/render/files.py",
+    "metadata_builders/render/html.py",
+    "metadata_builders/render/model.py",
+    "metadata_builders/render/png.py",
+    "metadata_builders/runs/check_report.py",
+    "metadata_builders/runs/check_runs.py",
+    "metadata_builders/runs/findings.py",
+    "metadata_builders/runs/report.py",
+    "metadata_builders/runs/reproduce.py",
+    "metadata_builders/runs/runner.py",
+    "metadata_builders/tools/bench.py",
+    "metadata_builders/tools/mutants/catalogue.py",
+    "metadata_builders/tools/mutants/groups.py",
+    "metadata_builders/tools/mutants/modes.py",
+    "metadata_builders/tools/mutants/patching.py",
+    "metadata_builders/tools/mutants/runner.py",
+    "metadata_builders/tools/mutants/spec.py",
+    "metadata_builders/tools/power/baseline.py",
+    "metadata_builders/tools/power/runs.py",
+    "strategies/_arguments.py",
+    "strategies/_batches.py",
+    "strategies/_coverage.py",
+    "strategies/_divergences.py",
+    "strategies/_geometry.py",
+    "strategies/_modes.py",
+    "strategies/_workers.py",
+})
+"""Core modules that still import a family (DESIGN.md section 4.4, "The seam, as built"): a ratchet. A core module
+not listed that names a family fails; a listed one that no longer does must leave the list, so it only shrinks."""
+
+
+def test_the_core_names_no_family_but_the_listed_ones() -> None:
+    """The core takes a family's pieces through the family's package; new core code names no family."""
+    naming = set()
+    for path in [*(ROOT / "metadata_builders").rglob("*.py"), *(ROOT / "strategies").rglob("*.py")]:
+        rel = str(path.relative_to(ROOT))
+        if not rel.startswith("metadata_builders/families/") and "metadata_builders.families." in path.read_text():
+            naming.add(rel)
+    assert not naming - CORE_NAMING_A_FAMILY, f"core modules that now name a family: {sorted(naming - CORE_NAMING_A_FAMILY)}"
+    assert not CORE_NAMING_A_FAMILY - naming, f"no longer name one (drop them): {sorted(CORE_NAMING_A_FAMILY - naming)}"
+
+
 def test_the_data_model_imports_no_builder() -> None:
     """The DSV4 family's batch package, tier.py and metadata.py know nothing of its builders or its reference."""
     modules = _modules()
@@ -219,7 +316,7 @@ builders (moved to ``metadata_builders.families.dsv4``; CHANGELOG.md)."""
 def test_the_top_level_shows_the_roles() -> None:
     """The hall holds the core's rooms and the family packages, nothing else: no alias module, no family's model."""
     roles = {
-        "model": {"errors", "devices"},
+        "model": {"errors", "devices", "records", "values", "session"},
         "families": {"families"},
         "builders": {"builders"},
         "harness": {"harness", "audit"},

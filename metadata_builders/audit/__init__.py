@@ -19,7 +19,7 @@ read of device data whatever the Python spelling and whoever wrote the builder
   ``bincount``, and ``repeat_interleave`` without ``output_size``).  Watching every op
   from it would cost about 10 µs an op, more than a small build's ops themselves.
 
-Each read becomes one :class:`~metadata_builders.families.dsv4.metadata.SyncRecord`: the
+Each read becomes one :class:`~metadata_builders.records.SyncRecord`: the
 Python-level op, its kind (``scalar``, ``copy`` or ``shape``), the builder
 function that did it, and which harness inputs the value depends on.
 

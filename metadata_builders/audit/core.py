@@ -7,7 +7,7 @@ t[1]])``, ``.to(host)``, factories and ``.device``; and every call it can vouch
 for) and, around the calls it cannot, the **dispatch** level (a
 ``TorchDispatchMode``: ``aten._local_scalar_dense`` behind ``item``, ``int()``,
 ``bool()``, ``0 in t``, slice bounds and sizes; device-to-host ``copy_``; ops
-whose output shape depends on device data).  Each read becomes one :class:`~metadata_builders.families.dsv4.metadata.SyncRecord`:
+whose output shape depends on device data).  Each read becomes one :class:`~metadata_builders.records.SyncRecord`:
 the op, its kind, the builder function, the harness inputs it depends on
 (:mod:`.residency`).  A divergence is delivered to every asynchronous
 host-to-device copy of the extend lengths it names; kernels follow the HIP model
@@ -23,7 +23,7 @@ import torch
 from torch.overrides import _pop_mode, _push_mode
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from metadata_builders.harness import session
+from metadata_builders import session
 from metadata_builders.audit import shortcuts, streams
 from metadata_builders.audit.device_model import _caller_stage, _HipDeviceModel, _model_bookkeeping
 from metadata_builders.audit.function_level import _FunctionLayer, _FunctionLevel
@@ -39,7 +39,7 @@ from metadata_builders.audit.residency import (
     is_device_resident,
 )
 from metadata_builders.audit.triton import unwatch_launches, watch_launches
-from metadata_builders.families.dsv4.metadata import FaultRecord, ReadKind, SyncRecord, TokenMap
+from metadata_builders.records import FaultRecord, ReadKind, SyncRecord, TokenMap
 
 __all__ = ["DeviceAudit", "kernel_launch"]
 

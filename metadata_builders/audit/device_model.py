@@ -20,7 +20,7 @@ from typing import Any, Iterator
 import torch
 
 from metadata_builders.audit.residency import _mark, _reads
-from metadata_builders.families.dsv4.metadata import ReadKind, TokenMap
+from metadata_builders.records import ReadKind, TokenMap
 
 __all__ = ["OOB_READ_VALUE", "sync_debug_mode"]
 

@@ -46,7 +46,7 @@ from collections import OrderedDict
 from collections.abc import Iterator
 from typing import Any, Callable
 
-from metadata_builders.harness import session
+from metadata_builders import session
 
 __all__ = ["BUDGET", "STATS", "activate_if_wanted", "deactivate", "enable", "enabled", "forget", "run", "want"]
 
@@ -77,7 +77,7 @@ def want() -> None:
 
     It never changes torch outside a session: the session turns torch's flags on
     (deterministic algorithms, uninitialised memory filled) and restores them when it ends
-    (:mod:`metadata_builders.harness.session`).  ``METADATA_BUILDERS_LAUNCH_MEMO=0`` turns it off.
+    (:mod:`metadata_builders.session`).  ``METADATA_BUILDERS_LAUNCH_MEMO=0`` turns it off.
     """
     global _WANTED
     if os.environ.get("METADATA_BUILDERS_LAUNCH_MEMO", "1") == "0":

@@ -29,7 +29,7 @@ from metadata_builders.audit.residency import (
 )
 
 if TYPE_CHECKING:
-    from metadata_builders.families.dsv4.metadata import ReadKind
+    from metadata_builders.records import ReadKind
 
 __all__: list[str] = []
 

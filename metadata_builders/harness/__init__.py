@@ -5,7 +5,7 @@ module              what it holds
 ==================  ===============================================================================
 ``inputs``          :class:`VerifyInputs`: what upstream's caller hands the backend, made by the harness
 ``graph_recorder``  replay as a GPU does it: in-graph work recorded once, re-executed at every replay
-``session``         :func:`harness_session`: every process-wide switch installed once, restored on exit
+``session``         :func:`harness_session` (owned by the audit: :mod:`metadata_builders.session`)
 ==================  ===============================================================================
 
 This face re-exports only the session (torch-free); import the others by their module.
@@ -13,6 +13,6 @@ This face re-exports only the session (torch-free); import the others by their m
 
 from __future__ import annotations
 
-from metadata_builders.harness.session import active, harness_session, torch_flags
+from metadata_builders.session import active, harness_session, torch_flags
 
 __all__ = ["active", "harness_session", "torch_flags"]

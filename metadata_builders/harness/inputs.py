@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from metadata_builders.families.dsv4.batch.modes import DECODE_MODES
-from metadata_builders.families.dsv4.metadata import InputChange
+from metadata_builders.records import InputChange
 from metadata_builders.families.dsv4.tier import DEFAULT_PADDING, Padding, host_total
 from metadata_builders.families.dsv4.variants import check_variant
 

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from metadata_builders.families.dsv4.batch.checks import int_tuple
+from metadata_builders.values import int_tuple
 from metadata_builders.families.dsv4.batch.parts import Divergence, Geometry, GraphTier
 from metadata_builders.families.dsv4.batch.schema import (
     batch_from_dict,

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
-from metadata_builders.families.dsv4.batch.checks import check_int, int_tuple, reject_unknown
+from metadata_builders.values import check_int, int_tuple, reject_unknown
 from metadata_builders.errors import InvalidBatch
 
 __all__ = ["LOW_RATIOS", "Compression", "Divergence", "Geometry", "GraphTier"]

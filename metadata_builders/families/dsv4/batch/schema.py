@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from dataclasses import fields
 from typing import TYPE_CHECKING, Any
 
-from metadata_builders.families.dsv4.batch.checks import reject_unknown
+from metadata_builders.values import reject_unknown
 from metadata_builders.families.dsv4.batch.parts import Divergence, Geometry, GraphTier
 from metadata_builders.errors import InvalidBatch
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from metadata_builders.families.dsv4.batch.checks import check_int
+from metadata_builders.values import check_int
 from metadata_builders.families.dsv4.batch.modes import DECODE_MODES
 from metadata_builders.errors import InvalidBatch
 from metadata_builders.families.dsv4.tier import tier_verify_lens

@@ -12,7 +12,7 @@ from metadata_builders.families.dsv4.reference.pipeline import (causal_expansion
                                                   expected_faults, expected_host_syncs, index_streams, store_slots,
                                                   unified_prefill_meta, verify_extension)
 from metadata_builders.families.dsv4.tier import DEFAULT_PADDING, Padding
-from metadata_builders.families.dsv4.variants import BUILT_MODES, check_variant
+from metadata_builders.families.dsv4.variants import check_variant
 
 if TYPE_CHECKING:
     from metadata_builders.families.dsv4.batch import VerifyBatch
@@ -38,13 +38,10 @@ class ReferenceBuilder:
     def __init__(self, padding: Padding = DEFAULT_PADDING) -> None:
         self.padding: Padding = padding
 
-    @property
-    def capabilities(self) -> Any:
-        """The specification's: every variant, no graph replay of its own (it *is* the graph path's answer)."""
-        from metadata_builders.builders.capabilities import Capabilities
-
-        return Capabilities(build="batch", padding=self.padding, modes=BUILT_MODES,
-                            capture_geometry=self.capture_geometry)
+    capabilities: Any = None
+    """What it can be judged on (every variant, every mode, no graph replay of its own: it *is* the graph path's
+    answer), set by the registry that names it (:func:`metadata_builders.builders.get_builder`), so the
+    specification imports no builder."""
 
     def build(self, batch: VerifyBatch, variant: Variant) -> VerifyMetadata:
         check_variant(batch, variant)

@@ -1,4 +1,4 @@
-"""The value checks every part of the batch model shares: ints, lists of ints, known keys.
+"""The value checks every family's batch model shares: ints, lists of ints, known keys.
 
 Each raises :class:`~metadata_builders.errors.InvalidBatch` naming the field,
 the index and the value, e.g. ``verify_lens[2]: expected an int, got '3'``.

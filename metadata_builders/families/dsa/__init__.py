@@ -1,0 +1,1 @@
+"""The DSA family (placeholder; the package's table lands with its modules)."""

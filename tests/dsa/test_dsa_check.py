@@ -1,0 +1,45 @@
+"""The family's entry point judges every mode, writes replay files that reproduce, and its CLI exits by verdict."""
+
+from __future__ import annotations
+
+import json
+
+from metadata_builders.families.dsa.__main__ import main
+from metadata_builders.families.dsa.batch import MODES
+from metadata_builders.families.dsa.check import replay_file, run_check
+from metadata_builders.families.dsa.mutants.patching import mutant_builder
+
+
+def test_dev_profile_holds_on_every_mode() -> None:
+    """The bundled builder holds in every mode; the table has a row per mode and names what does not apply."""
+    report = run_check("dev")
+    assert report.ok and [m.mode for m in report.modes] == list(MODES)
+    assert all(m.examples >= 6 for m in report.modes)
+    table = report.table()
+    assert "n/a P4" in table and "coverage: 17/17" in table and "holds in" in table
+
+
+def test_a_failure_is_written_and_replays(tmp_path) -> None:
+    """A mutant's failure is shrunk, written as a replay file naming its family, and fails again on replay;
+    the search goes on past it (the other properties are still judged)."""
+    builder = mutant_builder("verify_cache_without_drafts")
+    report = run_check("dev", builder=builder, modes=["target_verify"], failures_dir=tmp_path)
+    failure = report.failures[0]
+    assert (failure.prop, failure.check) == ("P1", "dsa.p1.vs_reference")
+    data = json.loads((tmp_path / "dsa-target_verify-P1.json").read_text())
+    assert data["family"] == "dsa" and data["meta"]["check"] == "dsa.p1.vs_reference"
+    assert [f.prop for f in replay_file(failure.replay_file, builder=builder, only=("P1",))] == ["P1"]
+    assert replay_file(failure.replay_file, only=("P1",)) == []
+    assert report.modes[0].verdict("P7") in ("holds", "FAILS dsa.p7.sync_contract")
+
+
+def test_cli_check_exits_zero_when_everything_holds(capsys) -> None:
+    """``python -m metadata_builders.families.dsa check`` prints the table and exits 0 on the bundled builder."""
+    assert main(["check", "--profile", "dev", "--modes", "decode,idle", "--only", "P1,P7"]) == 0
+    assert "dsa family, builder dsa-torch, profile dev: holds" in capsys.readouterr().out
+
+
+def test_cli_mutants_exits_zero_when_killed(capsys) -> None:
+    """``mutants --only`` runs the named mutants and exits 0 when each is killed."""
+    assert main(["mutants", "--only", "decode_writes_caller_extend_list"]) == 0
+    assert "1/1 mutants killed" in capsys.readouterr().out
