@@ -21,6 +21,7 @@ from metadata_builders.families.dsv4.batch import Geometry, GraphTier, VerifyBat
 from metadata_builders.builders import get_builder, routes_of
 from metadata_builders.devices import DEVICE_HELP, usable_device
 from metadata_builders.errors import MetadataBuildersError, ModeNotBuilt, UsageError
+from metadata_builders.families import DEFAULT_FAMILY, FAMILIES, FAMILY_HELP, family_main, split_family
 from metadata_builders.properties import PROPERTIES, PropertySpec
 from metadata_builders.families.dsv4.reference import expected_faults, expected_host_syncs, verify_extension
 from metadata_builders.runs.report import (format_table, modes_table, replay_command, runner_line, stores_line,
@@ -371,6 +372,7 @@ def _common(p: argparse.ArgumentParser, builder_default: str | None = "hip") -> 
                         + ("hip" if builder_default else "the builder the file was written for (meta.builder), else hip"))
     p.add_argument("--device", default="auto", help=DEVICE_HELP)
     p.add_argument("--properties", default=None, help="comma-separated subset, e.g. P1,P6 (default: all)")
+    p.add_argument("--family", default=DEFAULT_FAMILY, choices=FAMILIES, help=FAMILY_HELP)
 
 
 def _add_check(sub: Any) -> None:
@@ -470,9 +472,11 @@ def synopsis(width: int = 112) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
     try:
+        family, argv = split_family(sys.argv[1:] if argv is None else argv)
+        if family != DEFAULT_FAMILY:
+            return family_main(family, argv)
+        args = build_parser().parse_args(argv)
         return int(args.func(args))
     except MetadataBuildersError as exc:
         print(f"metadata-builders: error: {type(exc).__name__}: {exc}", file=sys.stderr)

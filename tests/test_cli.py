@@ -401,3 +401,13 @@ def test_check_lists_a_replay_file_that_did_not_reproduce_apart(tmp_path, monkey
     assert code == 1
     after = out.split("did NOT reproduce on a fresh builder", 1)
     assert len(after) == 2 and "replay P1:" in after[1] and "replay P1:" not in after[0].split("P1 FAILED")[-1]
+
+
+def test_the_family_option_runs_the_dsa_family_and_refuses_an_unknown_one(capsys) -> None:
+    """``check --family dsa`` hands the command line to the DSA family (its table, its verdict); an unknown family
+    is one line naming the known ones, exit 2."""
+    assert main(["check", "--family", "dsa", "--profile", "dev", "--properties", "P1", "--modes", "decode"]) == 0
+    out = capsys.readouterr().out
+    assert "dsa family, builder dsa-torch" in out and "holds" in out
+    assert main(["check", "--family=dsv5"]) == 2
+    assert "--family: dsv5 (one of dsv4, dsa)" in capsys.readouterr().err

@@ -15,9 +15,42 @@ the pure-Python reference, the bundled builder, the adapter of upstream's code, 
 
 from __future__ import annotations
 
+import importlib
+from collections.abc import Sequence
+
 FAMILIES: tuple[str, ...] = ("dsv4", "dsa")
 """The families this release knows, the default first."""
 
 DEFAULT_FAMILY = FAMILIES[0]
 
-__all__ = ["DEFAULT_FAMILY", "FAMILIES"]
+FAMILY_HELP = "the backend family: " + ", ".join(FAMILIES) + f" (default {DEFAULT_FAMILY})"
+
+
+def split_family(argv: Sequence[str]) -> tuple[str, list[str]]:
+    """``--family NAME`` (or ``--family=NAME``) taken out of a command line: (NAME or the default, the rest).
+
+    Worked example: ``["check", "--family", "dsa", "--profile", "ci"]`` -> ``("dsa", ["check", "--profile", "ci"])``.
+    A family this release does not know raises :class:`~metadata_builders.errors.UsageError` naming the known ones.
+    """
+    rest, family, args = [], DEFAULT_FAMILY, list(argv)
+    while args:
+        arg = args.pop(0)
+        if arg == "--family" and args:
+            family = args.pop(0)
+        elif arg.startswith("--family="):
+            family = arg.partition("=")[2]
+        else:
+            rest.append(arg)
+    if family not in FAMILIES:
+        from metadata_builders.errors import UsageError
+
+        raise UsageError("--family", "one of " + ", ".join(FAMILIES), family)
+    return family, rest
+
+
+def family_main(family: str, argv: list[str]) -> int:
+    """Run a family's own command line (``metadata_builders.families.<family>.__main__.main``) on ``argv``."""
+    return int(importlib.import_module(f"metadata_builders.families.{family}.__main__").main(argv))
+
+
+__all__ = ["DEFAULT_FAMILY", "FAMILIES", "FAMILY_HELP", "family_main", "split_family"]

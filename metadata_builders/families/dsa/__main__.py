@@ -1,52 +1,80 @@
-"""``python -m metadata_builders.families.dsa``: the DSA family's own small CLI until the main one wires
-``--family dsa``.
+"""The DSA family's command line: ``metadata-builders check|replay|mutants --family dsa`` (the main CLI hands the
+arguments here), or ``python -m metadata_builders.families.dsa``.
 
-    python -m metadata_builders.families.dsa check [--profile ci] [--modes decode,idle] [--only P1,P5]
-                                                   [--max-examples N] [--failures-dir DIR]
-    python -m metadata_builders.families.dsa mutants [--profile ci] [--only NAME,...] [--failures-dir DIR]
-    python -m metadata_builders.families.dsa replay FILE.json
+    metadata-builders check --family dsa [--builder dsa-torch|sglang|module:attr] [--profile dev|ci|nightly]
+                            [--modes decode,idle] [--properties P1,P5] [--max-examples N] [--failures-dir DIR]
+    metadata-builders mutants --family dsa [--profile ci] [--only NAME,...] [--failures-dir DIR]
+    metadata-builders replay FILE.json --family dsa [--builder NAME] [--properties P1,P5]
 
-Exit 0 when everything holds (every mutant killed), 1 otherwise.
+``--builder``: ``dsa-torch`` (the bundled torch builder, the default), ``sglang`` (the installed SGLang's own
+``DeepseekSparseAttnBackend``, docs/DSA.md) or ``module:attr`` (a factory ``f(device=...)``).  Exit 0 when every
+property holds (every mutant killed), 1 when one fails, 2 on bad input.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
+from typing import Any, Callable
 
-from metadata_builders.families.dsa.check import (
-    PROFILES,
-    replay_file,
-    run_check,
-    run_mutants,
-)
+from metadata_builders.errors import BuilderNotFound, MetadataBuildersError
+from metadata_builders.families.dsa.check import PROFILES, replay_file, run_check, run_mutants
+
+BUILDERS = ("dsa-torch", "sglang")
+"""The names ``--builder`` knows besides ``module:attr``."""
 
 
 def _split(text: str | None) -> list[str] | None:
     return None if not text else [t.strip() for t in text.split(",") if t.strip()]
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m metadata_builders.families.dsa",
-                                     description="the DSA family (SGLang's DeepseekSparseAttnBackend) on the bundled "
-                                                 "builder")
+def resolve_builder(name: str | None) -> Callable[..., Any] | None:
+    """The factory ``--builder NAME`` names (None: the bundled builder)."""
+    if name in (None, "dsa-torch"):
+        return None
+    if name == "sglang":
+        from metadata_builders.families.dsa.adapter import SGLangDSABuilder
+
+        return SGLangDSABuilder
+    module, _, attr = (name or "").partition(":")
+    if not module or not attr:
+        raise BuilderNotFound(name, 'expected "dsa-torch", "sglang" or "module:attr" (the DSA family)')
+    try:
+        return getattr(importlib.import_module(module), attr)
+    except (ImportError, AttributeError) as exc:
+        raise BuilderNotFound(name, f"{type(exc).__name__}: {exc}") from exc
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="metadata-builders (--family dsa)",
+                                     description="the DSA family (SGLang's DeepseekSparseAttnBackend)")
     sub = parser.add_subparsers(dest="command", required=True)
     check = sub.add_parser("check", help="every property on drawn batches of every mode")
+    check.add_argument("--builder", help="dsa-torch (default), sglang, or module:attr")
     check.add_argument("--profile", choices=sorted(PROFILES), default="ci")
+    check.add_argument("--device", default="cpu")
     check.add_argument("--modes", help="comma-separated modes (default: all)")
-    check.add_argument("--only", help="comma-separated properties (default: all)")
+    check.add_argument("--properties", "--only", dest="only", help="comma-separated properties (default: all)")
     check.add_argument("--max-examples", type=int, help="examples per mode and search (overrides the profile)")
     check.add_argument("--failures-dir", help="write each failing batch there as a replay file")
-    mutants = sub.add_parser("mutants", help="run the family's mutant catalogue")
+    mutants = sub.add_parser("mutants", help="run the family's mutant catalogue on the bundled builder")
     mutants.add_argument("--profile", choices=sorted(PROFILES), default="ci")
     mutants.add_argument("--only", help="comma-separated mutant names")
     mutants.add_argument("--failures-dir", help="write each killing batch there as a replay file")
     replay = sub.add_parser("replay", help="every property on one replay file")
     replay.add_argument("file")
-    args = parser.parse_args(argv)
+    replay.add_argument("--builder", help="dsa-torch (default), sglang, or module:attr")
+    replay.add_argument("--device", default="cpu")
+    replay.add_argument("--properties", "--only", dest="only", help="comma-separated properties (default: all)")
+    return parser
+
+
+def _run(args: argparse.Namespace) -> int:
     if args.command == "check":
-        report = run_check(args.profile, modes=_split(args.modes), only=_split(args.only),
-                           max_examples=args.max_examples, failures_dir=args.failures_dir, progress=print)
+        report = run_check(args.profile, builder=resolve_builder(args.builder), device=args.device,
+                           modes=_split(args.modes), only=_split(args.only), max_examples=args.max_examples,
+                           failures_dir=args.failures_dir, progress=print)
         print(report.table())
         return 0 if report.ok else 1
     if args.command == "mutants":
@@ -54,11 +82,21 @@ def main(argv: list[str] | None = None) -> int:
         killed = sum(r.killed for r in results)
         print(f"{killed}/{len(results)} mutants killed")
         return 0 if killed == len(results) else 1
-    failures = replay_file(args.file)
+    failures = replay_file(args.file, builder=resolve_builder(args.builder), device=args.device,
+                           only=_split(args.only))
     for failure in failures:
         print(f"{failure.prop} {failure.check}: {failure}")
     print("holds" if not failures else f"{len(failures)} propert{'y' if len(failures) == 1 else 'ies'} failed")
     return 0 if not failures else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return _run(args)
+    except MetadataBuildersError as exc:
+        print(f"metadata-builders: error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

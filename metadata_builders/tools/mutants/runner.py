@@ -288,4 +288,7 @@ def add_cli(sub: Any) -> None:
                         "first, then the rest in order -- the same verdict, sooner")
     p.add_argument("--markdown", default=None, metavar="PATH",
                    help="also write the catalogue with its kill table as markdown (e.g. docs/MUTANTS.md)")
+    from metadata_builders.families import DEFAULT_FAMILY, FAMILIES, FAMILY_HELP
+
+    p.add_argument("--family", default=DEFAULT_FAMILY, choices=FAMILIES, help=FAMILY_HELP)
     p.set_defaults(func=_cmd_mutants)
