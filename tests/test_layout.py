@@ -183,7 +183,7 @@ CORE_NAMING_A_FAMILY = frozenset({
     "strategies/_modes.py",
     "strategies/_workers.py",
 })
-"""Core modules that still import a family (DESIGN.md section 4.4, "The seam, as built"): a ratchet. A core module
+"""Core modules that still import a family (DESIGN.md section 4.7, "The seam, as built"): a ratchet. A core module
 not listed that names a family fails; a listed one that no longer does must leave the list, so it only shrinks."""
 
 
