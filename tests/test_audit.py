@@ -147,7 +147,7 @@ def test_hidden_item_in_a_user_builder_breaks_the_sync_contract():
     """An extra .item() in a path that claims sync-free is reported by P7 with its stage."""
     from metadata_builders import GraphTier, PropertyFailure, get_builder
     from metadata_builders.properties import check_p7_capture_safety
-    from tests._examples import make_batch
+    from _examples import make_batch
 
     sneaky = get_builder("tests_support_sneaky:SneakyBuilder", "cpu")
     batch = make_batch([5, 3], [1, 2], 2, graph=GraphTier(2, 4), is_dspark=True)
@@ -444,7 +444,7 @@ def test_the_function_level_concludes_what_the_dispatch_level_would(name, call, 
 def test_the_bundled_builder_never_needs_the_dispatch_level(monkeypatch):
     """hip builds every example on the function level alone, to the same result as op by op."""
     from metadata_builders import get_builder, variants_for
-    from tests._examples import EXAMPLES
+    from _examples import EXAMPLES
 
     from metadata_builders.audit.core import _DispatchLayer
 

@@ -209,7 +209,7 @@ def test_a_build_that_returns_a_dict_names_the_contract(newcomer, capsys):
     """``build()`` returning a dict fails naming the contract and the fix, not ``'dict' has no attribute``."""
     from metadata_builders import Variant, get_builder
     from metadata_builders.errors import BuilderContractError
-    from tests._examples import EXAMPLES
+    from _examples import EXAMPLES
 
     builder = get_builder(f"{newcomer}:ReturnsDict", "cpu")
     with pytest.raises(BuilderContractError) as info:

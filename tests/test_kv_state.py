@@ -12,7 +12,7 @@ import dataclasses
 from typing import Any, Callable
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 
 from _examples import EXAMPLES, make_batch
 from metadata_builders import Geometry, GraphTier, get_builder
@@ -87,8 +87,8 @@ def test_the_bundled_builder_and_the_reference_hold_p10_on_the_named_batches(nam
 @settings(max_examples=40, deadline=None)
 @given(batch=verify_batches(graph=True, ragged=True))
 def test_the_bundled_builder_holds_p10_on_ragged_tiers(batch) -> None:
-    if ring_unfit(batch) is None:
-        check_p10_kv_state(get_builder("hip"), batch)
+    assume(ring_unfit(batch) is None)  # a ring too narrow is not judged: drawn again, never a silent pass
+    check_p10_kv_state(get_builder("hip"), batch)
 
 
 def test_a_ring_narrower_than_the_window_and_the_drafts_is_not_judged() -> None:

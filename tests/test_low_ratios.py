@@ -129,7 +129,7 @@ def test_p5_compares_the_indexer_page_table_on_the_eager_builds_columns() -> Non
     """The graph sizes the page table by the tier, and the low-ratio indexer's table with it (found by the suite
     on a fresh clone: one request, one token, page 128, ratio 1); P5 compares eager's columns, as for page_table."""
     from metadata_builders.properties import check_p5_graph_vs_eager
-    from tests._examples import make_batch
+    from _examples import make_batch
 
     geometry = Geometry(page_size=128, swa_window=1, ring_size=1, unified_swa_window=1, page_index_align=64,
                         compression=Compression(index_topk=512, c4_ring_size=8, c128_ring_size=128,

@@ -42,23 +42,11 @@ from metadata_builders.properties import (
 )
 from metadata_builders.families.dsv4.reference import CONTRACT_STAGES, expected_host_syncs, oob_read_count, verify_extension
 from strategies import geometries, verify_batches
-from tests._examples import EXAMPLES, make_batch
+from _examples import EXAMPLES, make_batch
 
 pytestmark = pytest.mark.sglang
 
 REGRESSIONS = Path(__file__).parent / "regressions" / "sglang"
-
-
-@pytest.fixture(scope="module")
-def sglang():
-    """The audited ``"sglang"`` builder on CPU."""
-    return get_builder("sglang", "cpu")
-
-
-@pytest.fixture(scope="module")
-def upstream(sglang):
-    """What the adapter found in the installed release."""
-    return sglang.inner.upstream
 
 
 @pytest.fixture(scope="module")

@@ -28,16 +28,6 @@ PLAN_FIELDS = ("c4_compress_plan", "c4_write_plan", "c128_compress_plan", "c128_
 STREAMS = ("swa_indices", "swa_indptr", "hca_indices", "hca_indptr", "csa_indices", "csa_indptr")
 
 
-@pytest.fixture(scope="module")
-def sglang():
-    return get_builder("sglang", "cpu")
-
-
-@pytest.fixture(scope="module")
-def upstream(sglang):
-    return sglang.inner.upstream
-
-
 def compressed(seq_lens, slots, draft, *, verify_lens=None, graph=None, is_dspark=False, width=400, page=256,
                compression=None) -> VerifyBatch:
     """Upstream's geometry with compression; slot ``s`` keeps position ``c`` at ``s * width + c`` (SWA ``+ 100``)."""

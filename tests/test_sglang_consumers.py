@@ -20,14 +20,15 @@ import pytest
 from metadata_builders import get_builder
 from metadata_builders.errors import PropertyFailure
 from metadata_builders.properties.kv import check_p10_kv_state
-from tests._examples import EXAMPLES
+from _examples import EXAMPLES
 
 pytestmark = pytest.mark.sglang
 
 
 @pytest.fixture(scope="module")
-def sglang():
-    builder = get_builder("sglang", "cpu")
+def sglang(sglang):
+    """conftest.py's builder, where the installed release has upstream's store kernel."""
+    builder = sglang
     from metadata_builders.families.dsv4.sglang import consumers
 
     if consumers._store() is None:

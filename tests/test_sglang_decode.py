@@ -18,7 +18,7 @@ from metadata_builders.properties import check_p1_reference, check_p5_graph_vs_e
 from metadata_builders.families.dsv4.reference.decode import decode_plans
 from metadata_builders.runs.findings import known_finding
 from strategies import verify_batches
-from tests._examples import kv_tables
+from _examples import kv_tables
 from tests.test_sglang_adapter import known_findings
 
 pytestmark = pytest.mark.sglang
@@ -29,11 +29,6 @@ UPSTREAM_GEOMETRY = Geometry(page_size=256, swa_window=128, ring_size=131, unifi
 """Upstream's constants (page 256, window 128, rings 16 / 256, ``index_topk`` 512): every compressed group built."""
 LOW_RATIOS = dataclasses.replace(UPSTREAM_GEOMETRY, compression=dataclasses.replace(
     UPSTREAM_GEOMETRY.compression, low_ratios=(1, 2)))
-
-
-@pytest.fixture(scope="module")
-def sglang():
-    return get_builder("sglang", "cpu")
 
 
 @pytest.fixture(scope="module")

@@ -23,7 +23,7 @@ from metadata_builders.errors import PropertyFailure
 from metadata_builders.properties._common import Partial
 from metadata_builders.runs.findings import known_finding
 from metadata_builders.properties import check_p5_graph_vs_eager, check_p7_capture_safety
-from tests._examples import EXAMPLES, make_batch
+from _examples import EXAMPLES, make_batch
 
 pytestmark = pytest.mark.sglang
 
@@ -31,11 +31,6 @@ def _graph_variant(builder, batch) -> Variant:
     """The production gate's graph variant with a host mirror, or the one the installed release has."""
     graph = [v for v in builder.variants_supported(batch) if v.path == "graph" and v.mirror == "host"]
     return next((v for v in graph if v.gate == "dspark"), graph[0])
-
-
-@pytest.fixture(scope="module")
-def sglang():
-    return get_builder("sglang", "cpu")
 
 
 def _replays_equal_builds(builder, first, *others) -> object:

@@ -20,7 +20,7 @@ from metadata_builders.properties import PROPERTIES, check_p1_reference
 from metadata_builders.properties.spec import verdict
 from metadata_builders.runs.findings import known_finding
 from metadata_builders.families.dsv4.batch import VerifyBatch
-from tests._examples import make_batch
+from _examples import make_batch
 
 pytestmark = pytest.mark.sglang
 

@@ -25,7 +25,7 @@ not observable.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from metadata_builders.families.dsv4.metadata import (
     FIELD_NAMES,
@@ -34,6 +34,9 @@ from metadata_builders.families.dsv4.metadata import (
     Decision,
     VerifyMetadata,
 )
+
+if TYPE_CHECKING:
+    import torch
 
 __all__ = [
     "COMPRESSED_CORE", "LOW_RATIO_CORE", "compress_rows", "compression_fields", "core_fields", "decision",
