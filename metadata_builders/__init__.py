@@ -1,38 +1,42 @@
-"""metadata-builders: a property-based correctness harness for SGLang's
-DeepSeek-V4 HIP target-verify metadata builders.
+"""metadata-builders: a property-based correctness harness for the metadata builders of SGLang's attention
+backends (DeepSeek-V4 HIP radix, DSA).
 
-The public surface is re-exported here; everything else lives in modules or
-underscore names.  torch is imported lazily: the batch model and the reference
-work without it.
+The public line: the names below, and ``strategies``.  Each is imported when first used (PEP 562), so importing the
+package -- the pytest plugin does in every session of an environment where the harness is installed -- costs
+nothing but this file; torch is imported only by what needs it.
 """
 
 from __future__ import annotations
 
-from metadata_builders.families.dsv4.batch import SCHEMA, Compression, Divergence, Geometry, GraphTier, VerifyBatch
-from metadata_builders.builders import AuditedBuilder, Builder, GraphPhases, get_builder
-from metadata_builders.errors import (
-    BuilderNotFound,
-    InvalidBatch,
-    InvalidVariant,
-    MetadataBuildersError,
-    PropertyFailure,
-    StaleMirror,
-)
-from metadata_builders.harness.inputs import VerifyInputs
-from metadata_builders.families.dsv4.metadata import (
-    FIELD_NAMES,
-    Audit,
-    Decision,
-    FaultRecord,
-    InputChange,
-    Mismatch,
-    SyncRecord,
-    TokenMap,
-    VerifyMetadata,
-)
-from metadata_builders.families.dsv4.reference import ReferenceBuilder
-from metadata_builders.properties.spec import Focus, batches_for, focuses_for
-from metadata_builders.families.dsv4.variants import Variant, divergence_applies, variants_for
+import importlib
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from metadata_builders.families.dsv4.batch import SCHEMA, Compression, Divergence, Geometry, GraphTier, VerifyBatch
+    from metadata_builders.builders import AuditedBuilder, Builder, GraphPhases, get_builder
+    from metadata_builders.errors import (
+        BuilderNotFound,
+        InvalidBatch,
+        InvalidVariant,
+        MetadataBuildersError,
+        PropertyFailure,
+        StaleMirror,
+    )
+    from metadata_builders.harness.inputs import VerifyInputs
+    from metadata_builders.families.dsv4.metadata import (
+        FIELD_NAMES,
+        Audit,
+        Decision,
+        FaultRecord,
+        InputChange,
+        Mismatch,
+        SyncRecord,
+        TokenMap,
+        VerifyMetadata,
+    )
+    from metadata_builders.families.dsv4.reference import ReferenceBuilder
+    from metadata_builders.properties.spec import Focus, batches_for, focuses_for
+    from metadata_builders.families.dsv4.variants import Variant, divergence_applies, variants_for
 
 __all__ = [
     "FIELD_NAMES",
@@ -72,23 +76,51 @@ __all__ = [
 
 __version__ = "0.3.0"
 
-_MOVED = {
-    "GraphBuilder": ("metadata_builders.builders.contract", "GraphBuilder"),
-    "apply_gate": ("metadata_builders.families.dsv4.variants", "apply_gate"),
-    "first_difference": ("metadata_builders.families.dsv4.metadata", "first_difference"),
-    "resolve_device": ("metadata_builders.devices", "resolve_device"),
+_PUBLIC: dict[str, str] = {
+    "Audit": "metadata_builders.families.dsv4.metadata",
+    "AuditedBuilder": "metadata_builders.builders",
+    "batches_for": "metadata_builders.properties.spec",
+    "Builder": "metadata_builders.builders",
+    "BuilderNotFound": "metadata_builders.errors",
+    "Compression": "metadata_builders.families.dsv4.batch",
+    "Decision": "metadata_builders.families.dsv4.metadata",
+    "Divergence": "metadata_builders.families.dsv4.batch",
+    "divergence_applies": "metadata_builders.families.dsv4.variants",
+    "FaultRecord": "metadata_builders.families.dsv4.metadata",
+    "FIELD_NAMES": "metadata_builders.families.dsv4.metadata",
+    "Focus": "metadata_builders.properties.spec",
+    "focuses_for": "metadata_builders.properties.spec",
+    "Geometry": "metadata_builders.families.dsv4.batch",
+    "get_builder": "metadata_builders.builders",
+    "GraphPhases": "metadata_builders.builders",
+    "GraphTier": "metadata_builders.families.dsv4.batch",
+    "InputChange": "metadata_builders.families.dsv4.metadata",
+    "InvalidBatch": "metadata_builders.errors",
+    "InvalidVariant": "metadata_builders.errors",
+    "MetadataBuildersError": "metadata_builders.errors",
+    "Mismatch": "metadata_builders.families.dsv4.metadata",
+    "PropertyFailure": "metadata_builders.errors",
+    "ReferenceBuilder": "metadata_builders.families.dsv4.reference",
+    "SCHEMA": "metadata_builders.families.dsv4.batch",
+    "StaleMirror": "metadata_builders.errors",
+    "SyncRecord": "metadata_builders.families.dsv4.metadata",
+    "TokenMap": "metadata_builders.families.dsv4.metadata",
+    "Variant": "metadata_builders.families.dsv4.variants",
+    "variants_for": "metadata_builders.families.dsv4.variants",
+    "VerifyBatch": "metadata_builders.families.dsv4.batch",
+    "VerifyInputs": "metadata_builders.harness.inputs",
+    "VerifyMetadata": "metadata_builders.families.dsv4.metadata",
 }
-"""0.2 exported these helpers from the facade; they are no interface (DESIGN.md section 4).  One release more
-they still import from here, with a DeprecationWarning naming their module."""
+"""Each public name and the module it lives in."""
 
 
 def __getattr__(name: str) -> object:
-    if name in _MOVED:
-        import importlib
-        import warnings
-
-        module, attr = _MOVED[name]
-        warnings.warn(f"metadata_builders.{name} is no interface; import it from {module}", DeprecationWarning,
-                      stacklevel=2)
-        return getattr(importlib.import_module(module), attr)
+    if name in _PUBLIC:
+        value = getattr(importlib.import_module(_PUBLIC[name]), name)
+        globals()[name] = value  # the next access is a plain attribute
+        return value
     raise AttributeError(f"module 'metadata_builders' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_PUBLIC})

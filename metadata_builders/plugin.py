@@ -39,6 +39,9 @@ import pytest
 
 from metadata_builders.runs.profiles import PROFILES, hypothesis_name, register_profiles
 
+_DEFAULT_BUILDER = "hip"
+"""The builder under test when ``--mb-builder`` names none: the bundled one, known good by construction."""
+
 _DEVICE = pytest.StashKey[str]()
 _BUILDER = pytest.StashKey[Any]()
 _PROFILE = pytest.StashKey[str]()
@@ -57,7 +60,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
     group = parser.getgroup("metadata-builders", "target-verify metadata harness")
     group.addoption(
-        "--mb-builder", default="hip", metavar="NAME",
+        "--mb-builder", default=_DEFAULT_BUILDER, metavar="NAME",
         help='builder under test: "hip" (bundled, default), "reference", "sglang" (installed SGLang) or "module:attr" '
         "(a zero-argument factory or class)",
     )
@@ -80,6 +83,13 @@ def pytest_configure(config: pytest.Config) -> None:
         check_spelling(config.getoption("--mb-device"), "--mb-device")
     except DeviceUnavailable as exc:
         raise pytest.UsageError(str(exc)) from None
+    if config.getoption("--mb-builder") != _DEFAULT_BUILDER or config.getoption("--mb-device") == "meta":
+        _check_builder(config)  # the bundled default needs no checking: a session that names none imports no builder
+    config.stash[_PROFILE] = _load_profile(config)
+
+
+def _check_builder(config: pytest.Config) -> None:
+    """``--mb-builder`` names a builder whose declarations hold, before any test runs (one usage line if not)."""
     from metadata_builders.builders.registry import check_builder_name, check_declarations, registration
     from metadata_builders.errors import BuilderContractError, BuilderNotFound
 
@@ -88,11 +98,9 @@ def pytest_configure(config: pytest.Config) -> None:
         check_declarations(config.getoption("--mb-builder"), "--mb-builder")
     except (BuilderNotFound, BuilderContractError) as exc:
         raise pytest.UsageError(str(exc)) from None
-
     if config.getoption("--mb-device") == "meta" and registration(config.getoption("--mb-builder")).pure_python:
         raise pytest.UsageError(f"--mb-device meta has no values to compare; builder {config.getoption('--mb-builder')} "
                                 "is pure Python. Drop --mb-device or pick --mb-builder hip")
-    config.stash[_PROFILE] = _load_profile(config)
 
 
 @pytest.hookimpl(hookwrapper=True)

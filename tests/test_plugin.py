@@ -249,3 +249,18 @@ def test_a_malformed_modes_declaration_is_a_usage_error(pytester: pytest.Pyteste
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*Bad.modes = *must be a non-empty tuple of mode names*target_verify*"])
     assert len(result.stderr.lines) <= 3, result.stderr.str()
+
+
+def test_the_plugin_loads_light_in_a_session_that_names_no_builder(pytester: pytest.Pytester) -> None:
+    """The entry point loads in every pytest session of an environment where the harness is installed: with no
+    option of its own given and no fixture of its own taken, it imports no builder, no property and no family."""
+    pytester.makepyfile(test_plain="""
+        import sys
+
+        def test_plain():
+            loaded = sorted(m for m in sys.modules if m.startswith("metadata_builders."))
+            assert not [m for m in loaded if m.split(".")[1] in ("builders", "families", "properties", "harness",
+                                                                  "audit")], loaded
+    """)
+    result = pytester.runpytest_subprocess("-p", "metadata_builders.plugin")
+    result.assert_outcomes(passed=1)
