@@ -279,7 +279,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
         _out()
         _out(f"{failure.prop} FAILED (mode {batch.mode}) [{failure.variant}]: {failure.message}")
         if failure.field is not None:
-            _out(f"  field {failure.field}, index {failure.index}: expected {failure.expected!r}, actual {failure.actual!r}")
+            _out(f"  field {failure.field}, index {failure.index}: expected {failure.expected!r}, "
+                 f"actual {failure.actual!r}")
     for note in notes:
         _out(f"note: {note}")
     _out()
@@ -369,7 +370,8 @@ def _common(p: argparse.ArgumentParser, builder_default: str | None = "hip") -> 
     """The options check and replay share: which builder, on which device, which properties."""
     p.add_argument("--builder", default=builder_default,
                    help='"hip" (bundled), "reference", "sglang" (installed SGLang) or "module:attr"; default: '
-                        + ("hip" if builder_default else "the builder the file was written for (meta.builder), else hip"))
+                        + ("hip" if builder_default
+                           else "the builder the file was written for (meta.builder), else hip"))
     p.add_argument("--device", default="auto", help=DEVICE_HELP)
     p.add_argument("--properties", default=None, help="comma-separated subset, e.g. P1,P6 (default: all)")
     p.add_argument("--family", default=DEFAULT_FAMILY, choices=FAMILIES, help=FAMILY_HELP)
@@ -387,7 +389,8 @@ def _add_check(sub: Any) -> None:
                        help="where each failing property's shrunk batch is written as a replay file (default "
                             ".metadata-builders/failures: one hidden folder that git ignores)")
     check.add_argument("--github-artifacts", default=None, metavar="OWNER/REPO",
-                       help="also read CI's Hypothesis database (read-only GitHubArtifactDatabase) to replay what CI found")
+                       help="also read CI's Hypothesis database (read-only GitHubArtifactDatabase) to replay what "
+                            "CI found")
     check.add_argument("--show-coverage", action="store_true", help="print boundary hits per 100 examples")
     check.add_argument("--workers", "-n", default="auto",
                        help="processes running properties side by side (default auto: one per core on CPU, 1 on a GPU)")
@@ -400,7 +403,8 @@ def _add_replay(sub: Any) -> None:
     replay.add_argument("file", help="a replay file (schema metadata-builders/verify-batch@1)")
     _common(replay, builder_default=None)
     replay.add_argument("--png", default=None, metavar="OUT.png", help="draw the batch and its disagreements")
-    replay.add_argument("--html", default=None, metavar="OUT.html", help="self-contained HTML picture with hover details")
+    replay.add_argument("--html", default=None, metavar="OUT.html",
+                        help="self-contained HTML picture with hover details")
     replay.set_defaults(func=cmd_replay)
 
 

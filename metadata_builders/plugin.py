@@ -99,7 +99,8 @@ def _check_builder(config: pytest.Config) -> None:
     except (BuilderNotFound, BuilderContractError) as exc:
         raise pytest.UsageError(str(exc)) from None
     if config.getoption("--mb-device") == "meta" and registration(config.getoption("--mb-builder")).pure_python:
-        raise pytest.UsageError(f"--mb-device meta has no values to compare; builder {config.getoption('--mb-builder')} "
+        raise pytest.UsageError("--mb-device meta has no values to compare; "
+                                f"builder {config.getoption('--mb-builder')} "
                                 "is pure Python. Drop --mb-device or pick --mb-builder hip")
 
 
@@ -209,7 +210,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             if has_sglang is None:
                 has_sglang = importlib.util.find_spec("sglang") is not None
             if not has_sglang:
-                item.add_marker(pytest.mark.skip(reason="SGLang is not importable; install it with ci/install-sglang.sh"))
+                item.add_marker(pytest.mark.skip(
+                    reason="SGLang is not importable; install it with ci/install-sglang.sh"))
         if item.get_closest_marker("gpu") is not None:
             if has_gpu is None:
                 import torch

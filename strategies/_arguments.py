@@ -47,7 +47,8 @@ def _check_mode(mode: str, num_draft_tokens: int | None, graph: bool | None = No
         if value:
             raise InvalidArgument(f"{name}={value!r}: a {mode} batch is uniform, without divergence")
     if mode == "idle" and graph is False:
-        raise InvalidArgument("graph=False: an idle batch is a graph tier of pad rows (its rank builds nothing eagerly)")
+        raise InvalidArgument("graph=False: an idle batch is a graph tier of pad rows "
+                              "(its rank builds nothing eagerly)")
     if mode == "draft_decode" and num_draft_tokens is not None and num_draft_tokens < 3:
         raise InvalidArgument(f"num_draft_tokens={num_draft_tokens} must be >= 3 for mode='draft_decode' (steps = "
                               "num_draft_tokens - 1, and the last step runs no forward)")

@@ -440,8 +440,7 @@ def verify_batches(
     ``full_to_swa`` sometimes has ``-1`` holes.  Calls ``hypothesis.event`` for each name of :func:`boundary_hits`.
 
     Shrinks towards one uniform eager EAGLE request with seq_len 1, one verify token, no padding, no divergence
-    and the small geometry with every dimension 1.
-    """
+    and the small geometry with every dimension 1."""
     _check_batch_arguments(min_requests, max_requests, num_draft_tokens, max_pad_rows, geometry, equal_windows)
     check_dspark_draft(dspark_draft, mode, is_dspark, compression, geometry)
     if mode != "target_verify":
@@ -449,8 +448,9 @@ def verify_batches(
         ragged = divergence = stale_mirror = False
     if mode in DECODE_MODES:
         return decode_mode_batch(draw, verify_batches, mode, graph=graph, geometry=geometry, is_dspark=is_dspark,
-                                 min_requests=min_requests, max_requests=max_requests, num_draft_tokens=num_draft_tokens,
-                                 max_pad_rows=max_pad_rows, compression=compression, equal_windows=equal_windows)
+                                 min_requests=min_requests, max_requests=max_requests,
+                                 num_draft_tokens=num_draft_tokens, max_pad_rows=max_pad_rows,
+                                 compression=compression, equal_windows=equal_windows)
     # The categorical choices come first, where their odds hold best (see _TierPlan).
     dspark, worker, compression = draw_worker(draw, is_dspark, dspark_draft, compression, geometry)
     attach = draw(st.booleans()) if divergence is None else divergence

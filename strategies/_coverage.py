@@ -68,7 +68,8 @@ COVERAGE_EVENTS: Mapping[str, str] = MappingProxyType(
         "tier_slack_uneven": "tier slack not a multiple of the pad rows (first pad rows get one more)",
         "tier_slack_partial": "tier slack below the pad-row count (some pad rows get 0 tokens)",
         "tier_slack_absorbed": "tier slack absorbed by the last real row (no pad rows; capped or not)",
-        "absorbed_past_width": "the absorbed slack runs past req_to_token's width (F2c: a literal gather reads out of bounds)",
+        "absorbed_past_width": "the absorbed slack runs past req_to_token's width "
+                               "(F2c: a literal gather reads out of bounds)",
         "pad_row_zero_tokens": "a pad row with no verify tokens",
         "pad_rows_clamped": "the cap clamps a pad row's share",
         "capped_uncovered_tail": "a capped ragged tier leaves tokens past num_tokens",

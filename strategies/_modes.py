@@ -1,4 +1,5 @@
-"""The decode modes' batches (``verify_batches(mode="decode" | "draft_decode" | "idle")``), drawn from draft-extend ones."""
+"""The decode modes' batches (``verify_batches(mode="decode" | "draft_decode" | "idle")``), drawn from draft-extend
+ones."""
 
 from __future__ import annotations
 

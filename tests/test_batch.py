@@ -153,7 +153,8 @@ MALFORMED = [
      ("divergence.extend_seq_lens", 1, 4)),
     (
         "divergence_ragged_sum_above_tier",
-        _ragged_dict(graph={"padded_bs": 5, "graph_num_tokens": 6, "cap": None}, divergence={"extend_seq_lens": [3, 1, 3]}),
+        _ragged_dict(graph={"padded_bs": 5, "graph_num_tokens": 6, "cap": None},
+                     divergence={"extend_seq_lens": [3, 1, 3]}),
         ("divergence.extend_seq_lens", None, 7),
     ),
     # Row 2 (seq_len 7) holding 6 device tokens would reach position 12 of a 12-wide row.

@@ -224,7 +224,8 @@ def test_version(capsys):
 
     with pytest.raises(SystemExit) as info:
         main(["--version"])
-    assert info.value.code == 0 and capsys.readouterr().out.split() == ["metadata-builders", metadata_builders.__version__]
+    assert info.value.code == 0 \
+        and capsys.readouterr().out.split() == ["metadata-builders", metadata_builders.__version__]
 
 
 def test_replay_into_a_closed_pipe_is_quiet(tmp_path):
@@ -259,7 +260,8 @@ def test_check_ends_with_one_overall_line(tmp_path, capsys):
 
 
 def test_check_leaves_one_hidden_folder_that_git_ignores(tmp_path, buggy_module):
-    """A failing ``check`` in a user's project leaves only ``.metadata-builders/`` (no failures/, .hypothesis/, build/)."""
+    """A failing ``check`` in a user's project leaves only ``.metadata-builders/`` (no failures/, .hypothesis/,
+    build/)."""
     import os
     import subprocess
     import sys

@@ -203,7 +203,8 @@ def test_p10_judges_what_the_prefill_store_keeps() -> None:
     with pytest.raises(PropertyFailure) as info:
         check_p10_kv_state(AuditedBuilder(FinalPosOnePast(), factory=FinalPosOnePast), batch)
     assert info.value.check == "p10.live_row_lost" and info.value.field == "pf_state_slot", info.value
-    unequal = _batch(geometry=Geometry(page_size=4, swa_window=4, ring_size=6, unified_swa_window=2, page_index_align=8))
+    unequal = _batch(geometry=Geometry(page_size=4, swa_window=4, ring_size=6, unified_swa_window=2,
+                                       page_index_align=8))
     assert "unified_swa_window" in verdict({p.name: p for p in PROPERTIES}["P10"], get_builder("hip"), unequal).why
 
 

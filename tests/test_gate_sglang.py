@@ -9,18 +9,21 @@ release; each branch plants one realistic regression:
 | branch | file | route it breaks |
 |---|---|---|
 | ``pr`` | ``deepseek_v4_backend_hip_radix.py`` (the builders) | both |
-| ``pr-torch`` | ``ragged_verify_kernels.py``, ``PaddedToBucket``'s torch fallback | ``torch`` only (rows ``P1-torch`` ...) |
+| ``pr-torch`` | ``ragged_verify_kernels.py``, ``PaddedToBucket``'s torch fallback | ``torch`` only (rows |
+|               |  | ``P1-torch`` ...) |
 | ``pr-mirror`` | ``deepseek_v4_backend_hip_radix.py``, the host-mirror arithmetic | both: on ``triton`` only the |
 |               | (``seq_lens_cpu + num_draft`` one short) feeding the compress plans | compress plans read it |
 | ``pr-staged``, ``pr-rebind``, ``pr-geometry`` | the backend's graph phases (issue 18) | both, P5/P7 |
 | ``pr-runner-key``, ``pr-last-capture`` | the backend's per-tier store (issue 28) | both, P5's runner half |
 | ``pr-capture-layout`` | ``ragged_verify.py``, ``build_capture_verify_lens`` (the runner's) | both, P5 |
-| ``pr-dispatcher`` | ``deepseek_v4_backend_hip_radix.py``, the eager dispatcher's ``max_seq_len`` (issue 28) | both, P1 |
+| ``pr-dispatcher`` | ``deepseek_v4_backend_hip_radix.py``, the eager dispatcher's ``max_seq_len`` | both, P1 |
+|               | (issue 28) |  |
 | ``pr-ring-stride`` | ``deepseek_v4_backend_hip_radix.py``, ``swa_loc`` (ATOM #817) | both, P10 |
 | ``pr-store-kernel`` | ``dsv4_unified_kv_store.py``, the store kernel (every field equal) | both, P10 |
 | ``pr-draft-extend`` | ``deepseek_v4_backend_hip_radix.py``, draft extend's lengths (0.5.22+, issue 26) | both, P1 |
 | ``pr-draft-decode-step``, ``-slice``, ``-children`` | the multi-step draft decode (issue 26): a child's step | both, |
-|               | offset (0.5.20+); the eager slice of the next step's row; children re-running out-graph work | P1 / P5 |
+|               | offset (0.5.20+); the eager slice of the next step's row; children re-running | P1 / P5 |
+|               | out-graph work |  |
 | ``pr-staging`` | ``deepseek_v4_backend_hip_radix.py``, ``_move_to_device``: one pinned buffer reused | both, P9 |
 |               | step to step (ATOM #817) while DSpark's draft count changes (issue 41) |  |
 | ``pr-unpadded`` | ``deepseek_v4_backend_hip_radix.py``, out-graph target verify: the live | both, P5 |
@@ -203,8 +206,8 @@ GRAPH_PLANTS = {
     ),
 }
 """Graph-replay regressions of issue 18 (two in DSpark's raw-verify path, one in out-graph) and of issue 28 (the
-runner's per-tier keys), each on its own branch; the corpus's "DSpark uniform graph" kind (P5's and P7's third and second focus) is what reaches the
-raw-path ones through the gate."""
+runner's per-tier keys), each on its own branch; the corpus's "DSpark uniform graph" kind (P5's and P7's third and
+second focus) is what reaches the raw-path ones through the gate."""
 
 DISPATCHER_PLANTS = (
     Plant("the dispatcher's max_seq_len taken from the batch's last request", BACKEND,

@@ -259,7 +259,8 @@ def test_a_markdown_summary_for_the_pull_request_page(tmp_path, monkeypatch, cap
     picture = re.search(r"!\[[^]]*\]\(([^)]+\.png)\)", text)
     assert picture and (out_dir / picture.group(1)).is_file()
     appended = step.read_text()
-    assert appended.startswith("earlier step\n") and "### P4 NEW at head" in appended and ".png` in the uploaded" in appended
+    assert appended.startswith("earlier step\n") and "### P4 NEW at head" in appended \
+        and ".png` in the uploaded" in appended
 
 
 # -- findings --------------------------------------------------------------------------------------------------

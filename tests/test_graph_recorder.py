@@ -108,7 +108,8 @@ def test_a_dspark_draft_workers_capture_replays_its_own_batches_only() -> None:
 
 
 def test_a_host_buffer_is_read_as_it_is_at_replay() -> None:
-    """A recorded host-to-device copy reads its host buffer at replay: refreshed in place it is seen, rebound it is not."""
+    """A recorded host-to-device copy reads its host buffer at replay: refreshed in place it is seen, rebound it is
+    not."""
     host = torch.tensor([3, 4], dtype=torch.int64)
     with DeviceAudit() as audit:
         with GraphRecorder(audit, [host]) as recorder:

@@ -66,7 +66,8 @@ def test_every_tier_is_captured_on_views_of_one_set_of_buffers() -> None:
 
 
 def test_the_runner_half_holds_on_hip_and_reference_examples() -> None:
-    for name in ("ragged_tier_slack_spread_over_pad_rows", "uniform_eagle_batch_of_three", "capped_tier_uncovered_tail"):
+    for name in ("ragged_tier_slack_spread_over_pad_rows", "uniform_eagle_batch_of_three",
+                 "capped_tier_uncovered_tail"):
         assert check_runner_replays(HIP, EXAMPLES[name]) == []
 
 

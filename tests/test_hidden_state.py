@@ -172,7 +172,8 @@ def test_p9_on_a_seasoned_memo_reuses_its_builds(monkeypatch) -> None:
     P1.check(memo, CAPPED_WITH_A_SPARE_SLOT)
     built = []
     inner_build = memo.inner.build
-    monkeypatch.setattr(memo.inner, "build", lambda batch, variant: built.append(variant) or inner_build(batch, variant))
+    monkeypatch.setattr(memo.inner, "build",
+                        lambda batch, variant: built.append(variant) or inner_build(batch, variant))
     monkeypatch.setattr(MemoBuilder, "fresh", lambda self: pytest.fail("P9 made a twin of a seasoned memo"),
                         raising=False)
     assert check_p9_no_hidden_state(memo, CAPPED_WITH_A_SPARE_SLOT) == []

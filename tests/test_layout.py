@@ -54,8 +54,10 @@ def _imports(name: str, path: pathlib.Path, known: set[str]) -> set[str]:
         elif isinstance(node, ast.ImportFrom):
             base = node.module or ""
             if node.level:
-                base = ".".join(package.split(".")[: len(package.split(".")) - node.level + 1] + ([base] if base else []))
-            # ``from pkg import sub`` imports the module ``pkg.sub``; ``from pkg import name`` takes a name of pkg's face
+                base = ".".join(package.split(".")[: len(package.split(".")) - node.level + 1]
+                                + ([base] if base else []))
+            # ``from pkg import sub`` imports the module ``pkg.sub``;
+            # ``from pkg import name`` takes a name of pkg's face
             targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in known else base for a in node.names]
         else:
             continue
@@ -194,7 +196,8 @@ def test_the_core_names_no_family_but_the_listed_ones() -> None:
         rel = str(path.relative_to(ROOT))
         if not rel.startswith("metadata_builders/families/") and "metadata_builders.families." in path.read_text():
             naming.add(rel)
-    assert not naming - CORE_NAMING_A_FAMILY, f"core modules that now name a family: {sorted(naming - CORE_NAMING_A_FAMILY)}"
+    assert not naming - CORE_NAMING_A_FAMILY, \
+        f"core modules that now name a family: {sorted(naming - CORE_NAMING_A_FAMILY)}"
     assert not CORE_NAMING_A_FAMILY - naming, f"no longer name one (drop them): {sorted(CORE_NAMING_A_FAMILY - naming)}"
 
 
@@ -329,12 +332,14 @@ def test_the_top_level_shows_the_roles() -> None:
             if (p.suffix == ".py" or (p.is_dir() and (p / "__init__.py").exists()))}
     assert here <= known, sorted(here - known)
     assert not here & set(REMOVED), sorted(here & set(REMOVED))
-    aliases = [str(path.relative_to(ROOT)) for path in _modules().values() if "sys.modules[__name__]" in path.read_text()]
+    aliases = [str(path.relative_to(ROOT)) for path in _modules().values()
+               if "sys.modules[__name__]" in path.read_text()]
     assert not aliases, f"alias modules: {aliases}"
 
 
 @pytest.mark.parametrize(("rooms", "forbidden", "rule"), [
-    (BUILDER_ROOMS, ("metadata_builders.properties", *ABOVE_PROPERTIES), "builders import no property, run or interface"),
+    (BUILDER_ROOMS, ("metadata_builders.properties", *ABOVE_PROPERTIES),
+     "builders import no property, run or interface"),
     (("metadata_builders.properties",), ABOVE_PROPERTIES, "properties import no report, run or interface"),
 ])
 def test_the_layers_run_one_way(rooms, forbidden, rule) -> None:

@@ -90,10 +90,10 @@ EXTRA_BATCHES: dict[str, VerifyBatch] = {
 """Witnesses the shared examples do not cover (the draft-extend one: reference/draft_extend.py's worked example,
 two real rows and two pad rows on a tier of 4): a diverging device length, a stale mirror with the same sum,
 a capped tier a later, larger batch can fill (slot 3 is spare), a uniform DSpark tier two tokens wider than
-its rows (an exact total below the buffer: the only tier pad_rows_only ever passes output_size on), a compressed geometry whose first row crosses
-the first c4 and c128 group (positions 127..129) while pad rows have no compressed entry yet, a ragged
-capped tier with both low ratios whose tail pads have ``seq_lens_casual = 1`` (a ratio-2 token with no group
-yet) while the second request holds more than index_topk ratio-1 entries, and a decode tier with both low
+its rows (an exact total below the buffer: the only tier pad_rows_only ever passes output_size on), a compressed
+geometry whose first row crosses the first c4 and c128 group (positions 127..129) while pad rows have no compressed
+entry yet, a ragged capped tier with both low ratios whose tail pads have ``seq_lens_casual = 1`` (a ratio-2 token with
+no group yet) while the second request holds more than index_topk ratio-1 entries, and a decode tier with both low
 ratios whose pad row (length 1) has no ratio-2 group yet while its second row completes the first c128 group."""
 
 BATCHES = {**EXAMPLES, **EXTRA_BATCHES}
@@ -210,13 +210,15 @@ def _observable(builder, batch: VerifyBatch) -> list:
 def _looks(builder, batch: VerifyBatch) -> list:
     seen = _first_look(builder, batch)
     validating = builder.with_mirror_validation()
-    seen += [(variant.label, "validating", _outcome(validating.build, batch, variant)) for variant in variants_for(batch)]
+    seen += [(variant.label, "validating", _outcome(validating.build, batch, variant))
+             for variant in variants_for(batch)]
     builder = builder.fresh()
     try:
         play_history(builder, history_for(batch))
     except Exception as exc:  # noqa: BLE001 - a history that raises where hip does not is a difference
         return seen + [("history", ("raised", type(exc).__name__))]
-    seen += [(variant.label, "after history", _outcome(builder.build, batch, variant)) for variant in variants_for(batch)]
+    seen += [(variant.label, "after history", _outcome(builder.build, batch, variant))
+             for variant in variants_for(batch)]
     return seen
 
 

@@ -565,7 +565,7 @@ def test_uniform_tier_wider_than_its_rows_leaves_an_inert_uncovered_tail():
     assert all(r.failure is None for r in run_all(hip, batch).values())
 
 
-# -- the three tier padding conventions, by hand (metadata_builders/families/dsv4/tier.py's table) -------------------------
+# -- the three tier padding conventions, by hand (metadata_builders/families/dsv4/tier.py's table) ---------------------
 
 # (example, convention) -> (extend_seq_lens, num_tokens, exact before the gate, ragged total read from the device)
 CONVENTIONS = {

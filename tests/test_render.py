@@ -190,7 +190,8 @@ def test_eagle_ungated_host_mirror_reports_an_oob_write() -> None:
     oob = [f for f in a.faults if f.kind == "oob_write"]
     faulting = {v for f in oob for v in f.variants}
     # mirror=tolist stages the lengths on the host too (after reading the mirror back): same exposure.
-    assert faulting == {f"{path} mirror={mirror} gate=ungated" for path in ("eager", "graph") for mirror in ("host", "tolist")}
+    assert faulting == {f"{path} mirror={mirror} gate=ungated"
+                        for path in ("eager", "graph") for mirror in ("host", "tolist")}
     assert all(f.count == 1 and f.device_sum == f.output_size + 1 for f in oob)
     assert not any("gate=dspark" in v for f in a.faults for v in f.variants)
     assert a.disagreements == ()  # metadata is compared without the divergence
@@ -439,7 +440,8 @@ def test_importing_render_does_not_import_matplotlib() -> None:
 
 
 def test_a_sync_failure_is_what_the_picture_says() -> None:
-    """A hidden ``.item()`` (a P7 failure, fields all equal): the verdict names the broken sync contract, not good news."""
+    """A hidden ``.item()`` (a P7 failure, fields all equal): the verdict names the broken sync contract, not good
+    news."""
     from metadata_builders.tools.mutants import mutant_builder
 
     a = analyse(EXAMPLES["uniform_eagle_batch_of_three"], builder=mutant_builder("uniform_total_item_sync"))

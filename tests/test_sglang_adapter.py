@@ -40,7 +40,8 @@ from metadata_builders.properties import (
     contract_role,
     p1_differences,
 )
-from metadata_builders.families.dsv4.reference import CONTRACT_STAGES, expected_host_syncs, oob_read_count, verify_extension
+from metadata_builders.families.dsv4.reference import (CONTRACT_STAGES, expected_host_syncs, oob_read_count,
+                                                       verify_extension)
 from strategies import geometries, verify_batches
 from _examples import EXAMPLES, make_batch
 
@@ -364,7 +365,8 @@ def test_planted_bug_dropping_the_dspark_gate_fails_p4_and_p6(sglang, upstream, 
            "exact_num_tokens = exact_num_tokens and self.is_dspark", "exact_num_tokens = exact_num_tokens")
     with pytest.raises(PropertyFailure) as p4:
         check_p4_gate(sglang, DIVERGED.replace(divergence=None))
-    assert (p4.value.field, p4.value.variant) == ("decision.used_output_size", "eager/mirror=host/layout_total=host/gate=dspark")
+    assert (p4.value.field, p4.value.variant) == ("decision.used_output_size",
+                                                  "eager/mirror=host/layout_total=host/gate=dspark")
     with pytest.raises(PropertyFailure) as p6:
         check_p6_fault_model(sglang, DIVERGED)
     assert "EAGLE faulted under the dspark gate" in p6.value.message
@@ -544,8 +546,8 @@ def _as_failure(check):
     return run
 
 
-_CHECKS = {"P1": check_p1_reference, "P5": check_p5_graph_vs_eager, "P6": check_p6_fault_model, "P7": check_p7_capture_safety,
-           "P8": _as_failure(check_p8_inputs_untouched), "P10": check_p10_kv_state}
+_CHECKS = {"P1": check_p1_reference, "P5": check_p5_graph_vs_eager, "P6": check_p6_fault_model,
+           "P7": check_p7_capture_safety, "P8": _as_failure(check_p8_inputs_untouched), "P10": check_p10_kv_state}
 
 
 @pytest.mark.parametrize("name", sorted(p.name for p in REGRESSIONS.glob("*.json")))

@@ -86,7 +86,8 @@ def test_a_store_kernel_that_wraps_at_the_window_is_red_on_p10_with_every_field_
     assert not [n for n in check_p10_kv_state(sglang, batch) if "cannot express" not in n]
     variants = sglang.variants_supported(batch)
     before = [sglang.build(batch, v).fields for v in variants]
-    planted = _planted_store("    loc = s * ring_stride + (pos % ring_stride)\n", "    loc = s * ring_stride + (pos % win)\n")
+    planted = _planted_store("    loc = s * ring_stride + (pos % ring_stride)\n",
+                             "    loc = s * ring_stride + (pos % win)\n")
     monkeypatch.setattr(consumers, "_store", lambda: planted)
     assert [sglang.build(batch, v).fields for v in variants] == before  # every metadata field equal
     with pytest.raises(PropertyFailure) as info:
@@ -120,7 +121,8 @@ def test_the_picture_of_a_store_kernel_bug_names_the_store(sglang, monkeypatch) 
     if not sglang.inner.upstream.capabilities.exact_token_map:
         pytest.skip("0.5.18/0.5.19: F5 (the page table) disagrees first, so the picture leads with it")
     batch = EXAMPLES["uniform_eagle_batch_of_three"]
-    planted = _planted_store("    loc = s * ring_stride + (pos % ring_stride)\n", "    loc = s * ring_stride + (pos % win)\n")
+    planted = _planted_store("    loc = s * ring_stride + (pos % ring_stride)\n",
+                             "    loc = s * ring_stride + (pos % win)\n")
     monkeypatch.setattr(consumers, "_store", lambda: planted)
     analysis = analyse(batch, builder=sglang)
     assert any(n.startswith("KV p10.") and "store_swa_into_unified" in n for n in analysis.notes), analysis.notes

@@ -55,7 +55,8 @@ def test_uniform_eagle_replay_is_out_graph_python_plus_the_recorded_gather(sglan
     """EAGLE's out-graph phase rebuilds the metadata in Python; the graph holds only the swa_out_cache_loc gather."""
     captured = _replays_equal_builds(sglang, EXAMPLES["uniform_eagle_batch_of_three"],
                                      make_batch([4, 6], [3, 2], 2, graph=GraphTier(4, 8)))
-    assert {c.stage for c in captured.graph.calls} <= {"translate_loc_from_full_to_swa", "init_forward_metadata_in_graph"}
+    assert {c.stage for c in captured.graph.calls} <= {"translate_loc_from_full_to_swa",
+                                                       "init_forward_metadata_in_graph"}
     assert len(captured.graph.calls) == 2
     assert not captured.graph.host_reads
 
@@ -148,7 +149,8 @@ def test_replays_keep_the_captured_swa_loc_f14(sglang) -> None:
 
     with pytest.raises(PropertyFailure) as info:  # the runner half sees the same stale swa_loc: the same finding
         check_runner_replays(sglang, batch)
-    assert info.value.check == "p5.runner_replay_vs_fresh" and known_finding(info.value, batch) == "F14", str(info.value)
+    assert info.value.check == "p5.runner_replay_vs_fresh" and known_finding(info.value, batch) == "F14", \
+        str(info.value)
 
 
 # -- graph-replay regressions planted in upstream's raw-verify path -----------------------------------

@@ -114,7 +114,8 @@ def test_c128_uses_the_request_ring_and_its_own_window() -> None:
 
 
 def test_without_the_request_ring_c4_goes_through_full_to_state() -> None:
-    """0.5.18/0.5.19's layout: the SWA state slot of each position, and the page-edge rule writes positions 22, 23 early."""
+    """0.5.18/0.5.19's layout: the SWA state slot of each position, and the page-edge rule writes positions 22, 23
+    early."""
     # ring 8 = window 8: mtp_pad 0; slot 1, positions 22..31 (j 0..9); first_w_pos = min(32 - 4, 32 - 0) = 28.
     # swa_page_size 8 = ring 8, so compute_loc(swa) = swa // 8 * 8 + swa % 8 = swa = 1000 + 100 + position.
     c, w = _rows(*_plan([32], [10], [1], ring=8, sps=8, req_ring=False))

@@ -59,8 +59,8 @@ _ENTRIES: OrderedDict[tuple, tuple[list[bytes | None], Any]] = OrderedDict()
 _SIZE = 0
 _ENABLED = False
 _GLOBALS: dict[int, tuple[tuple[dict, str], ...] | None] = {}
-"""Per kernel function (kept alive by its kernel, which the process holds): (its globals, a name) for every scalar global it or a jit function it calls reads;
-None when it reads one the key cannot hold."""
+"""Per kernel function (kept alive by its kernel, which the process holds): (its globals, a name) for every scalar
+global it or a jit function it calls reads; None when it reads one the key cannot hold."""
 
 _PLAIN = (int, float, bool, str, type(None))
 

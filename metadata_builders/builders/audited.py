@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping
 from metadata_builders.builders.capabilities import Capabilities, capabilities_of
 from metadata_builders.builders.contract import HISTORY
 from metadata_builders.errors import BuilderContractError, InvalidVariant
-from metadata_builders.families.dsv4.metadata import PER_ENTRY, STREAM_FIELD_NAMES, Audit, VerifyMetadata, canonical_plan
+from metadata_builders.families.dsv4.metadata import (PER_ENTRY, STREAM_FIELD_NAMES, Audit, VerifyMetadata,
+                                                      canonical_plan)
 from metadata_builders.families.dsv4.reference import diverged_extend_lens, expected_host_syncs, verify_extension
 from metadata_builders.families.dsv4.reference.streams import canonical_streams
 from metadata_builders.families.dsv4.reference.grouped import canonical_grouped
@@ -189,7 +190,8 @@ class AuditedBuilder:
         """The variants the builder can express, when it says (None: all of them)."""
         return list(self.inner.variants_supported(batch)) if self.capabilities.expresses else None
 
-    def swa_store_rows(self, state_slot: list[int], positions: list[int], *, ring_stride: int, win: int) -> list[int | None] | None:
+    def swa_store_rows(self, state_slot: list[int], positions: list[int], *, ring_stride: int,
+                       win: int) -> list[int | None] | None:
         """Where the builder's own SWA ring store kernel stores each token (None: it brings none, P10 models it)."""
         if not self.capabilities.store_kernels:
             return None
@@ -335,7 +337,8 @@ def _not_metadata(name: str, result: Any, replay: bool) -> BuilderContractError:
     hint = ""
     if isinstance(result, Mapping):
         hint = ("wrap the fields: VerifyMetadata(fields, Decision(num_tokens, exact_num_tokens, used_output_size, "
-                "max_seq_len)) (from metadata_builders import Decision, VerifyMetadata; docs/BUILDERS.md, 'The builder contract')")
+                "max_seq_len)) (from metadata_builders import Decision, VerifyMetadata; docs/BUILDERS.md, "
+                "'The builder contract')")
     elif result is None:
         hint = "did it forget to return?"
     return BuilderContractError(name, call, "a VerifyMetadata", type(result).__name__, hint)

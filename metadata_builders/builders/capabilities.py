@@ -25,8 +25,8 @@ from typing import Any, Literal
 
 from metadata_builders.families.dsv4.batch.modes import MODES
 from metadata_builders.errors import BuilderContractError, InvalidDeclaration
-from metadata_builders.families.dsv4.tier import (CAPTURE_GEOMETRIES, DEFAULT_CAPTURE_GEOMETRY, DEFAULT_PADDING, PADDINGS,
-                                   CaptureGeometry, Padding)
+from metadata_builders.families.dsv4.tier import (CAPTURE_GEOMETRIES, DEFAULT_CAPTURE_GEOMETRY, DEFAULT_PADDING,
+                                                  PADDINGS, CaptureGeometry, Padding)
 
 __all__ = ["BuildContract", "Capabilities", "CaptureGeometry", "GraphContract", "Padding", "capabilities_of",
            "declared_capture_geometry", "declared_modes", "declared_padding"]

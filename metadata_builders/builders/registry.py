@@ -181,7 +181,8 @@ def findable(module: str) -> bool:
     if found():
         return True
     here, top = os.getcwd(), module.split(".")[0]
-    if here in sys.path or not (os.path.isdir(os.path.join(here, top)) or os.path.isfile(os.path.join(here, top + ".py"))):
+    if here in sys.path or not (os.path.isdir(os.path.join(here, top))
+                                or os.path.isfile(os.path.join(here, top + ".py"))):
         return False
     sys.path.insert(0, here)
     importlib.invalidate_caches()
@@ -264,7 +265,8 @@ def get_builder(name: str, device: str = "cpu") -> AuditedBuilder | ReferenceBui
         findable(module_name)
         module = importlib.import_module(module_name)
     except ImportError as exc:
-        raise BuilderNotFound(name, f"cannot import module {module_name!r}: {exc}; {importable_hint(module_name)}") from exc
+        raise BuilderNotFound(name, f"cannot import module {module_name!r}: {exc}; "
+                                    f"{importable_hint(module_name)}") from exc
     try:
         factory = getattr(module, attr)
     except AttributeError as exc:

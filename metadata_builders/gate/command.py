@@ -210,7 +210,8 @@ class _Run:
         what = f"{run.ending.describe()} after {len(run.complete)}/{len(self.corpus)} batches"
         if side.name == "base":
             raise GateError(f"base side ({side.label})", f"evaluation did not complete: {what}; the base must "
-                            f"complete for a verdict (its log, with --keep-workdir: {os.path.join(run.out, 'pytest.log')})\n"
+                            "complete for a verdict (its log, with --keep-workdir: "
+                            f"{os.path.join(run.out, 'pytest.log')})\n"
                             f"{log_tail(run.ending.log)}")
         self._trace(side, run.trace)
         _say(f"  {side.name}: did not complete ({what}); running the {len(self.corpus) - len(run.complete)} "

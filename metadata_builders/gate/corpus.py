@@ -57,7 +57,8 @@ def corpus_size(props: list[PropertySpec], *, per_kind: int | None, examples: in
 
 
 def build_corpus(props: Iterable[PropertySpec], examples: int | list[int]) -> list[VerifyBatch]:
-    """Batches of every focus (``examples`` in all, spread evenly, or one count per focus), each focus with its own seed.
+    """Batches of every focus (``examples`` in all, spread evenly, or one count per focus), each focus with its own
+    seed.
 
     Generation only (no verdicts), so the corpus depends on no builder and is the
     same at every run: a focus's seed is ``crc32("gate/<focus>")``.

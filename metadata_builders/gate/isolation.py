@@ -101,7 +101,8 @@ def find_crash(side: Side, corpus: list[VerifyBatch], corpus_path: str, complete
                                                              device, limit)
         left = queue[queue.index(on):]
         if alone_ending.returncode == SETUP_ERROR:
-            raise GateError(f"{side.name} side ({side.label})", f"its builder cannot be made: {_last_line(alone_ending)}")
+            raise GateError(f"{side.name} side ({side.label})",
+                            f"its builder cannot be made: {_last_line(alone_ending)}")
         if alone_on is not None:
             return found, Crash(on, _what(alone_ending), True, len(left))
         found += alone

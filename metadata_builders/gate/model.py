@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-__all__ = ["CHUNKS", "ENV_BUILDER", "ENV_CORPUS", "ENV_DEVICE", "ENV_OUT", "ENV_PROPERTIES", "SETUP_ERROR", "Crash", "Outcome",
-           "Side", "shorten"]
+__all__ = ["CHUNKS", "ENV_BUILDER", "ENV_CORPUS", "ENV_DEVICE", "ENV_OUT", "ENV_PROPERTIES", "SETUP_ERROR", "Crash",
+           "Outcome", "Side", "shorten"]
 
 CHUNKS = 16
 """Test items per side: enough for xdist to balance two to eight workers."""

@@ -92,7 +92,8 @@ MODELLED_ON_CPU: tuple[Unjudged, ...] = (
              "not run on CPU (SGLANG_OPT_USE_ONLINE_COMPRESS=false)"),
     Unjudged("*/deepseek_v4/c128_online_v2.cuh", "the online c128 compressor",
              "not run on CPU (SGLANG_OPT_USE_ONLINE_COMPRESS=false)"),
-    Unjudged("*/kernels/ops/attention/fused_qk_norm_rope_store.py", "the fused bf16 norm-rope-store (swa_loc's consumer)",
+    Unjudged("*/kernels/ops/attention/fused_qk_norm_rope_store.py",
+             "the fused bf16 norm-rope-store (swa_loc's consumer)",
              "modelled on CPU by metadata_builders/families/dsv4/kv_state.py (swa_stores: the row is swa_loc itself)"),
 )
 """Every upstream file on the path whose code the CPU gate does not run (docs/SGLANG.md names each stub)."""

@@ -59,7 +59,8 @@ class RunnerSpec:
     """``captured_req_width``: the draft tokens per request (the ragged tiers' cap)."""
     ragged: bool
     geometry: CaptureGeometry = DEFAULT_CAPTURE_GEOMETRY
-    """The builder's declared capture geometry (:mod:`metadata_builders.families.dsv4.tier`): ``token_slots`` or ``request_slots``."""
+    """The builder's declared capture geometry (:mod:`metadata_builders.families.dsv4.tier`): ``token_slots`` or
+    ``request_slots``."""
 
     def tiers(self) -> list[GraphTier]:
         """Every tier, largest first (the capture order); ragged tiers carry the runner's cap, ``width``."""
@@ -118,7 +119,8 @@ class GraphRunner:
         return self
 
     def replay(self, batch: VerifyBatch) -> VerifyMetadata:
-        """Replay ``batch`` on its tier (``batch.graph``, one of the captured): its views refilled, the tier replayed."""
+        """Replay ``batch`` on its tier (``batch.graph``, one of the captured): its views refilled, the tier
+        replayed."""
         tier = batch.graph
         if tier not in self.captured:
             raise InvalidBatch("graph", None, f"one of the runner's captured tiers {self.order}", tier)

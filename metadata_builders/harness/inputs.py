@@ -121,11 +121,12 @@ class VerifyInputs:
     runner: Runner | None = None
     """At a capture: the graph runner (its tiers, the backend's ``shared`` room); None for an eager build."""
     mode: str = "target_verify"
-    """The step of the MTP step this call builds (:data:`~metadata_builders.families.dsv4.batch.MODES`).  ``draft_extend``:
-    upstream's ``init_forward_metadata_draft_extend(seq_lens=..., num_tokens_per_req=num_draft_tokens)``, whose
-    ``seq_lens`` (and mirror) *include* the step's tokens; graph pad rows hold 1 all the same.  ``decode``: one token
-    per row, ``seq_lens`` with it.  ``draft_decode``: the forward batch's ``seq_lens`` (the child adds ``draft_step +
-    1``) and ``out_cache_loc`` the shared buffer of every step, ``rows * num_draft_steps`` entries, request-major."""
+    """The step of the MTP step this call builds
+    (:data:`~metadata_builders.families.dsv4.batch.MODES`).  ``draft_extend``: upstream's
+    ``init_forward_metadata_draft_extend(seq_lens=..., num_tokens_per_req=num_draft_tokens)``, whose ``seq_lens`` (and
+    mirror) *include* the step's tokens; graph pad rows hold 1 all the same.  ``decode``: one token per row,
+    ``seq_lens`` with it.  ``draft_decode``: the forward batch's ``seq_lens`` (the child adds ``draft_step + 1``) and
+    ``out_cache_loc`` the shared buffer of every step, ``rows * num_draft_steps`` entries, request-major."""
     draft_step: int | None = None
     """``draft_decode`` (and the draft runner's ``idle`` replay): which child of the multi-step backend this call is
     (``speculative_step_id``)."""
@@ -194,7 +195,8 @@ class VerifyInputs:
                 if differs.numel():
                     flat = int(differs[0])
                     index = tuple(int(i) for i in torch.unravel_index(torch.tensor(flat), before.shape))
-                    changes.append(InputChange(name, index, before.reshape(-1)[flat].item(), after.reshape(-1)[flat].item()))
+                    changes.append(InputChange(name, index, before.reshape(-1)[flat].item(),
+                                               after.reshape(-1)[flat].item()))
             elif before != after:
                 first = next((i for i, (a, b) in enumerate(zip(before or [], after or [])) if a != b), None)
                 changes.append(InputChange(name, None if first is None else (first,),
@@ -385,8 +387,8 @@ def _positions_len(batch: VerifyBatch, rows: int, tokens: int) -> int:
 
 def fill_positions(positions: torch.Tensor, batch: VerifyBatch) -> None:
     """The forward batch's positions in place: the real tokens'
-    (:attr:`~metadata_builders.families.dsv4.batch.VerifyBatch.positions`), then 0, as upstream's runner refills its static
-    ``positions[:padded_tokens]`` (slot policy ZERO)."""
+    (:attr:`~metadata_builders.families.dsv4.batch.VerifyBatch.positions`), then 0, as upstream's runner refills its
+    static ``positions[:padded_tokens]`` (slot policy ZERO)."""
     import torch
 
     positions.fill_(0)
@@ -420,7 +422,8 @@ def refill_inputs(inputs: VerifyInputs, batch: VerifyBatch) -> None:
 
     variant = inputs.variant
     check_variant(batch, variant)
-    if batch.mode != inputs.mode and bucket_of(batch.mode, batch.draft_step) != bucket_of(inputs.mode, inputs.draft_step):
+    if batch.mode != inputs.mode \
+            and bucket_of(batch.mode, batch.draft_step) != bucket_of(inputs.mode, inputs.draft_step):
         raise InvalidBatch("mode", None, f"the captured graph's mode {inputs.mode!r} (or one sharing its bucket)",
                            batch.mode)
     if batch.draft_step != inputs.draft_step:  # each step is its own child backend, its own captured metadata

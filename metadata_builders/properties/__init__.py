@@ -22,7 +22,8 @@ from metadata_builders.properties.faults import check_p6_fault_model
 from metadata_builders.properties.graph import check_p5_graph_vs_eager
 from metadata_builders.properties.kv import check_p10_kv_state
 from metadata_builders.properties.mirror import check_p2_mirror
-from metadata_builders.properties.sequences import fewer_requests_batch, filled_tier_batch, replay_sequence, same_tier_batch
+from metadata_builders.properties.sequences import (fewer_requests_batch, filled_tier_batch, replay_sequence,
+                                                   same_tier_batch)
 from metadata_builders.properties.spec import (PROPERTIES, Focus, PropertyResult, PropertySpec, batches_for,
                                                focuses_for, run_all, verdict)
 from metadata_builders.properties.state import check_p8_inputs_untouched, check_p9_no_hidden_state, history_for

@@ -47,8 +47,8 @@ def check_p1_reference(builder, batch: VerifyBatch) -> list[str]:
         for name in _DECISION_NAMES:
             e, a = want[name], got[name]
             if e != a:
-                raise _fail("P1", variant, "decision differs from the reference", field=f"decision.{name}", expected=e, actual=a,
-                            check="p1.decision")
+                raise _fail("P1", variant, "decision differs from the reference", field=f"decision.{name}", expected=e,
+                            actual=a, check="p1.decision")
         if actual.audit.faults:
             _fail_on_faults("P1", variant, batch, actual)
     return notes
@@ -204,7 +204,8 @@ def check_p4_gate(builder, batch: VerifyBatch) -> list[str]:
         if actual.decision.used_output_size != want:
             raise _fail(
                 "P4", variant,
-                f"gate={variant.gate}, layout exact={rows.exact}, is_dspark={batch.is_dspark}: wrong output_size decision",
+                f"gate={variant.gate}, layout exact={rows.exact}, is_dspark={batch.is_dspark}: "
+                "wrong output_size decision",
                 field="decision.used_output_size", expected=want, actual=actual.decision.used_output_size,
                 check="p4.used_output_size",
             )
@@ -222,7 +223,8 @@ def check_p4_gate(builder, batch: VerifyBatch) -> list[str]:
         recipe = (variant.path, variant.mirror, variant.layout_total)
         if recipe in by_recipe:
             first_v, first = by_recipe[recipe]
-            _compare("P4", variant, first, actual, f"gate={variant.gate} vs gate={first_v.gate}", check="p4.gate_vs_gate")
+            _compare("P4", variant, first, actual, f"gate={variant.gate} vs gate={first_v.gate}",
+                     check="p4.gate_vs_gate")
         else:
             by_recipe[recipe] = (variant, actual)
     return notes[:1]

@@ -36,22 +36,24 @@ def check_p6_fault_model(builder, batch: VerifyBatch) -> list[str]:
             raise _fail("P6", variant, f"the compress planner wrote {sum(f.count for f in planner)} plan entries past "
                         f"its buffers of {planner[0].output_size} rows (device extend lengths summing past them: F9); "
                         "no variant may", field="audit.faults", expected=[],
-                        actual=[(f.kind, f.count) for f in planner], check="p6.planner_overflow", where=planner[0].stage)
+                        actual=[(f.kind, f.count) for f in planner], check="p6.planner_overflow",
+                        where=planner[0].stage)
         got = [(f.kind, f.count) for f in actual.audit.faults]
         oob = [f for f in actual.audit.faults if f.kind == "oob_read"]
         if oob:
             model = [f.count for f in modelled if f.kind == "oob_read"]
             raise _fail("P6", variant, f"out-of-bounds read in {oob[0].stage} ({oob[0].op}); no variant may perform one"
-                        + (f" (a literal gather reads {model[0]} elements past req_to_token here: F2c)" if model else ""),
+                        + (f" (a literal gather reads {model[0]} elements past req_to_token here: F2c)"
+                           if model else ""),
                         field="audit.faults", expected=[], actual=got, check="p6.oob_read", where=oob[0].stage)
         used = actual.decision.used_output_size
         if got and not used:
             first = actual.audit.faults[0]
-            raise _fail("P6", variant, f"a synced token map faulted ({first.op} in {first.stage})", field="audit.faults",
-                        expected=[], actual=got, check="p6.synced_map_faulted", where=first.stage)
+            raise _fail("P6", variant, f"a synced token map faulted ({first.op} in {first.stage})",
+                        field="audit.faults", expected=[], actual=got, check="p6.synced_map_faulted", where=first.stage)
         if got and not batch.is_dspark and variant.gate == "dspark":
-            raise _fail("P6", variant, "EAGLE faulted under the dspark gate", field="audit.faults", expected=[], actual=got,
-                        check="p6.eagle_faulted_under_dspark", where=actual.audit.faults[0].stage)
+            raise _fail("P6", variant, "EAGLE faulted under the dspark gate", field="audit.faults", expected=[],
+                        actual=got, check="p6.eagle_faulted_under_dspark", where=actual.audit.faults[0].stage)
         g = batch.graph
         if variant.path == "graph" and batch.is_ragged and g is not None and used and host_total(
                 batch.verify_lens, g.padded_bs, g.graph_num_tokens, g.cap, _padding(builder)) is not None:

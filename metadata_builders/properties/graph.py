@@ -6,7 +6,8 @@ import dataclasses
 from typing import Any
 
 from metadata_builders.families.dsv4.batch import VerifyBatch
-from metadata_builders.families.dsv4.metadata import FIELD_NAMES, FIELDS, PER_ENTRY, PER_ROW, SHAPE_VARIES, VerifyMetadata, first_difference
+from metadata_builders.families.dsv4.metadata import (FIELD_NAMES, FIELDS, PER_ENTRY, PER_ROW, SHAPE_VARIES,
+                                                      VerifyMetadata, first_difference)
 from metadata_builders.properties._common import judging
 from metadata_builders.properties._common import (Partial, _capture, _clean, _compare, _fail, _name, _padding,
                                                   _reference, _variants)

@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any, Callable
 
-from metadata_builders.families.dsv4.kv_state import (Ring, StateRing, Store, Token, compressed_row, layout_tokens, ring_unfit,
-                                        state_unfit, swa_stores, unpaged_slots)
+from metadata_builders.families.dsv4.kv_state import (Ring, StateRing, Store, Token, compressed_row, layout_tokens,
+                                                      ring_unfit, state_unfit, swa_stores, unpaged_slots)
 from metadata_builders.families.dsv4.batch import VerifyBatch
 from metadata_builders.properties._common import _label, judging
 from metadata_builders.properties.kv_paged import judge_low_ratio_positions, judge_paged_swa
@@ -88,9 +88,9 @@ def _compressor_states(variant: Variant, batch: VerifyBatch, tokens: list[Token]
     """The c4/c128 compressor states the write plans store (``[ragged_id, row]`` per entry): every row inside the
     state pool; a real token's state at its own position's row of its own slot's ring, no two real tokens on one
     row; a padding token's (a pad row's, absorbed slack's) only on slot 0's rows or a dead row of its own slot --
-    never on a row whose state a real request's next compress reads (:class:`~metadata_builders.families.dsv4.kv_state.StateRing`).
-    A ring too small for a step's live states (a geometry upstream's pool configurator refuses) is counted, not
-    judged: the ``P10 stores:`` line says how many."""
+    never on a row whose state a real request's next compress reads
+    (:class:`~metadata_builders.families.dsv4.kv_state.StateRing`).  A ring too small for a step's live states (a
+    geometry upstream's pool configurator refuses) is counted, not judged: the ``P10 stores:`` line says how many."""
     if batch.geometry.compression is None:
         return
     for ratio in (4, 128):
@@ -236,8 +236,9 @@ def _low_ratio_pools(variant: Variant, batch: VerifyBatch, tokens: list[Token], 
             completes = (tok.position + 1) % ratio == 0
             want = batch.req_to_token[tok.slot][tok.position] // ratio if completes else -1
             if loc != want:
-                what = (f"completes its c{ratio} group {(tok.position + 1) // ratio - 1}, whose entry the reads look up "
-                        f"at row {want}" if completes else f"completes no c{ratio} group (-1: no store)")
+                what = (f"completes its c{ratio} group {(tok.position + 1) // ratio - 1}, "
+                        f"whose entry the reads look up at row {want}" if completes
+                        else f"completes no c{ratio} group (-1: no store)")
                 raise _fail("P10", variant, f"{name}: {tok.describe()} {what}, but stores at row {loc}", field=name,
                             index=tok.index, expected=want, actual=loc, check="p10.compressed_store")
 
@@ -290,15 +291,17 @@ def _compressed(variant: Variant, batch: VerifyBatch, tokens: list[Token], field
                 if tok.index in skipped:
                     continue
                 completes = tok.real and (tok.position + 1) % ratio == 0
-                want = base + (compressed_row(batch, tok.slot, (tok.position + 1) // ratio - 1, ratio) if completes else 0)
+                want = base + (compressed_row(batch, tok.slot, (tok.position + 1) // ratio - 1, ratio)
+                               if completes else 0)
                 if loc == want:
                     continue
                 if not tok.real:
                     raise _fail("P10", variant, f"{name}: {tok.describe()} stores a c{ratio} entry at row {loc}: "
                                 f"padding completes no group of anyone's (row {base}, nobody's)", field=name,
                                 index=tok.index, expected=want, actual=loc, check="p10.pad_compressed_store")
-                what = (f"completes its c{ratio} group {(tok.position + 1) // ratio - 1}, whose entry the reads look up "
-                        f"at row {want}" if completes else f"completes no c{ratio} group (row {base}, nobody's)")
+                what = (f"completes its c{ratio} group {(tok.position + 1) // ratio - 1}, "
+                        f"whose entry the reads look up at row {want}" if completes
+                        else f"completes no c{ratio} group (row {base}, nobody's)")
                 raise _fail("P10", variant, f"{name}: {tok.describe()} {what}, but stores at row {loc}",
                             field=name, index=tok.index, expected=want, actual=loc, check="p10.compressed_store")
     pages, lengths = fields.get("c128_page_indices"), fields.get("c128_topk_lengths_raw")

@@ -6,7 +6,8 @@ from metadata_builders.families.dsv4.batch import VerifyBatch
 from metadata_builders.errors import StaleMirror
 from metadata_builders.families.dsv4.metadata import VerifyMetadata, first_difference
 from metadata_builders.properties._common import _label, judging
-from metadata_builders.properties._common import _reference, Partial, _clean, _compare, _describe, _fail, _name, _variants
+from metadata_builders.properties._common import (_reference, Partial, _clean, _compare, _describe, _fail, _name,
+                                                  _variants)
 from metadata_builders.properties.syncs import contract_role
 from metadata_builders.families.dsv4.variants import Variant, variants_for
 
@@ -58,7 +59,8 @@ def _check_stale_mirror(builder, batch: VerifyBatch) -> list[str]:
     if div is None or div.seq_lens_cpu is None or list(div.seq_lens_cpu) == list(batch.seq_lens):
         return []
     if not builder.capabilities.mirror_validation:
-        return [Partial(f"stale mirror not checked: builder {_name(builder)!r} has no mirror validation", "mirror_validation")]
+        return [Partial(f"stale mirror not checked: builder {_name(builder)!r} has no mirror validation",
+                        "mirror_validation")]
     validating = builder.with_mirror_validation()
     first = next(i for i, (a, b) in enumerate(zip(batch.seq_lens, div.seq_lens_cpu)) if a != b)
     notes: list[str] = []

@@ -12,8 +12,8 @@ tier, on one builder, largest first; then replays
     batch @ A,  batch @ B,  batch with other values @ A,  batch with fewer requests @ B,  batch @ largest
 
 The runner takes its request slots from the capture geometry the builder declares (``token_slots``, the
-released runner's, unless it says ``request_slots``: :mod:`metadata_builders.families.dsv4.tier`); a builder that brings its
-runner's own slot rule (``ragged_capture_slots``) is held to that declaration first, on every tier
+released runner's, unless it says ``request_slots``: :mod:`metadata_builders.families.dsv4.tier`); a builder that brings
+its runner's own slot rule (``ragged_capture_slots``) is held to that declaration first, on every tier
 (``p5.capture_convention``: a runner that follows one rule while the builder declares the other).  It
 holds the capture layouts to the tiers (each covers its tier: ``p5.capture_geometry``), and each
 replay to a fresh build of its batch on its tier (same fields, the
@@ -36,7 +36,8 @@ from metadata_builders.families.dsv4.batch import GraphTier, VerifyBatch
 from metadata_builders.errors import CaptureSync, InvalidBatch
 from metadata_builders.properties._common import _capture_error, _clean, _compare, _fail, _variants, tally
 from metadata_builders.properties.sequences import busy_on_tier, fewer_requests_batch, idle_on_tier, same_tier_batch
-from metadata_builders.families.dsv4.tier import CAPTURE_GEOMETRIES, DEFAULT_CAPTURE_GEOMETRY, CaptureGeometry, ragged_capture_slots
+from metadata_builders.families.dsv4.tier import (CAPTURE_GEOMETRIES, DEFAULT_CAPTURE_GEOMETRY, CaptureGeometry,
+                                                  ragged_capture_slots)
 from metadata_builders.families.dsv4.variants import Variant
 
 __all__ = ["check_runner_replays", "runner_sequence"]
@@ -74,7 +75,8 @@ def runner_sequence(batch: VerifyBatch, geometry: CaptureGeometry = DEFAULT_CAPT
         return None, []
     a = first.graph
     assert a is not None
-    others = [t for t in spec.tiers() if t != a and batch.bs <= t.padded_bs and batch.num_real_tokens <= t.graph_num_tokens]
+    others = [t for t in spec.tiers()
+              if t != a and batch.bs <= t.padded_bs and batch.num_real_tokens <= t.graph_num_tokens]
     others.sort(key=lambda t: (t.padded_bs != a.padded_bs, t.graph_num_tokens))
     second = next((b for b in (_on(batch, t) for t in others) if b is not None), None)
     if second is None:

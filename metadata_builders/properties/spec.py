@@ -97,7 +97,8 @@ _DRAFT_EXTEND = {"mode": "draft_extend"}
 _DRAFT_EXTEND_WINDOWS = {**_DRAFT_EXTEND, "graph": True, "equal_windows": True}
 """P10's draft-extend focus: graph tiers on geometries whose two windows are one (upstream's), the only ones where P10
 judges draft extend (its prefill store keeps the unified window, its reads take ``swa_window``:
-:func:`~metadata_builders.families.dsv4.kv_state.ring_unfit`); drawn freely, about half the batches were ``not applicable``."""
+:func:`~metadata_builders.families.dsv4.kv_state.ring_unfit`); drawn freely, about half the batches were
+``not applicable``."""
 
 _DECODE = {"mode": "decode"}
 _DRAFT_DECODE = {"mode": "draft_decode"}

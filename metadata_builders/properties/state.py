@@ -205,7 +205,8 @@ def check_p9_no_hidden_state(builder, batch: VerifyBatch) -> list[str]:
     if isinstance(builder, ReferenceBuilder):
         return ["the reference keeps no state; nothing to check"]
     if not can_be_made_afresh(builder):
-        return [Partial(f"P9 not checked: builder {_name(builder)!r} cannot be constructed afresh (no factory)", "fresh_builder")]
+        return [Partial(f"P9 not checked: builder {_name(builder)!r} cannot be constructed afresh (no factory)",
+                        "fresh_builder")]
     batch = _clean(batch)
     history = history_for(batch)
     if not history:

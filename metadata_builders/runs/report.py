@@ -159,8 +159,8 @@ def stores_line(run: Any) -> str | None:
         suffix += (f"; page-table reads: {reads.get('judged', 0)} request builds judged, {reads.get('unpaged', 0)} not "
                    "(a table row that is not paged)")
     if pools:
-        suffix += (f"; compressed pools: {pools.get('judged', 0)} request builds judged, {pools.get('unpaged', 0)} not (a "
-                   "table row that is not paged: the strategies' deliberate holes)")
+        suffix += (f"; compressed pools: {pools.get('judged', 0)} request builds judged, {pools.get('unpaged', 0)} "
+                   "not (a table row that is not paged: the strategies' deliberate holes)")
     if states:
         suffix += (f"; compressor states: {states.get('judged', 0)} write plans judged, {states.get('unfit', 0)} not "
                    "(a state ring too small for a step's live states)")

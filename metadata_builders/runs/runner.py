@@ -122,8 +122,8 @@ def run_property(
     Each of the spec's focuses is one Hypothesis run of ``max_examples``.  A failing
     focus ends its mode's focuses, not the other modes': a known finding of target
     verify must not leave draft extend, the decode modes or the DSpark draft worker's
-    verify (:func:`build_of`) unjudged (their failures go to :attr:`PropertyRun.later`).  ``stop_at_first``: the first failure ends the
-    run (the mutant catalogue: one kill is enough).  Under a derandomized profile
+    verify (:func:`build_of`) unjudged (their failures go to :attr:`PropertyRun.later`).  ``stop_at_first``: the first
+    failure ends the run (the mutant catalogue: one kill is enough).  Under a derandomized profile
     each focus gets its own fixed seed (``hypothesis.seed``), so focuses explore
     different batches and a run is reproducible.
     """

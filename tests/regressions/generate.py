@@ -23,7 +23,8 @@ def _batch(seq_lens, slots, draft, *, verify_lens=None, graph=None, is_dspark=Fa
     full_to_swa = [200 + loc for loc in range(SLOTS * WIDTH)] + [-1]
     extend = verify_lens or [draft] * len(seq_lens)
     out = [slot * WIDTH + s + j for s, slot, e in zip(seq_lens, slots, extend) for j in range(e)]
-    return VerifyBatch(seq_lens, slots, verify_lens, draft, out, table, full_to_swa, is_dspark, GEOMETRY, graph, divergence)
+    return VerifyBatch(seq_lens, slots, verify_lens, draft, out, table, full_to_swa, is_dspark, GEOMETRY, graph,
+                       divergence)
 
 
 def _expect(faults, used_output_size=None, **variant) -> dict:

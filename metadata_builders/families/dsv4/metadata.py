@@ -94,7 +94,8 @@ def _compressed(ratio: int) -> tuple[FieldSpec, ...]:
     c = f"c{ratio}"
     return (
         FieldSpec(f"{c}_out_loc", "token", "(padded_num_tokens,)",
-                  f"raw_out_loc // {ratio} where seq_lens_casual % {ratio} == 0, else 0", dtype="int64", group="compressed"),
+                  f"raw_out_loc // {ratio} where seq_lens_casual % {ratio} == 0, else 0", dtype="int64",
+                  group="compressed"),
         FieldSpec(f"{c}_topk_lengths_raw", "token", "(padded_num_tokens,)", f"seq_lens_casual // {ratio}",
                   group="compressed"),
         FieldSpec(f"{c}_topk_lengths_clamp1", "token", "(padded_num_tokens,)", f"max(seq_lens_casual // {ratio}, 1)",
@@ -114,7 +115,8 @@ def _plans(ratio: int) -> tuple[FieldSpec, ...]:
 
 def _low_ratio(ratio: int) -> tuple[FieldSpec, ...]:
     """Group ``low_ratios`` for ``ratio`` (SGLang 0.5.22+: ``low_ratio_compression_metadata``, ``sparse_buffers``,
-    the target-verify (decode-row) ``c{ratio}_indexer_metadata``); :mod:`metadata_builders.families.dsv4.reference.low_ratios`."""
+    the target-verify (decode-row) ``c{ratio}_indexer_metadata``);
+    :mod:`metadata_builders.families.dsv4.reference.low_ratios`."""
     c, topk = f"c{ratio}", "(padded_num_tokens, ceil(index_topk / page_index_align) * page_index_align)"
 
     def spec(name: str, shape: str, doc: str, **kw: Any) -> FieldSpec:
@@ -223,8 +225,9 @@ BASE_FIELD_NAMES: tuple[str, ...] = tuple(name for name, spec in FIELDS.items() 
 """The fields every build produces, whatever the geometry."""
 
 STREAM_FIELD_NAMES: tuple[str, ...] = tuple(name for name, spec in FIELDS.items() if spec.group == "streams")
-"""The decode index streams: judged where the SWA window equals the unified pool's window (upstream: both 128); elsewhere
-its kernel writes ``min(pos + 1, unified_swa_window)`` entries into ``min(pos + 1, swa_window)``-sized segments."""
+"""The decode index streams: judged where the SWA window equals the unified pool's window (upstream: both 128);
+elsewhere its kernel writes ``min(pos + 1, unified_swa_window)`` entries into ``min(pos + 1, swa_window)``-sized
+segments."""
 
 
 DRAFT_EXTEND_FIELD_NAMES: tuple[str, ...] = tuple(n for n in BASE_FIELD_NAMES if n not in (
@@ -233,10 +236,12 @@ DRAFT_EXTEND_FIELD_NAMES: tuple[str, ...] = tuple(n for n in BASE_FIELD_NAMES if
 (a one-column page table), the unified prefill mapping; no ``extend_start_loc``, ring store, streams or compression."""
 
 MODE_FIELD_NAMES: Mapping[str, tuple[str, ...] | None] = MappingProxyType(
-    {"target_verify": None, "draft_extend": DRAFT_EXTEND_FIELD_NAMES, "decode": None, "draft_decode": None, "idle": None})
+    {"target_verify": None, "draft_extend": DRAFT_EXTEND_FIELD_NAMES, "decode": None, "draft_decode": None,
+     "idle": None})
 """The fields each built mode of the MTP step produces (None: by geometry, :func:`fields_for`)."""
 
-COMMON_FIELD_NAMES: tuple[str, ...] = ("seq_lens", *(n for n, s in FIELDS.items() if s.group == "core" and s.per == "token"))
+COMMON_FIELD_NAMES: tuple[str, ...] = ("seq_lens",
+                                       *(n for n, s in FIELDS.items() if s.group == "core" and s.per == "token"))
 """What a build of every mode produces: the rows' ``seq_lens`` and the core group's per-token fields."""
 
 
@@ -254,7 +259,8 @@ def _decode_fields(geometry: Any, mode: str) -> tuple[str, ...]:
                  if name in COMMON_FIELD_NAMES or name in ("verify_store_state_slot", "swa_loc")
                  or spec.group == "paged_swa" or _low_ratio_field(spec, low)
                  or (spec.group == "streams" and geometry.swa_window == geometry.unified_swa_window)
-                 or (compressed and (spec.group in ("compressed", "sparse", "indexer") or name.endswith("_decode_plan"))))
+                 or (compressed and (spec.group in ("compressed", "sparse", "indexer")
+                                     or name.endswith("_decode_plan"))))
 
 
 def fields_for(geometry: Any, mode: str = "target_verify", *, draft_runner: bool = False) -> tuple[str, ...]:

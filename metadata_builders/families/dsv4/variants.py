@@ -99,8 +99,8 @@ def variants_for(batch: VerifyBatch) -> list[Variant]:
     """Every valid variant of ``batch``: eager ones, then graph ones if it has a tier.
 
     A batch of any mode but target verify has the path only (its knobs are fixed: the caller always passes the host
-    mirror, the lengths are uniform, and the token count is exact without a gate); a batch of a mode no builder builds yet
-    raises :class:`~metadata_builders.errors.ModeNotBuilt`."""
+    mirror, the lengths are uniform, and the token count is exact without a gate); a batch of a mode no builder builds
+    yet raises :class:`~metadata_builders.errors.ModeNotBuilt`."""
     if batch.mode not in BUILT_MODES:
         raise ModeNotBuilt(batch.mode, BUILT_MODES)
     if batch.mode == "idle":
@@ -137,7 +137,8 @@ def check_variant(batch: VerifyBatch, variant: Variant) -> None:
                                      "the path)", getattr(variant, name))
         return
     if batch.is_ragged and variant.mirror != "host":
-        raise InvalidVariant("mirror", "'host' for a ragged batch (the mirror knob is for uniform batches)", variant.mirror)
+        raise InvalidVariant("mirror", "'host' for a ragged batch (the mirror knob is for uniform batches)",
+                             variant.mirror)
     if (not batch.is_ragged or variant.path == "graph") and variant.layout_total != "host":
         raise InvalidVariant(
             "layout_total", "'host' except for an eager ragged batch (where it is a knob)", variant.layout_total

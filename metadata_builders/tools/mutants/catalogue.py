@@ -54,7 +54,8 @@ _SPECS: tuple[MutantSpec, ...] = (
         "A host copy of seq_lens is taken with .to(\"cpu\", non_blocking=True) for a debug log: a device-to-host "
         "read on every path, the sync-free ones included (on CPU \"cpu\" and the device were once the same name).",
         "    layout = stages.verify_extension(inputs, seq_lens_cpu)\n"
-        "    _log.debug(\"target verify %s: %d rows, %d tokens\", inputs.variant.label, inputs.rows, layout.num_tokens)",
+        "    _log.debug(\"target verify %s: %d rows, %d tokens\", inputs.variant.label, inputs.rows, "
+        "layout.num_tokens)",
         "    host_seq_lens = inputs.seq_lens.to(\"cpu\", non_blocking=True)\n"
         "    layout = stages.verify_extension(inputs, seq_lens_cpu)\n"
         "    _log.debug(\"target verify %s: %d rows, %d tokens, prefixes %s\", inputs.variant.label, inputs.rows,\n"
@@ -224,7 +225,8 @@ _SPECS: tuple[MutantSpec, ...] = (
         "page_table_floor_page_count", "core_metadata", "page_table one column short",
         "The page count is max_seq_len // page_size (floor, not ceil): the last partial page is missing.",
         "page_table = inputs.req_to_token[slots, : layout.max_seq_len : geo.page_size]",
-        "page_table = inputs.req_to_token[slots, : layout.max_seq_len // geo.page_size * geo.page_size : geo.page_size]",
+        "page_table = inputs.req_to_token[slots, : layout.max_seq_len // geo.page_size * geo.page_size "
+        ": geo.page_size]",
     ),
     MutantSpec(
         "sentinel_clamp_negative_positions", "core_metadata", "-1 sentinel mishandled (negative positions)",
@@ -322,10 +324,12 @@ _SPECS: tuple[MutantSpec, ...] = (
         "replay_asserts_on_graph_state", "HipBuilder.out_graph", "hidden sync on graph state",
         "Before each replay, out-graph work asserts that the captured seq_lens fit the table, reading the "
         "static buffer (graph state, not an input of this call) back to the host: a sync on every replay.",
-        "        layout = self.verify_extension(inputs, pipeline.host_mirror(inputs, check_mirror=self.validate_mirror))\n"
+        "        layout = self.verify_extension(inputs, pipeline.host_mirror(inputs, "
+        "check_mirror=self.validate_mirror))\n"
         "        state.seq_lens",
         "        assert int(state.seq_lens[: state.bs].max()) <= inputs.req_to_token.shape[1]\n"
-        "        layout = self.verify_extension(inputs, pipeline.host_mirror(inputs, check_mirror=self.validate_mirror))\n"
+        "        layout = self.verify_extension(inputs, pipeline.host_mirror(inputs, "
+        "check_mirror=self.validate_mirror))\n"
         "        state.seq_lens",
         "debug asserts on persistent CUDA-graph buffers (cudaStreamSynchronize before every replay)",
     ),
@@ -360,7 +364,8 @@ _SPECS: tuple[MutantSpec, ...] = (
         "        extend = state.extend_seq_lens\n"
         "        if inputs.verify_lens is not None and inputs.graph is not None:\n"
         "            g = inputs.graph\n"
-        "            extend = pipeline.pad_verify_lens_to_bucket(inputs.verify_lens, inputs.rows, g.graph_num_tokens, g.cap)\n"
+        "            extend = pipeline.pad_verify_lens_to_bucket(inputs.verify_lens, inputs.rows, g.graph_num_tokens, "
+        "g.cap)\n"
         "        layout = Layout(state.seq_lens, extend, state.extend_start_loc, None, None,",
         "replays whose request geometry differed from the captured one (DSV4 MTP verify, upstream issues)",
     ),
@@ -395,7 +400,8 @@ _SPECS: tuple[MutantSpec, ...] = (
         "replay of any other tier refreshes the smallest tier's buffers (or fails to fit them), while its own "
         "recording reads its own buffers, still holding the capture's batch. Invisible with one tier per backend.",
         "        state = graphs[key]\n        layout = self.verify_extension(",
-        "        state = next(reversed(graphs.values()))  # the tier captured last\n        layout = self.verify_extension(",
+        "        state = next(reversed(graphs.values()))  # the tier captured last\n"
+        "        layout = self.verify_extension(",
         "upstream's per-tier store (cuda_graph_metadata_of_bucket_and_bs) exists because the backend's "
         "forward_metadata is overwritten by every capture; a replay that copies into it lands in the wrong tier",
     ),
@@ -436,12 +442,14 @@ _SPECS: tuple[MutantSpec, ...] = (
         "        built = target_verify(inputs, check_mirror=self.validate_mirror, stages=self)\n"
         "        if inputs.verify_lens is None:  # uniform: 'the same for every batch of these rows'\n"
         "            memo = self.__dict__.setdefault(\"_uniform_extend_by_rows\", {})\n"
-        "            built.fields[\"extend_seq_lens\"] = memo.setdefault(inputs.rows, built.fields[\"extend_seq_lens\"])\n"
+        "            built.fields[\"extend_seq_lens\"] = memo.setdefault(inputs.rows, "
+        "built.fields[\"extend_seq_lens\"])\n"
         "        return built\n",
         "upstream #31026: the configured draft count used where DSpark's active count changes from step to step",
     ),
     MutantSpec(
-        "staging_buffer_reused_across_steps", "HipBuilder.verify_extension", "one pinned staging buffer reused every step",
+        "staging_buffer_reused_across_steps", "HipBuilder.verify_extension",
+        "one pinned staging buffer reused every step",
         "The host-staged uniform extend lengths go through one pinned buffer the builder keeps from step to step "
         "(no allocation per step) and copy up without a sync: when the next step's draft count differs, its fill "
         "rewrites the buffer while the previous step's copy may not have read it yet. The fields agree; the device "

@@ -23,11 +23,14 @@ GROUP_SPECS: tuple[MutantSpec, ...] = (
         "the buffer's end.",
         "    return decode_index_streams_torch(fields[\"req_pool_indices_repeated\"], fields[\"positions_casual\"],\n"
         "                                      fields[\"swa_topk_lengths\"], hca, csa, pages, csa_width=csa_width,\n"
-        "                                      win=geo.unified_swa_window, ring_size=geo.ring_size, swa_pages=swa_pages)\n",
+        "                                      win=geo.unified_swa_window, ring_size=geo.ring_size, "
+        "swa_pages=swa_pages)\n",
         "    out = decode_index_streams_torch(fields[\"req_pool_indices_repeated\"], fields[\"positions_casual\"],\n"
         "                                     fields[\"swa_topk_lengths\"], hca, csa, pages, csa_width=csa_width,\n"
-        "                                     win=geo.unified_swa_window, ring_size=geo.ring_size, swa_pages=swa_pages)\n"
-        "    out[\"swa_indptr\"] = F.pad(torch.cumsum(casual, 0, dtype=torch.int32), (1, 0))  # one segment per context\n"
+        "                                     win=geo.unified_swa_window, ring_size=geo.ring_size, "
+        "swa_pages=swa_pages)\n"
+        "    out[\"swa_indptr\"] = F.pad(torch.cumsum(casual, 0, dtype=torch.int32), (1, 0))  "
+        "# one segment per context\n"
         "    return out\n",
         "docs/FINDINGS.md F8: a stale extend length reaching build_decode_streams, whose indptr then describes "
         "segments outside its buffer",

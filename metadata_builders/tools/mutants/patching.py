@@ -5,8 +5,8 @@ text of its stage and raises :class:`~metadata_builders.errors.MutantDoesNotAppl
 when the text is not there exactly once (``hip.py`` changed), so a stale mutant
 fails loudly instead of silently testing nothing.  :class:`MutantBuilder`
 compiles the edited copy once in ``hip``'s namespace and, for the duration of
-each ``build`` and each graph phase (``graph_state`` / ``out_graph`` / ``in_graph``), puts it in place of the original in
-the ``hip`` module, so the rest of the pipeline calls the mutated stage exactly
+each ``build`` and each graph phase (``graph_state`` / ``out_graph`` / ``in_graph``), puts it in place of the original
+in the ``hip`` module, so the rest of the pipeline calls the mutated stage exactly
 as it would call a buggy upstream one.  Nothing edits outputs after the fact.
 
 Every mutant is also a ``module:attr`` factory (:data:`FACTORIES`, exported by
@@ -227,7 +227,8 @@ def __getattr__(name: str) -> Any:
 
 
 def mutant_builder(name: str, device: str = "cpu") -> AuditedBuilder:
-    """The audited builder for mutant ``name`` (what ``get_builder("metadata_builders.tools.mutants:<name>")`` returns)."""
+    """The audited builder for mutant ``name`` (what ``get_builder("metadata_builders.tools.mutants:<name>")``
+    returns)."""
     from metadata_builders.builders import AuditedBuilder, resolve_device
 
     if name not in MUTANTS:

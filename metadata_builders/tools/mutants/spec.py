@@ -17,7 +17,8 @@ class MutantSpec:
     stage: str
     """A function of :mod:`metadata_builders.families.dsv4.hip.pipeline`, ``HipBuilder.<method>``, ``compression.<fn>``
     (a function of :mod:`metadata_builders.families.dsv4.hip.compression`), ``low_ratios.<fn>``
-    (:mod:`metadata_builders.families.dsv4.hip.low_ratios`) or ``decode.<fn>`` (:mod:`metadata_builders.families.dsv4.hip.decode`)."""
+    (:mod:`metadata_builders.families.dsv4.hip.low_ratios`) or ``decode.<fn>``
+    (:mod:`metadata_builders.families.dsv4.hip.decode`)."""
     bug_class: str
     """The kind of bug, in a few words."""
     summary: str

@@ -93,7 +93,8 @@ def _random_tier(rng: random.Random, real: list[int], bs: int, draft: int, is_ra
     return GraphTier(padded_bs, total, cap)
 
 
-def _random_batch(rng: random.Random, ragged: bool | None, graph: bool | None, divergence: bool | None) -> VerifyBatch | None:
+def _random_batch(rng: random.Random, ragged: bool | None, graph: bool | None,
+                  divergence: bool | None) -> VerifyBatch | None:
     from strategies import MAX_CONTEXT
 
     draft = rng.randint(1, _BASELINE_MAX_DRAFT)
@@ -136,7 +137,8 @@ def _random_batch(rng: random.Random, ragged: bool | None, graph: bool | None, d
         ring = 2**31 // num_slots - rng.randint(0, 3)
     geometry = Geometry(
         page_size=_dimension(rng, "page_size"), swa_window=window, ring_size=ring,
-        unified_swa_window=rng.choice((*range(1, 9), window, 128)), page_index_align=_dimension(rng, "page_index_align"),
+        unified_swa_window=rng.choice((*range(1, 9), window, 128)),
+        page_index_align=_dimension(rng, "page_index_align"),
     )
     try:
         batch = VerifyBatch(

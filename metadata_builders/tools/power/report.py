@@ -86,7 +86,8 @@ def _summary_table(subset: list[dict[str, Any]], rows: list[dict[str, Any]]) -> 
     for gen in GENERATORS:
         t = _totals(subset, gen)
         out.append(
-            f"| {gen} | {100 * t['kill_rate']:.0f}% ({t['kills']}/{t['trials']}) | {t['mutants_always_killed']}/{len(subset)} "
+            f"| {gen} | {100 * t['kill_rate']:.0f}% ({t['kills']}/{t['trials']}) "
+            f"| {t['mutants_always_killed']}/{len(subset)} "
             f"| {t['mutants_never_killed']} | {_fmt(t['median_examples'])} | {_fmt(t['median_seconds'], '.2f')} "
             f"| {_fmt(t['median_bs'])} / {_fmt(t['median_tokens'])} |"
         )
@@ -106,7 +107,8 @@ def _per_mutant_table(rows: list[dict[str, Any]]) -> list[str]:
         hh, rr = row["hypothesis"], row["random"]
         out.append(
             f"| `{row['mutant']}` | {hh['kills']}/{hh['seeds']} | {rr['kills']}/{rr['seeds']} "
-            f"| {_fmt(hh['examples'])} | {_fmt(rr['examples'])} | {_fmt(hh['seconds'], '.2f')} | {_fmt(rr['seconds'], '.2f')} "
+            f"| {_fmt(hh['examples'])} | {_fmt(rr['examples'])} "
+            f"| {_fmt(hh['seconds'], '.2f')} | {_fmt(rr['seconds'], '.2f')} "
             f"| {_fmt(hh['bs'])}/{_fmt(hh['tokens'])} | {_fmt(rr['bs'])}/{_fmt(rr['tokens'])} "
             f"| {','.join(hh['by']) or '–'} | {','.join(rr['by']) or '–'} |"
         )
@@ -118,7 +120,9 @@ def _rates_section(rates: list[dict[str, Any]], rate_seconds: float) -> list[str
     out = [
         f"## Examples per second per property (unmutated `hip`, {rate_seconds:g} s each)",
         "",
-        "Each property on its own batch kind (`PropertySpec.focuses`, time split evenly: P1 any / ragged graph / uniform, P2 uniform, P5 graph / ragged graph / DSpark uniform graph, P6 divergence, P7 any / DSpark uniform graph).",
+        "Each property on its own batch kind (`PropertySpec.focuses`, time split evenly: P1 any / ragged graph / "
+        "uniform, P2 uniform, P5 graph / ragged graph / DSpark uniform graph, P6 divergence, P7 any / DSpark uniform "
+        "graph).",
         "",
         "| property | what | hypothesis ex/s | random ex/s |",
         "|---|---|---|---|",
@@ -126,7 +130,8 @@ def _rates_section(rates: list[dict[str, Any]], rate_seconds: float) -> list[str
     by = {(x["property"], x["generator"]): x for x in rates}
     for spec in PROPERTIES:
         hx, rx = by.get((spec.name, "hypothesis")), by.get((spec.name, "random"))
-        out.append(f"| {spec.name} | {spec.title} | {_fmt(hx and hx['per_second'])} | {_fmt(rx and rx['per_second'])} |")
+        out.append(f"| {spec.name} | {spec.title} | {_fmt(hx and hx['per_second'])} "
+                   f"| {_fmt(rx and rx['per_second'])} |")
     return out
 
 
@@ -204,7 +209,8 @@ def _plot(rows: list[dict[str, Any]], path: str, meta: dict[str, Any]) -> None:
     axes[0].set_xlim(0, 1.05)
     axes[0].legend(loc="lower right", fontsize=8)
     fig.suptitle(
-        f"Mutant kills: Hypothesis strategies vs random sampling ({meta['seeds']} seeds, {meta['budget']:g} s per trial)",
+        f"Mutant kills: Hypothesis strategies vs random sampling ({meta['seeds']} seeds, "
+        f"{meta['budget']:g} s per trial)",
         fontsize=11,
     )
     fig.tight_layout()

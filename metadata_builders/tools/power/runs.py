@@ -48,7 +48,8 @@ def _applies(spec: PropertySpec, batch: VerifyBatch) -> bool:
     return spec.why_not(batch) is None
 
 
-def first_failure(builder: Any, batch: VerifyBatch, props: tuple[PropertySpec, ...] = PROPERTIES) -> PropertyFailure | None:
+def first_failure(builder: Any, batch: VerifyBatch,
+                  props: tuple[PropertySpec, ...] = PROPERTIES) -> PropertyFailure | None:
     """Run ``props`` in order on one batch; the first failure (a builder crash counts), or None."""
     memo = MemoBuilder(builder)
     for spec in props:
@@ -163,7 +164,8 @@ def hypothesis_trial(builder: Any, mutant: str, seed: int, budget: float, shrink
     round_ = 0
     while not trial.killed and time.perf_counter() - search.start <= budget:
         focus = HYPOTHESIS_FOCUSES[round_ % len(HYPOTHESIS_FOCUSES)]
-        test = run_settings(hypothesis_seed(seed * 1_000_003 + round_)(given(batch=verify_batches(**focus))(search.check)))
+        test = run_settings(hypothesis_seed(seed * 1_000_003 + round_)(
+            given(batch=verify_batches(**focus))(search.check)))
         round_ += 1
         try:
             test()
@@ -284,8 +286,8 @@ def run_power(
             result = future.result()
             if isinstance(result, Trial):
                 trials.append(result)
-                verdict = f"killed by {result.prop} after {result.examples} ex, {result.seconds:.2f}s" if result.killed \
-                    else f"survived {result.examples} ex"
+                verdict = f"killed by {result.prop} after {result.examples} ex, {result.seconds:.2f}s" \
+                    if result.killed else f"survived {result.examples} ex"
                 text = f"{result.mutant} {result.generator} seed={result.seed}: {verdict}"
             else:
                 rates.append(result)

@@ -98,7 +98,8 @@ class VerifyBatch:
         set_(self, "out_cache_loc", int_tuple("out_cache_loc", self.out_cache_loc))
         if isinstance(self.req_to_token, (str, bytes)) or not isinstance(self.req_to_token, Iterable):
             raise InvalidBatch("req_to_token", None, "a list of rows", self.req_to_token)
-        set_(self, "req_to_token", tuple(int_tuple(f"req_to_token[{i}]", row) for i, row in enumerate(self.req_to_token)))
+        set_(self, "req_to_token",
+             tuple(int_tuple(f"req_to_token[{i}]", row) for i, row in enumerate(self.req_to_token)))
         set_(self, "full_to_swa", int_tuple("full_to_swa", self.full_to_swa))
         if not isinstance(self.is_dspark, bool):
             raise InvalidBatch("is_dspark", None, "a bool", self.is_dspark)
@@ -230,7 +231,8 @@ class VerifyBatch:
                  f"verify_lens={None if self.verify_lens is None else _short(self.verify_lens)}",
                  f"num_draft_tokens={self.num_draft_tokens}", f"out_cache_loc={_short(self.out_cache_loc)}",
                  f"req_to_token=<{len(self.req_to_token)} x {width} table>",
-                 f"full_to_swa=<{len(self.full_to_swa)} entries, last {self.full_to_swa[-1] if self.full_to_swa else None}>",
+                 f"full_to_swa=<{len(self.full_to_swa)} entries, "
+                 f"last {self.full_to_swa[-1] if self.full_to_swa else None}>",
                  f"is_dspark={self.is_dspark}", f"geometry={self.geometry!r}", f"graph={self.graph!r}",
                  f"divergence={self.divergence!r}"]
         if self.mode != "target_verify":

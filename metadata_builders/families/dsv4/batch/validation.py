@@ -48,7 +48,8 @@ def validate(batch: VerifyBatch) -> None:
         if not batch.full_to_swa:
             raise InvalidBatch("full_to_swa", None, "non-empty, ending in the -1 sentinel", [])
         raise InvalidBatch(
-            "full_to_swa", len(batch.full_to_swa) - 1, "the -1 sentinel (index -1 must map to -1)", batch.full_to_swa[-1]
+            "full_to_swa", len(batch.full_to_swa) - 1, "the -1 sentinel (index -1 must map to -1)",
+            batch.full_to_swa[-1]
         )
     for i, v in enumerate(batch.full_to_swa):
         if v < -1:
@@ -57,12 +58,14 @@ def validate(batch: VerifyBatch) -> None:
     for s, row in enumerate(batch.req_to_token):
         for c, loc in enumerate(row):
             if not -1 <= loc < pool:
-                raise InvalidBatch(f"req_to_token[{s}]", c, f"a full-pool location in -1..{pool - 1} (len(full_to_swa)-1)", loc)
+                raise InvalidBatch(f"req_to_token[{s}]", c,
+                                   f"a full-pool location in -1..{pool - 1} (len(full_to_swa)-1)", loc)
     seen: dict[int, int] = {}
     for i, slot in enumerate(batch.req_pool_indices):
         if not 1 <= slot < batch.num_slots:
             raise InvalidBatch(
-                "req_pool_indices", i, f"in 1..{batch.num_slots - 1} (slot 0 is the padding slot; num_slots={batch.num_slots})", slot
+                "req_pool_indices", i,
+                f"in 1..{batch.num_slots - 1} (slot 0 is the padding slot; num_slots={batch.num_slots})", slot
             )
         if slot in seen:
             raise InvalidBatch("req_pool_indices", i, f"distinct (also at index {seen[slot]})", slot)
@@ -106,8 +109,8 @@ def validate(batch: VerifyBatch) -> None:
 
 
 def _validate_mode(batch: VerifyBatch) -> None:
-    """What each mode of the MTP step takes (:data:`~metadata_builders.families.dsv4.batch.MODES`): only target verify is ragged
-    or diverges; draft decode names its step; an idle batch has no request and a graph tier of pad rows."""
+    """What each mode of the MTP step takes (:data:`~metadata_builders.families.dsv4.batch.MODES`): only target verify
+    is ragged or diverges; draft decode names its step; an idle batch has no request and a graph tier of pad rows."""
     mode = batch.mode
     if batch.verify_lens is not None and mode != "target_verify":
         raise InvalidBatch("verify_lens", None, f"None for a {mode} batch (only target verify is ragged)",

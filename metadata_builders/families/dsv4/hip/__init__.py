@@ -1,4 +1,5 @@
-"""Builder ``"hip"``: the bundled torch builder, by group as the reference is (:mod:`metadata_builders.families.dsv4.reference`).
+"""Builder ``"hip"``: the bundled torch builder, by group as the reference is
+(:mod:`metadata_builders.families.dsv4.reference`).
 
 =================  ==============================================================================
 module             what it holds

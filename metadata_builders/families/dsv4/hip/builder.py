@@ -65,7 +65,8 @@ class Stages:
                       slots: torch.Tensor) -> dict[str, torch.Tensor]:
         return pipeline.core_metadata(layout, inputs, seq_lens_casual, slots)
 
-    def unified_prefill_meta(self, layout: Layout, inputs: VerifyInputs, slots: torch.Tensor) -> dict[str, torch.Tensor]:
+    def unified_prefill_meta(self, layout: Layout, inputs: VerifyInputs,
+                             slots: torch.Tensor) -> dict[str, torch.Tensor]:
         return pipeline.unified_prefill_meta(layout, inputs, slots)
 
     def decode_streams(self, inputs: VerifyInputs, layout: Layout, slots: torch.Tensor,
@@ -268,9 +269,9 @@ class HipBuilder(Stages):
         return built.decision
 
     def _decode_out_graph(self, inputs: VerifyInputs) -> Decision:
-        """The decode modes' out-graph work: the raw metadata copied into the tier's (``replay_cuda_graph_metadata_from``
-        into the ``DECODE_OR_IDLE`` bucket, keyed by ``bs``); draft decode: the multi-step backend's
-        (:func:`~.decode.refresh_children`)."""
+        """The decode modes' out-graph work: the raw metadata copied into the tier's
+        (``replay_cuda_graph_metadata_from`` into the ``DECODE_OR_IDLE`` bucket, keyed by ``bs``); draft decode: the
+        multi-step backend's (:func:`~.decode.refresh_children`)."""
         hip_decode.refresh(self.graph_state(inputs), inputs)
         return Decision(inputs.rows, True, True, int(inputs.req_to_token.shape[1]))
 

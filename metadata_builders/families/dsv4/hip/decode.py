@@ -7,7 +7,8 @@ Shaped like upstream 0.5.23: ``init_forward_metadata_decode`` keeps the raw inpu
 where out-graph work only copies the raw inputs into the tier's buffers
 (:class:`~metadata_builders.families.dsv4.hip.state.DecodeState`).  A draft-decode child adds its
 ``step + 1`` to ``seq_lens`` inside that build and reads row ``step`` of the shared
-``out_cache_loc`` buffer (:func:`step_out_cache_loc`).  Reference: :mod:`metadata_builders.families.dsv4.reference.decode`.
+``out_cache_loc`` buffer (:func:`step_out_cache_loc`).  Reference:
+:mod:`metadata_builders.families.dsv4.reference.decode`.
 
 The core stage and the index streams are target verify's (:mod:`.pipeline`); the caller
 passes them (``core``, ``streams``), so a mutated stage reaches every mode that calls it.
@@ -58,7 +59,8 @@ def _steps(inputs: VerifyInputs) -> int:
 
 
 def captured_raw(inputs: VerifyInputs, step: int | None = None) -> DecodeState:
-    """The raw metadata a capture stores (its own buffers, which replays ``copy_`` into): :func:`raw_decode`'s, cloned."""
+    """The raw metadata a capture stores (its own buffers, which replays ``copy_`` into): :func:`raw_decode`'s,
+    cloned."""
     raw = raw_decode(inputs, step)
     return DecodeState(raw.req_pool_indices.clone(), raw.seq_lens.clone(), raw.out_cache_loc.clone())
 

@@ -279,7 +279,8 @@ def index_streams(inputs: VerifyInputs, fields: dict[str, torch.Tensor]) -> dict
 
 
 def token_map(layout: Layout) -> torch.Tensor:
-    """Stage 4's ``repeat_interleave``, out-graph: with ``output_size`` when exact, else synced (the contract's read)."""
+    """Stage 4's ``repeat_interleave``, out-graph: with ``output_size`` when exact, else synced (the contract's
+    read)."""
     rows = layout.extend_seq_lens.shape[0]
     device = layout.seq_lens.device
     return torch.repeat_interleave(

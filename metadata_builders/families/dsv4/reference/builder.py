@@ -8,9 +8,10 @@ from metadata_builders.families.dsv4.metadata import Audit, Decision, VerifyMeta
 from metadata_builders.families.dsv4.reference.decode import DECODE_MODES, decode_build
 from metadata_builders.families.dsv4.reference.draft_extend import draft_extend_build
 from metadata_builders.families.dsv4.reference.in_graph import swa_out_cache_loc
-from metadata_builders.families.dsv4.reference.pipeline import (causal_expansion, compression_groups, core_metadata, decode_streams,
-                                                  expected_faults, expected_host_syncs, index_streams, store_slots,
-                                                  unified_prefill_meta, verify_extension)
+from metadata_builders.families.dsv4.reference.pipeline import (causal_expansion, compression_groups, core_metadata,
+                                                                decode_streams, expected_faults, expected_host_syncs,
+                                                                index_streams, store_slots, unified_prefill_meta,
+                                                                verify_extension)
 from metadata_builders.families.dsv4.tier import DEFAULT_PADDING, Padding
 from metadata_builders.families.dsv4.variants import check_variant
 

@@ -47,7 +47,8 @@ from typing import TYPE_CHECKING
 
 from metadata_builders.families.dsv4.batch import DECODE_MODES
 from metadata_builders.families.dsv4.metadata import Audit, Decision, VerifyMetadata, fields_for
-from metadata_builders.families.dsv4.reference.compressed import RATIOS, compressed_attention, indexer_metadata, sparse_buffers
+from metadata_builders.families.dsv4.reference.compressed import (RATIOS, compressed_attention, indexer_metadata,
+                                                                  sparse_buffers)
 from metadata_builders.families.dsv4.reference.in_graph import forward_positions, swa_out_cache_loc
 from metadata_builders.families.dsv4.reference.low_ratios import low_ratio_groups
 from metadata_builders.families.dsv4.reference.pipeline import Rows, core_metadata, decode_streams, index_streams

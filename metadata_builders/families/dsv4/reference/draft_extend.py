@@ -34,8 +34,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from metadata_builders.families.dsv4.metadata import DRAFT_EXTEND_FIELD_NAMES, Audit, Decision, VerifyMetadata
-from metadata_builders.families.dsv4.reference.pipeline import Rows, causal_expansion, core_metadata, exclusive_cumsum, \
-    unified_prefill_meta
+from metadata_builders.families.dsv4.reference.pipeline import Rows, causal_expansion, core_metadata, \
+    exclusive_cumsum, unified_prefill_meta
 
 if TYPE_CHECKING:
     from metadata_builders.families.dsv4.batch import VerifyBatch

@@ -96,9 +96,9 @@ def low_ratio_indexer(ratio: int, geometry: Geometry, page_table: list[list[int]
 def low_ratio_groups(geometry: Geometry, core: dict[str, list], positions: list[int]) -> dict[str, list]:
     """Group ``low_ratios``: every field of each ratio the geometry lists (none without compression).
 
-    ``positions``: the forward batch's (:func:`~metadata_builders.families.dsv4.reference.in_graph.forward_positions`), which the
-    in-graph block widens into ``low_ratio_pos_i64``.  Target verify and decode build the same group: their rows
-    are one token each, so both take the decode rows' indexer inputs (the clamp-1 lengths).
+    ``positions``: the forward batch's (:func:`~metadata_builders.families.dsv4.reference.in_graph.forward_positions`),
+    which the in-graph block widens into ``low_ratio_pos_i64``.  Target verify and decode build the same group: their
+    rows are one token each, so both take the decode rows' indexer inputs (the clamp-1 lengths).
     """
     compression = geometry.compression
     out: dict[str, list] = {}

@@ -289,11 +289,11 @@ def expected_host_syncs(batch: VerifyBatch, variant: Variant, rows: Rows | None 
     rows = rows or verify_extension(batch, variant, padding)
     out: list[SyncRecord] = []
     if not batch.is_ragged and variant.mirror == "tolist":
-        out.append(SyncRecord("Tensor.tolist", CONTRACT_STAGES["mirror"], "no host mirror: seq_lens.tolist() (pre-fix fallback)",
-                              kind="copy", reads=("seq_lens",)))
+        out.append(SyncRecord("Tensor.tolist", CONTRACT_STAGES["mirror"],
+                              "no host mirror: seq_lens.tolist() (pre-fix fallback)", kind="copy", reads=("seq_lens",)))
     if rows.total_from_device:
-        out.append(SyncRecord("Tensor.item", CONTRACT_STAGES["ragged_total"], "ragged total read from the device layout",
-                              kind="scalar", reads=("verify_lens",)))
+        out.append(SyncRecord("Tensor.item", CONTRACT_STAGES["ragged_total"],
+                              "ragged total read from the device layout", kind="scalar", reads=("verify_lens",)))
     if not rows.used_output_size:
         out.append(SyncRecord("repeat_interleave(no output_size)", CONTRACT_STAGES["token_map"],
                               "token map without output_size", kind="scalar"))
@@ -378,7 +378,8 @@ def expected_faults(batch: VerifyBatch, variant: Variant, rows: Rows | None = No
 
 
 def compression_groups(batch: VerifyBatch, rows: Rows, core: dict[str, list]) -> dict[str, list]:
-    """Groups ``compressed``, ``sparse``, ``indexer``, ``plans`` and ``low_ratios`` (a geometry with compression only)."""
+    """Groups ``compressed``, ``sparse``, ``indexer``, ``plans`` and ``low_ratios`` (a geometry with compression
+    only)."""
     geo = batch.geometry
     assert geo.compression is not None
     out = compressed_attention(geo, core["seq_lens_casual"], core["raw_out_loc"], core["page_table"])

@@ -18,7 +18,8 @@ carries only the attributes those methods read.  Supported: SGLang 0.5.18 ..
 | :mod:`.finding` | finding a piece by what it does; ``UpstreamNotFound`` naming where it looked |
 | :mod:`.releases` | pieces by release: :class:`Capabilities`, :class:`Upstream`, :func:`load_upstream` |
 | :mod:`.double` | the backend double, its stubs and spies |
-| :mod:`.compression` | compression on the double (``geometry.compression``): attributes, routes, what is not observable |
+| :mod:`.compression` | compression on the double (``geometry.compression``): attributes, routes, what is not |
+|               | observable |
 | :mod:`.plan_kernel` | the CPU model of the compress-plan kernel (``c_plan.cuh``), and reading its plans |
 | :mod:`.plan_decode` | the CPU model of its decode planner (``plan_decode``), and the module both models make |
 | :mod:`.routing` | the kernel routes: ``triton`` (as a GPU runs them) and ``torch`` (upstream's CPU fallbacks) |

@@ -43,7 +43,8 @@ from metadata_builders.families.dsv4.sglang.entry import PATCH_LOCK, entry_and_i
 from metadata_builders.families.dsv4.sglang.reading import read, read_mode, streams_unobservable
 from metadata_builders.families.dsv4.sglang.releases import load_upstream
 from metadata_builders.families.dsv4.sglang.routing import KERNEL_ROUTES, KernelRoute, kernel_routes
-from metadata_builders.families.dsv4.sglang.switches import GROUPED_ASM, grouped_asm, report_lines, switch_scope, switches_on
+from metadata_builders.families.dsv4.sglang.switches import (GROUPED_ASM, grouped_asm, report_lines, switch_scope,
+                                                             switches_on)
 from metadata_builders.families.dsv4.variants import variants_for
 
 if TYPE_CHECKING:
@@ -166,7 +167,8 @@ class SGLangBuilder:
         """``init_forward_metadata_in_graph``: recorded at capture, then the captured metadata read."""
         return _phases(inputs).in_graph(self, state, inputs)
 
-    def swa_store_rows(self, state_slot: list[int], positions: list[int], *, ring_stride: int, win: int) -> list[int | None] | None:
+    def swa_store_rows(self, state_slot: list[int], positions: list[int], *, ring_stride: int,
+                       win: int) -> list[int | None] | None:
         """Where upstream's own SWA ring store kernel (``store_swa_into_unified``) puts each token: P10 judges the
         kernel, not only its model (:mod:`.consumers`); None on a release without it."""
         from metadata_builders.families.dsv4.sglang.consumers import swa_store_rows
@@ -213,7 +215,8 @@ def _phases(inputs: VerifyInputs) -> Any:
 
 
 def torch_route(device: str | torch.device = "cpu") -> SGLangBuilder:
-    """The ``torch`` route of the ``sglang`` builder (``--builder metadata_builders.families.dsv4.sglang:torch_route``)."""
+    """The ``torch`` route of the ``sglang`` builder (``--builder
+    metadata_builders.families.dsv4.sglang:torch_route``)."""
     return SGLangBuilder(device, kernels="torch")
 
 

@@ -9,8 +9,11 @@ On CPU three things cannot run as on a ROCm GPU, and each is routed, not skipped
 | upstream piece | on a ROCm GPU | on CPU here |
 |---|---|---|
 | ``_jit_compress_plan_module()`` | the JIT HIP extension ``c_plan.cuh`` | :mod:`.plan_kernel`, a model of it |
-| ``PagedIndexerMetadata.__post_init__`` | ``is_hip()`` (and the ROCm hook's environment, :data:`ROCM_ENV`): no DeepGEMM schedule | ``is_hip`` -> ``True`` (routed like the other CPU dispatches), the same environment |
-| pinned staging (``pin_memory=True``) | a page-locked host buffer | a plain host buffer (no pinned allocator without a GPU) |
+| ``PagedIndexerMetadata.__post_init__`` | ``is_hip()`` (and the ROCm hook's environment, | ``is_hip`` -> ``True`` |
+|               | :data:`ROCM_ENV`): no DeepGEMM schedule | (routed like the other CPU dispatches), |
+|               |  | the same environment |
+| pinned staging (``pin_memory=True``) | a page-locked host buffer | a plain host buffer (no pinned allocator |
+|               |  | without a GPU) |
 
 And one stub on every device: the backend's ``dsa_topk_backend`` says
 ``should_use_topk_v2() == False`` (and ``SGLANG_OPT_USE_TOPK_V2`` is off).  On ROCm,
@@ -50,13 +53,14 @@ if TYPE_CHECKING:
     from metadata_builders.harness.inputs import VerifyInputs
     from metadata_builders.families.dsv4.sglang.releases import Upstream
 
-__all__ = ["INDEXER_PAGE_SIZE", "LOW_RATIO_INDEX_PAGE_SIZE", "ROCM_ENV", "SPARSE_TOPKS", "compression_attributes", "compression_patched",
-           "empty_sparse_buffers", "swa_page_size", "unobservable"]
+__all__ = ["INDEXER_PAGE_SIZE", "LOW_RATIO_INDEX_PAGE_SIZE", "ROCM_ENV", "SPARSE_TOPKS", "compression_attributes",
+           "compression_patched", "empty_sparse_buffers", "swa_page_size", "unobservable"]
 
 INDEXER_PAGE_SIZE = 256
 """``PagedIndexerMetadata.__post_init__``: ``assert self.page_size == 256``."""
 LOW_RATIO_INDEX_PAGE_SIZE = 64
-"""``get_index_k_page_size(1 or 2)`` on HIP: ``DSV41_INDEX_PAGE_SIZE`` (64 without DeepGEMM's paged sparse MQA logits)."""
+"""``get_index_k_page_size(1 or 2)`` on HIP: ``DSV41_INDEX_PAGE_SIZE`` (64 without DeepGEMM's paged sparse MQA
+logits)."""
 SPARSE_TOPKS = (512, 1024)
 """``init_flashmla_related``: ``assert self.index_topk in (512, 1024)``."""
 ROCM_ENV = {
@@ -202,7 +206,8 @@ def _env(name: str, value: str) -> Iterator[None]:
 
 
 class _Unpinned(TorchFunctionMode):
-    """Factories without ``pin_memory``: CPU-only torch has no pinned allocator (the buffer is host memory either way)."""
+    """Factories without ``pin_memory``: CPU-only torch has no pinned allocator (the buffer is host memory either
+    way)."""
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = dict(kwargs or {})

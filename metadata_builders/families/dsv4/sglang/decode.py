@@ -211,7 +211,8 @@ def _missing(up: Upstream, inputs: VerifyInputs) -> dict[str, str] | None:
 
 def read_decode(md: Any, seen: dict[str, dict[str, Any]], geometry: Any, mode: str,
                 unobservable: dict[str, str] | None = None, draft_runner: bool = False) -> VerifyMetadata:
-    """Upstream's decode ``DSV4Metadata`` as the mode's fields (:func:`~metadata_builders.families.dsv4.metadata.fields_for`).
+    """Upstream's decode ``DSV4Metadata`` as the mode's fields
+    (:func:`~metadata_builders.families.dsv4.metadata.fields_for`).
 
     ``seq_lens`` and ``req_pool_indices_repeated`` are the arguments ``make_core_attn_metadata`` received (the
     row lengths after the child's step, the slots); ``swa_out_cache_loc`` the in-graph block's

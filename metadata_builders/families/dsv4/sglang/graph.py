@@ -67,8 +67,8 @@ if TYPE_CHECKING:
     from metadata_builders.harness.inputs import VerifyInputs
     from metadata_builders.families.dsv4.metadata import VerifyMetadata
 
-__all__ = ["UpstreamGraph", "dispatched", "eager_in_graph", "graph_state", "in_graph", "live_out_cache_loc", "out_graph",
-           "runner_backend", "runner_positions", "warm_up"]
+__all__ = ["UpstreamGraph", "dispatched", "eager_in_graph", "graph_state", "in_graph", "live_out_cache_loc",
+           "out_graph", "runner_backend", "runner_positions", "warm_up"]
 
 Builder = Any
 """An :class:`~.builder.SGLangBuilder` (its ``upstream``, ``device`` and ``kernels``): it calls these phases."""
@@ -97,7 +97,8 @@ class UpstreamGraph:
     metadata: Any = None
     """The ``DSV4Metadata`` the recorded work writes: held from the capture, read by address."""
     stage_values: dict[tuple[str, str], torch.Tensor] = field(default_factory=dict)
-    """Eager path: each stage argument's buffer, refilled by every out-graph build (what the recording's fields hold)."""
+    """Eager path: each stage argument's buffer, refilled by every out-graph build (what the recording's fields
+    hold)."""
     decision: Decision | None = None
     """Raw path: the decision of the recorded upgrade (the tier's constants: it is the capture's at every replay)."""
     forward_batch: Any = None
@@ -198,10 +199,11 @@ def live_out_cache_loc(inputs: VerifyInputs) -> Any:
     """The ``out_cache_loc`` upstream's runner hands the backend at a replay: the live, unpadded tensor, which the
     backend pads to the tier itself (``F.pad``, 0.5.18-0.5.23; docs/research/sglang-runner-inputs.md D1, D3, D5).
 
-    Uniform target verify: the live ``raw_bs * W`` tensor (``build_replay_fb_view`` hands ``forward_batch.out_cache_loc``,
-    not the static slot); draft extend: the static buffer's first ``raw_bs * n`` entries (its runner's view); decode:
-    the live ``raw_bs`` tensor.  A compact ragged tier's live window is already tier-length (the planner pads it), and
-    draft decode's runner re-points the shared buffer to its static slot (0.5.19+): the static buffer itself.
+    Uniform target verify: the live ``raw_bs * W`` tensor (``build_replay_fb_view`` hands
+    ``forward_batch.out_cache_loc``, not the static slot); draft extend: the static buffer's first ``raw_bs * n``
+    entries (its runner's view); decode: the live ``raw_bs`` tensor.  A compact ragged tier's live window is already
+    tier-length (the planner pads it), and draft decode's runner re-points the shared buffer to its static slot
+    (0.5.19+): the static buffer itself.
     """
     if inputs.verify_lens is not None or inputs.mode in ("draft_decode", "idle"):
         return inputs.out_cache_loc

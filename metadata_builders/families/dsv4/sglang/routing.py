@@ -67,7 +67,8 @@ def _triton_dispatch(cls: type, **kwargs: Any) -> Any:
 
 
 def _streams_on_the_triton_route(**_: Any) -> tuple[None, None, None, None, None, None]:
-    """``build_decode_streams`` on the torch route: not built (six ``None``s, as for a geometry its kernel cannot take)."""
+    """``build_decode_streams`` on the torch route: not built (six ``None``s, as for a geometry its kernel cannot
+    take)."""
     return (None,) * 6
 
 

@@ -41,7 +41,8 @@ _TORCHVISION_STUBS = (
     "torchvision.transforms.v2",
     "torchvision.transforms.v2.functional",
 )
-_AITER_STUBS = ("aiter", "aiter.ops", "aiter.ops.triton", "aiter.ops.triton.utils", "aiter.ops.triton.utils.device_info")
+_AITER_STUBS = ("aiter", "aiter.ops", "aiter.ops.triton", "aiter.ops.triton.utils",
+                "aiter.ops.triton.utils.device_info")
 
 
 def _stub_module(name: str, why: str) -> types.ModuleType:
@@ -58,8 +59,8 @@ def _stub_module(name: str, why: str) -> types.ModuleType:
 
 def _stubbed_call(name: str) -> Callable[..., Any]:
     def call(*_: Any, **__: Any) -> Any:
-        raise RuntimeError(f"{name} is a stub of metadata_builders.families.dsv4.sglang (docs/SGLANG.md); nothing on the "
-                           "target-verify path calls it")
+        raise RuntimeError(f"{name} is a stub of metadata_builders.families.dsv4.sglang (docs/SGLANG.md); "
+                           "nothing on the target-verify path calls it")
 
     call.__name__ = name.rpartition(".")[2]
     return call
