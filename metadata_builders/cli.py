@@ -27,6 +27,7 @@ from metadata_builders.families.dsv4.reference import expected_faults, expected_
 from metadata_builders.runs.report import (format_table, modes_table, replay_command, runner_line, stores_line,
                                            streams_line, write_replay_file)
 from metadata_builders.tools import bench, mutants, power
+from metadata_builders.gate import verdict_files
 from metadata_builders.families.dsv4.variants import BUILT_MODES, divergence_applies, variants_for
 from metadata_builders.runs.check_report import (coverage_table, gate_only_routes, known_findings, reproduced,
                                                  switch_lines, sync_fault_table, upstream_coverage, write_check_junit)
@@ -418,7 +419,7 @@ def _add_variants(sub: Any) -> None:
 
 
 SUBCOMMANDS: tuple[Callable[[Any], None], ...] = (
-    _add_check, _add_replay, _add_variants, gate.add_cli, mutants.add_cli, power.add_cli, bench.add_cli,
+    _add_check, _add_replay, _add_variants, gate.add_cli, mutants.add_cli, power.add_cli, bench.add_cli, verdict_files.add_cli,
 )
 """Every subcommand's registrar, in ``--help`` order; each adds exactly one subparser."""
 
