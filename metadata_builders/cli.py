@@ -419,7 +419,8 @@ def _add_variants(sub: Any) -> None:
 
 
 SUBCOMMANDS: tuple[Callable[[Any], None], ...] = (
-    _add_check, _add_replay, _add_variants, gate.add_cli, mutants.add_cli, power.add_cli, bench.add_cli, verdict_files.add_cli,
+    _add_check, _add_replay, _add_variants, gate.add_cli, mutants.add_cli, power.add_cli, bench.add_cli,
+    verdict_files.add_cli,
 )
 """Every subcommand's registrar, in ``--help`` order; each adds exactly one subparser."""
 

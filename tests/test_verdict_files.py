@@ -129,11 +129,14 @@ def test_shards_partition_the_selection_deterministically(pytester: pytest.Pytes
     ids = [f"tests/test_x.py::test_{i}" for i in range(200)]
     shards = [[i for i in ids if shard_of(i, 3) == k] for k in (1, 2, 3)]
     assert sorted(i for shard in shards for i in shard) == sorted(ids) and all(shards)
-    assert shard_of("tests/test_gate_sglang.py::test_pr_red", 4) == shard_of("tests/test_gate_sglang.py::test_pr_red", 4)
+    node = "tests/test_gate_sglang.py::test_pr_red"
+    assert shard_of(node, 4) == shard_of(node, 4)
     pytester.makepyfile(test_many="\n".join(f"def test_{i}(): pass" for i in range(12)))
     seen = []
     for k in (1, 2):
-        result = pytester.runpytest("-p", "metadata_builders.tools.shard", f"--mb-shard={k}/2", "-q", "-p", "no:randomly")
+        result = pytester.runpytest("-p", "metadata_builders.tools.shard", f"--mb-shard={k}/2", "-q",
+                                    "-p", "no:randomly")
         seen.append(result.parseoutcomes().get("passed", 0))
     assert sum(seen) == 12
-    assert pytester.runpytest("-p", "metadata_builders.tools.shard", "--mb-shard=3/2").ret == pytest.ExitCode.USAGE_ERROR
+    refused = pytester.runpytest("-p", "metadata_builders.tools.shard", "--mb-shard=3/2")
+    assert refused.ret == pytest.ExitCode.USAGE_ERROR
