@@ -18,20 +18,17 @@ from typing import Any, Callable, Sequence
 
 from metadata_builders import gate
 from metadata_builders.families.dsv4.batch import Geometry, GraphTier, VerifyBatch
-from metadata_builders.builders import get_builder, routes_of
+from metadata_builders.builders import get_builder
 from metadata_builders.devices import DEVICE_HELP, usable_device
 from metadata_builders.errors import MetadataBuildersError, ModeNotBuilt, UsageError
 from metadata_builders.families import DEFAULT_FAMILY, FAMILIES, FAMILY_HELP, family_main, split_family
-from metadata_builders.properties import PROPERTIES, PropertySpec
 from metadata_builders.families.dsv4.reference import expected_faults, expected_host_syncs, verify_extension
-from metadata_builders.runs.report import (format_table, modes_table, replay_command, runner_line, stores_line,
-                                           streams_line, write_replay_file)
+from metadata_builders.runs.report import format_table
 from metadata_builders.tools import bench, mutants, power
 from metadata_builders.gate import verdict_files
 from metadata_builders.families.dsv4.variants import BUILT_MODES, divergence_applies, variants_for
-from metadata_builders.runs.check_report import (coverage_table, gate_only_routes, known_findings, reproduced,
-                                                 switch_lines, sync_fault_table, upstream_coverage, write_check_junit)
-from metadata_builders.runs.check_runs import check_settings, resolve_workers, run_check_in_workers, run_in_order
+from metadata_builders.runs.check import check, select_properties
+from metadata_builders.runs.check_report import switch_lines, sync_fault_table
 
 __all__ = ["main"]
 
@@ -40,177 +37,12 @@ def _out(text: str = "") -> None:
     print(text, flush=True)
 
 
-def _select(names: str | None) -> list[PropertySpec]:
-    if not names:
-        return list(PROPERTIES)
-    wanted = [n.strip().upper() for n in names.split(",") if n.strip()]
-    known = {p.name: p for p in PROPERTIES}
-    bad = [n for n in wanted if n not in known]
-    if bad:
-        raise UsageError("--properties", f"choose from {sorted(known)}", f"unknown {bad}")
-    return [known[n] for n in wanted]
-
-
 # -- check ---------------------------------------------------------------------------------
 
 
-def _one_torch_thread() -> None:
-    """Target-verify tensors are tiny: intra-op threads only contend (measured: 3x slower builds on 2 busy cores)."""
-    import torch
-
-    torch.set_num_threads(1)
-
-
-def _check_rows(args: argparse.Namespace, runs: list, known: dict[str, list[str | None]],
-                builder) -> tuple[list, list[tuple[str, str, bool]]]:
-    """The result table's rows, and a replay file (with a picture when it can) per failure (one per mode at most),
-    each with whether it reproduced on a fresh builder (a file that did not is listed apart)."""
-    rows = []
-    replay_files: list[tuple[str, str, bool]] = []
-    for run in runs:
-        labels = known[run.spec.name]
-        status = f"FAILED (known {', '.join(labels)})" if labels and all(labels) else run.status
-        rows.append([run.spec.name, run.spec.title, run.examples, len(run.failures), f"{run.seconds:.1f}s", status])
-        for found in (f for f in run.failures if f.batch is not None):
-            meta, said = reproduced(builder, run.spec, found)
-            if said:
-                _out(said)
-            path = write_replay_file(args.failures_dir, run.spec.name, found.batch, found.failure, args.builder, meta)
-            replay_files.append((run.spec.name, path, meta["reproduces_on_fresh_builder"] is not False))
-            history = [VerifyBatch.from_dict(d) for d in meta.get("history", [])]
-            _maybe_picture(path, found.batch, args.builder, args.device, found.failure, history)
-    return rows, replay_files
-
-
 def cmd_check(args: argparse.Namespace) -> int:
-    """Every property on ``--builder``; a name with several routes (``sglang``) runs each, one table per route.
-
-    One harness session around it all: torch and Hypothesis are as they were when it returns.
-    """
-    from metadata_builders.harness import harness_session
-    from metadata_builders.runs.profiles import work_dir
-
-    args.device = usable_device(args.device)  # before anything runs: a job without its GPU stops here, exit 2
-    check_settings(args)
-    if args.failures_dir is None:
-        args.failures_dir = work_dir("failures")
-    with harness_session(hypothesis_home=work_dir("hypothesis")):
-        return _check_routes(args)
-
-
-def _check_routes(args: argparse.Namespace) -> int:
-    routes = routes_of(args.builder)
-    if len(routes) == 1:
-        code = _check_one(args, args.builder)
-        _out()
-        _out(f"check --builder {args.builder}: " + {0: "held", 2: "NOTHING JUDGED"}.get(code, "FAILED")
-             + f" ({_overall(args)})")
-        return code
-    codes = []
-    named, routes = gate_only_routes(routes)
-    for line in named:
-        _out(line)
-    for route in routes:
-        _out(f"== route {route.label} ({route.what}): --builder {route.builder}")
-        junit = args.junit_xml and (args.junit_xml if route.primary else
-                                    os.path.splitext(args.junit_xml)[0] + f"-{route.label}.xml")
-        failures = args.failures_dir if route.primary else os.path.join(args.failures_dir, route.label)
-        codes.append(_check_one(argparse.Namespace(**{**vars(args), "builder": route.builder, "junit_xml": junit,
-                                                      "failures_dir": failures}), args.builder))
-        _out()
-    _out(f"check --builder {args.builder}: " + ", ".join(
-        f"route {route.label} {'held' if code == 0 else 'FAILED'}" for route, code in zip(routes, codes)))
-    return max(codes)
-
-
-def _overall(args: argparse.Namespace) -> str:
-    """What the overall line adds: the properties that failed, or how many held."""
-    failed = getattr(args, "_failed", [])
-    return ("failed: " + ", ".join(failed)) if failed else f"{getattr(args, '_ran', 0)} properties, none failed"
-
-
-def _check_one(args: argparse.Namespace, family: str) -> int:
-    """``check`` on one builder; ``family`` is the name the user gave (one of its routes, or itself)."""
-    settings_ = check_settings(args)
-    _one_torch_thread()
-    builder = get_builder(args.builder, args.device)
-    props = _select(args.properties)
-    workers = resolve_workers(args.workers, args.device, len(props))  # a bad --workers is refused before the header
-    _out(f"metadata-builders check: builder={args.builder} device={args.device} "
-         f"profile={args.profile} max_examples={settings_.max_examples} properties={','.join(p.name for p in props)}")
-    for line in switch_lines(builder, why=False):
-        _out(line)
-    if workers > 1:
-        _out(f"  {len(props)} properties on {workers} worker processes (--workers 1: one process, in order)")
-        runs, builds = run_check_in_workers(args, [p.name for p in props], workers, family)
-    else:
-        with upstream_coverage(family) as builds:
-            runs = run_in_order(props, builder, settings_)
-    known = {run.spec.name: known_findings(builder.capabilities.upstream, run) for run in runs}
-    rows, replay_files = _check_rows(args, runs, known, builder)
-    _out()
-    _out(format_table(["property", "what", "examples", "failures", "time", "result"], rows))
-    if (by_mode := modes_table([(r.spec.name, r.judged_by_mode) for r in runs], builder.capabilities)) is not None:
-        _out("\n" + by_mode)
-    if builds:
-        from metadata_builders.families.dsv4.sglang.coverage import report_lines
-
-        for line in report_lines(builds):
-            _out(line)
-    for line in filter(None, [*map(runner_line, runs), *map(stores_line, runs), streams_line(runs)]):
-        _out(line)
-    if args.show_coverage:
-        _out()
-        _out(coverage_table(runs))
-    for run in runs:
-        if run.partial is not None:
-            _out(f"{run.spec.name} partial: {run.partial}")
-    for run in (r for r in runs if not r.passed):
-        _out()
-        for found in run.failures:
-            mode = f" (mode {found.batch.mode})" if found.batch is not None else ""
-            _out(f"{run.spec.name} FAILED{mode}: {found.failure}")
-    for name, path, reproduces in replay_files:
-        if reproduces:
-            _out(f"  replay {name}: {replay_command(path, args.builder)}")
-    if not all(reproduces for _, _, reproduces in replay_files):
-        _out("  did NOT reproduce on a fresh builder (the file alone does not show the failure: state or "
-             "nondeterminism it does not carry; replay says so):")
-        for name, path, reproduces in replay_files:
-            if not reproduces:
-                _out(f"    replay {name}: {replay_command(path, args.builder)}")
-    if any(any(labels) for labels in known.values()):
-        _out()
-        _out("Failures marked 'known' are upstream findings explained in docs/FINDINGS.md. check stops a property's "
-             "mode at its first failure; for a verdict that sees past them, `metadata-builders gate` compares a "
-             "change with its base on every example.")
-    if args.junit_xml:
-        write_check_junit(args.junit_xml, args.builder, runs)
-        _out(f"JUnit XML: {args.junit_xml}")
-    for line in switch_lines(builder, why=True):
-        _out(line)
-    args._ran, args._failed = len(runs), [r.spec.name for r in runs if not r.passed]
-    if all(r.passed for r in runs) and not any(sum(r.judged_by_mode.values()) for r in runs):
-        _out()
-        _out(f"NOTHING JUDGED: every example was 'not applicable' to builder {args.builder} (it declares modes = "
-             f"{builder.capabilities.modes!r}); a run that judged nothing is no green (exit 2)")
-        args._failed = ["nothing judged"]
-        return 2
-    return 0 if all(r.passed for r in runs) else 1
-
-
-def _maybe_picture(path: str, batch: VerifyBatch, builder_name: str, device: str, failure=None,
-                   history: Sequence[VerifyBatch] = ()) -> None:
-    try:
-        from metadata_builders.render import render_files
-    except ImportError:
-        return
-    try:
-        for picture in render_files(batch, path, builder_name=builder_name, device=device, failure=failure,
-                                    history=history):
-            _out(f"  picture: {picture}")
-    except Exception as exc:  # noqa: BLE001 - a picture is a convenience; never hide the failure itself
-        _out(f"  (no picture: {type(exc).__name__}: {exc})")
+    """Every property on ``--builder`` (:func:`metadata_builders.runs.check.check`), its lines printed here."""
+    return check(args, _out).code
 
 
 # -- replay ------------------------------------------------------------------------------------
@@ -264,7 +96,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
         _out(f"history: building {len(history)} earlier batch(es) first, as when the failure was found: "
              + "; ".join(b.describe() for b in history))
         play_history(builder, history)
-    results = run_all(builder, batch, _select(args.properties))
+    results = run_all(builder, batch, select_properties(args.properties))
     rows, failures, notes = [], [], []
     for name, result in results.items():
         if result.failure is not None:

@@ -162,6 +162,7 @@ CORE_NAMING_A_FAMILY = frozenset({
     "metadata_builders/render/html.py",
     "metadata_builders/render/model.py",
     "metadata_builders/render/png.py",
+    "metadata_builders/runs/check.py",
     "metadata_builders/runs/check_report.py",
     "metadata_builders/runs/check_runs.py",
     "metadata_builders/runs/findings.py",
