@@ -111,7 +111,9 @@ def test_dp_pad_true_always_pads(batch: VerifyBatch) -> None:
 
 
 def test_dp_pad_true_needs_the_batch_it_pads_pinned() -> None:
-    check_dp_pad(True, "target_verify", graph=False, ragged=False, divergence=False, stale_mirror=False,
-                 dspark_draft=False)
+    check_dp_pad(True, "target_verify", False, False, False, False, False)
+    check_dp_pad(None, "target_verify", None, None, None, None, None)  # drawn: pads only what can take them
     with pytest.raises(InvalidArgument, match="dp_pad=True"):
-        check_dp_pad(True, "target_verify", graph=None, ragged=False)
+        check_dp_pad(True, "target_verify", None, False, False, False, False)
+    with pytest.raises(InvalidArgument, match="dp_pad=True"):
+        check_dp_pad(True, "decode", False, False, False, False, False)
