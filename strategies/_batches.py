@@ -43,6 +43,7 @@ from metadata_builders.families.dsv4.variants import Path, Variant, variants_for
 from strategies._arguments import _check_batch_arguments, _check_count, _check_mode, _check_range
 from strategies._coverage import boundary_hits
 from strategies._divergences import draw_divergence, stale_mirrors
+from strategies._dp import draw_dp_pad
 from strategies._modes import decode_mode_batch
 from strategies._workers import check_dspark_draft, draw_worker, ragged_odds
 from strategies._geometry import HUGE_RING_SIZES, geometries
@@ -423,24 +424,23 @@ def verify_batches(
     mode: str = "target_verify",
     equal_windows: bool = False,
     dspark_draft: bool | None = False,
+    dp_pad: bool | None = False,
 ) -> VerifyBatch:
-    """A valid :class:`VerifyBatch` of ``mode`` (any but target verify: uniform, no divergence or cap; the decode
-    modes are drawn from draft-extend batches, :func:`~strategies._modes.as_decode`); each ``None`` argument is drawn.
-
-    ``ragged`` pins uniform/ragged, ``graph`` forces (``True``) or forbids (``False``) a graph tier,
-    ``divergence=True`` attaches one (:func:`divergences`; batches that cannot take one, such as a ragged batch
-    pinned to ``num_draft_tokens=1``, are rejected) and ``None`` draws whether to; ``stale_mirror=True`` gives the
-    caller's host mirror a stale entry (:func:`stale_mirrors`), ``None`` draws whether to; ``compression`` forces or
-    forbids a compressed geometry and ``equal_windows=True`` makes its two windows one (:func:`geometries`);
-    ``dspark_draft=True`` draws a DSpark draft worker's block verify, ``None`` whether to (:func:`draw_worker`).
-    Every verify position -- the pad rows' shares (seq_len 1, slot 0) included -- fits the row width
-    ``max_context``, except that one absorbing tier in four lets the slack the last real row absorbed run past it
-    (F2c); slots are distinct and in ``1..num_slots-1``; ``req_to_token`` holds distinct pool locations except for
-    a few deliberate ``-1`` entries and entries ``len(full_to_swa) - 1`` (which map to the ``-1`` sentinel);
-    ``full_to_swa`` sometimes has ``-1`` holes.  Calls ``hypothesis.event`` for each name of :func:`boundary_hits`.
-
-    Shrinks towards one uniform eager EAGLE request with seq_len 1, one verify token, no padding, no divergence
-    and the small geometry with every dimension 1."""
+    """A valid :class:`VerifyBatch` of ``mode`` (any but target verify: uniform, no divergence or cap; the decode modes
+    are drawn from draft-extend batches, :func:`~strategies._modes.as_decode`); each ``None`` argument is drawn.
+    ``ragged`` pins uniform/ragged, ``graph`` forces (``True``) or forbids (``False``) a graph tier, ``divergence=True``
+    attaches one (:func:`divergences`; one a batch cannot take, say ragged with ``num_draft_tokens=1``, is rejected) and
+    ``None`` draws whether to; ``stale_mirror=True`` gives the caller's host mirror a stale entry
+    (:func:`stale_mirrors`), ``None`` draws whether to; ``compression`` forces or forbids a compressed geometry and
+    ``equal_windows=True`` makes its two windows one (:func:`geometries`); ``dspark_draft=True`` draws a DSpark draft
+    worker's block verify, ``None`` whether to (:func:`draw_worker`); ``dp_pad=True`` gives an eager uniform batch the
+    worker's DP pad rows, ``None`` draws whether to (:mod:`._dp`). Every verify position (a pad row's too: seq_len 1,
+    slot 0) fits the row width ``max_context``, except that one absorbing tier in four lets the slack the last real row
+    absorbed run past it (F2c); slots are distinct and in ``1..num_slots-1``; ``req_to_token`` holds distinct pool
+    locations except for a few deliberate ``-1`` entries and entries ``len(full_to_swa) - 1`` (which map to the ``-1``
+    sentinel); ``full_to_swa`` sometimes has ``-1`` holes. Calls ``hypothesis.event`` for each name of
+    :func:`boundary_hits`; shrinks towards one uniform eager EAGLE request, seq_len 1, one verify token, no padding or
+    divergence, every geometry dimension 1."""
     _check_batch_arguments(min_requests, max_requests, num_draft_tokens, max_pad_rows, geometry, equal_windows)
     check_dspark_draft(dspark_draft, mode, is_dspark, compression, geometry)
     if mode != "target_verify":
@@ -448,9 +448,9 @@ def verify_batches(
         ragged = divergence = stale_mirror = False
     if mode in DECODE_MODES:
         return decode_mode_batch(draw, verify_batches, mode, graph=graph, geometry=geometry, is_dspark=is_dspark,
-                                 min_requests=min_requests, max_requests=max_requests,
-                                 num_draft_tokens=num_draft_tokens, max_pad_rows=max_pad_rows,
-                                 compression=compression, equal_windows=equal_windows)
+                                 min_requests=min_requests, max_requests=max_requests, max_pad_rows=max_pad_rows,
+                                 num_draft_tokens=num_draft_tokens, compression=compression,
+                                 equal_windows=equal_windows)
     # The categorical choices come first, where their odds hold best (see _TierPlan).
     dspark, worker, compression = draw_worker(draw, is_dspark, dspark_draft, compression, geometry)
     attach = draw(st.booleans()) if divergence is None else divergence
@@ -483,6 +483,7 @@ def verify_batches(
             batch = batch.replace(divergence=drawn_divergence)
     if draw(st.booleans()) if stale_mirror is None else stale_mirror:
         batch = batch.replace(divergence=draw(stale_mirrors(batch)))
+    batch = draw_dp_pad(draw, batch, dp_pad, mode, graph, ragged, divergence, stale_mirror, dspark_draft)
     for name in sorted(boundary_hits(batch)):
         event(name)
     return batch

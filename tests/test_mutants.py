@@ -86,6 +86,7 @@ EXTRA_BATCHES: dict[str, VerifyBatch] = {
                                     low_ratios=(1, 2)))),
     "dspark_draft_block_verify": make_batch([5, 3, 7], [2, 1, 3], 3, is_dspark=True, graph=GraphTier(4, 12)).replace(
         speculative_num_draft_tokens=4),
+    "eager_step_with_dp_pad_rows": make_batch([5, 3, 7], [2, 1, 3], 3).replace(dp_pad_rows=2),
 }
 """Witnesses the shared examples do not cover (the draft-extend one: reference/draft_extend.py's worked example,
 two real rows and two pad rows on a tier of 4): a diverging device length, a stale mirror with the same sum,
@@ -175,6 +176,7 @@ WITNESSES: dict[str, str] = {
     "paged_swa_pads_minus_one": "ragged_tier_slack_spread_over_pad_rows",
     "decode_low_ratio_prefill_lengths": "low_ratios_decode_tier_with_a_pad_row",
     "dspark_draft_verifies_configured_count": "dspark_draft_block_verify",
+    "eager_plan_before_dp_pad": "eager_step_with_dp_pad_rows",
 }
 """Each mutant's witness: a named batch on which it must differ from ``hip`` and fail a property."""
 

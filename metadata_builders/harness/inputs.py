@@ -39,7 +39,8 @@ if TYPE_CHECKING:
     from metadata_builders.families.dsv4.batch import Geometry, GraphTier, VerifyBatch
     from metadata_builders.families.dsv4.variants import Variant
 
-__all__ = ["DEVICE_INPUTS", "Runner", "VerifyInputs", "bucket_of", "fill_positions", "make_inputs", "refill_inputs"]
+__all__ = ["DEVICE_INPUTS", "Runner", "VerifyInputs", "bucket_of", "fill_positions", "forward_num_tokens",
+           "make_inputs", "refill_inputs"]
 
 DEVICE_INPUTS = ("seq_lens", "req_pool_indices", "out_cache_loc", "req_to_token", "full_to_swa", "verify_lens",
                  "positions")
@@ -104,7 +105,8 @@ class VerifyInputs:
     max_seq_len: int
     """The caller's ``max_seq_len`` before verify extension: ``max(seq_lens)`` eager, ``max_context`` graph."""
     bs: int
-    """Real requests; rows ``bs..rows-1`` are graph padding."""
+    """Real requests; rows ``bs..rows-1`` are graph padding, or eager the worker's DP pad rows (upstream's forward
+    batch counts them in its ``batch_size``: a build sizes by ``rows``)."""
     num_draft_tokens: int
     """``target_verify_num_draft_tokens``."""
     is_dspark: bool
@@ -264,7 +266,16 @@ def _rows_and_tokens(batch: VerifyBatch, variant: Variant) -> tuple[int, int]:
     if variant.path == "graph":
         assert batch.graph is not None
         return batch.graph.padded_bs, batch.graph.graph_num_tokens * per_row
-    return batch.bs, batch.num_real_tokens * per_row
+    # Eager: the real requests, then the worker's DP pad rows (``_pad_inputs_to_size``, issue 45).
+    return batch.bs + batch.dp_pad_rows, (batch.num_real_tokens + batch.dp_pad_tokens) * per_row
+
+
+def forward_num_tokens(batch: VerifyBatch, variant: Variant) -> int:
+    """The tokens the forward consumes: the length of the ``out_cache_loc`` the call hands the build -- the real
+    tokens eager (plus the worker's DP pad rows' tokens), the tier on the graph path.  Upstream's metadata has one
+    row per such token (``padded_num_tokens = out_cache_loc.shape[0]``); a plan made before the worker's DP padding
+    has fewer (upstream #26244).  Uniform, 3 requests of 2 tokens, 2 DP pad rows: ``10``."""
+    return _rows_and_tokens(batch, variant)[1]
 
 
 def _host_values(batch: VerifyBatch, variant: Variant, padding: Padding, fill: int = 1) -> dict[str, Any]:
@@ -291,7 +302,7 @@ def _host_values(batch: VerifyBatch, variant: Variant, padding: Padding, fill: i
         elif variant.layout_total == "host":
             verify_lens_cpu, num_tokens_cpu = real, sum(real)
     # The caller computes it from its own host copy of seq_lens, stale or not, mirror passed or not.
-    max_seq_len = batch.max_context if variant.path == "graph" else max(mirror)
+    max_seq_len = batch.max_context if variant.path == "graph" else max(mirror + pads)  # eager: DP pads included
     return {"seq_lens_cpu": seq_lens_cpu, "verify_lens_cpu": verify_lens_cpu, "num_tokens_cpu": num_tokens_cpu,
             "max_seq_len": max_seq_len}
 
@@ -342,7 +353,9 @@ def make_inputs(batch: VerifyBatch, variant: Variant, device: str | torch.device
     ``fill``: its runner's pad-row ``seq_len`` (the ``seq_len_fill_value`` capability).
 
     On the graph path the rows and tokens past the real ones are filled like graph
-    replay fills its static buffers: ``seq_lens`` ``fill`` (1 upstream), slot 0, ``out_cache_loc`` 0.
+    replay fills its static buffers: ``seq_lens`` ``fill`` (1 upstream), slot 0, ``out_cache_loc`` 0.  Eager, a
+    batch's ``dp_pad_rows`` are filled the same way, as the worker's ``_pad_inputs_to_size`` pads the forward batch
+    before the re-plan (mirror ``fill``, ``positions`` 0).
     """
     import torch
 

@@ -18,7 +18,7 @@ __all__ = ["CHECKS", "CheckId"]
 CheckId = Literal[
     "raised",
     "p1.vs_reference", "p1.active_width", "p1.decision", "p1.dtype", "p1.oob_read", "p1.fault_on_clean",
-    "p1.capture_sync",
+    "p1.capture_sync", "p1.forward_tokens",
     "p2.host_reads_seq_lens", "p2.mirror_vs_host", "p2.mirror_reads", "p2.validation_wrong_row",
     "p2.stale_mirror_silent",
     "p3.vs_synced", "p3.map_synced",

@@ -23,6 +23,7 @@ from metadata_builders.properties._common import (
 from metadata_builders.properties.syncs import contract_role
 from metadata_builders.families.dsv4.reference import ReferenceBuilder, verify_extension
 from metadata_builders.families.dsv4.variants import Variant, apply_gate
+from metadata_builders.harness.inputs import forward_num_tokens
 
 
 @judging
@@ -40,6 +41,7 @@ def check_p1_reference(builder, batch: VerifyBatch) -> list[str]:
         if actual.not_observable and not any(isinstance(n, Partial) and "not observable" in n for n in notes):
             notes.append(Partial(f"fields not observable in builder {_name(builder)!r}: "
                                  f"{', '.join(actual.not_observable)}", "observability"))
+        _check_forward_tokens(batch, variant, actual)
         _check_active_width(batch, variant, expected, actual)
         _compare("P1", variant, expected, actual, "builder vs reference", check="p1.vs_reference")
         _check_dtypes("P1", variant, actual)
@@ -52,6 +54,29 @@ def check_p1_reference(builder, batch: VerifyBatch) -> list[str]:
         if actual.audit.faults:
             _fail_on_faults("P1", variant, batch, actual)
     return notes
+
+
+def _check_forward_tokens(batch: VerifyBatch, variant: Variant, actual: VerifyMetadata) -> None:
+    """Target verify: the metadata has one token per token the forward consumes, ``len(out_cache_loc)`` as the call
+    hands it (:func:`~metadata_builders.harness.inputs.forward_num_tokens`; eager after the worker's DP padding), and
+    an eager build decides that count.  Upstream #26244: the eager verify metadata was planned before
+    ``prepare_mlp_sync_batch`` padded the batch, so its token rows were the real requests' while the forward consumed
+    the padded ``out_cache_loc``, and the DSV4 indexer crashed.  Worked example: 3 requests of 3 tokens and 2 DP pad
+    rows: the forward consumes 15 tokens; a plan of the real requests has 9 ``positions_casual``."""
+    if batch.mode != "target_verify":
+        return
+    want = forward_num_tokens(batch, variant)
+    padded = ", after the worker's DP padding" if batch.dp_pad_rows else ""
+    for name in ("positions_casual", "raw_out_loc"):
+        got = actual.fields.get(name)
+        if got is not None and len(got) != want:
+            raise _fail("P1", variant, f"the metadata has {len(got)} tokens but the forward consumes {want} "
+                        f"(len(out_cache_loc) handed to the build{padded})",
+                        field=f"len({name})", expected=want, actual=len(got), check="p1.forward_tokens")
+    if variant.path == "eager" and actual.decision.num_tokens != want:
+        raise _fail("P1", variant, f"the eager build decides {actual.decision.num_tokens} tokens but the forward "
+                    f"consumes {want} (len(out_cache_loc))", field="decision.num_tokens", expected=want,
+                    actual=actual.decision.num_tokens, check="p1.forward_tokens")
 
 
 def _check_active_width(batch: VerifyBatch, variant: Variant, expected: VerifyMetadata, actual: VerifyMetadata

@@ -91,6 +91,10 @@ other focuses keep one count for both, as the target worker does."""
 _DSPARK_DRAFT_GRAPH = {**_DSPARK_DRAFT, "graph": True, "ragged": False}
 """The draft runner's uniform graph (P5): DSpark's raw verify route on the draft worker's active width."""
 
+_EAGER_DP_PAD = {"graph": False, "ragged": False, "dp_pad": None}
+"""P1's eager uniform focus of the worker's verify step (issue 45): three batches in four carry 1..3 DP pad rows
+(``prepare_mlp_sync_batch`` pads the step before the metadata is planned).  No other focus draws them."""
+
 _DRAFT_EXTEND = {"mode": "draft_extend"}
 """Draft extend's own focus (its batches are uniform: ``verify_batches(mode="draft_extend")``)."""
 
@@ -111,7 +115,7 @@ decode's compressed in-graph build -- its decode plans -- is not draft decode's)
 PROPERTIES: tuple[PropertySpec, ...] = (
     PropertySpec("P1", "every variant = reference", check_p1_reference,
                  ({}, {"graph": True, "ragged": True}, {"ragged": False}, _DRAFT_EXTEND, _DECODE, _DRAFT_DECODE, _IDLE,
-                  _DSPARK_DRAFT), modes=BUILT_MODES),
+                  _DSPARK_DRAFT, _EAGER_DP_PAD), modes=BUILT_MODES),
     PropertySpec("P2", "mirrors agree, only tolist syncs, stale mirrors caught", check_p2_mirror,
                  ({"ragged": False}, {"stale_mirror": True}, {"ragged": False, "compression": True}), _needs_uniform),
     PropertySpec("P3", "output_size map = synced map", check_p3_sync_free, ({},)),

@@ -83,10 +83,11 @@ def step_width(batch: VerifyBatch) -> int:
 
 
 def layout_tokens(batch: VerifyBatch, graph: bool, padding: Padding) -> list[Token]:
-    """Every token of the eager layout (``graph=False``: the real ones) or of the graph tier, in order."""
+    """Every token of the eager layout (``graph=False``: the real ones, then the worker's DP pad rows) or of the graph
+    tier, in order."""
     lens = list(batch.extend_lens)
-    rows = lens
-    total = sum(lens)
+    rows = lens + [batch.num_draft_tokens] * batch.dp_pad_rows  # DP pad rows: eager only (validation)
+    total = sum(rows)
     tier = batch.graph
     if graph and tier is not None:
         total = tier.graph_num_tokens

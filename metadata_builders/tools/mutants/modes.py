@@ -194,4 +194,25 @@ MODE_SPECS: tuple[MutantSpec, ...] = (
         "SGLang PR #31026 (open): 'Fix DeepSeek V4 HIP target-verify metadata to use the active DSpark draft token "
         "count instead of the static configured speculative token count'; #30964's review of the same split",
     ),
+    # -- the worker's eager verify step: prepare -> DP pad -> forward (issue 45) ---------------------------------
+    MutantSpec(
+        "eager_plan_before_dp_pad", "target_verify", "the eager verify metadata planned before the DP padding",
+        "The eager target-verify build plans the real requests only, as the verify batch stood before the worker's "
+        "prepare_mlp_sync_batch padded it: the rows past inputs.bs (the DP pad rows, seq_len 1, slot 0) and their "
+        "tokens are dropped, so the metadata has bs * num_draft_tokens token rows while the forward consumes the "
+        "padded out_cache_loc. Identical on every batch the worker did not pad.",
+        "    seq_lens_cpu = pipeline.host_mirror(inputs, check_mirror=check_mirror)\n",
+        "    if inputs.graph is None and inputs.rows > inputs.bs:  # the verify batch before the worker's DP padding\n"
+        "        import dataclasses\n"
+        "        n, real = inputs.bs, inputs.bs * inputs.num_draft_tokens\n"
+        "        mirror = None if inputs.seq_lens_cpu is None else inputs.seq_lens_cpu[:n]\n"
+        "        inputs = dataclasses.replace(inputs, seq_lens=inputs.seq_lens[:n], seq_lens_cpu=mirror,\n"
+        "                                     req_pool_indices=inputs.req_pool_indices[:n],\n"
+        "                                     out_cache_loc=inputs.out_cache_loc[:real],\n"
+        "                                     positions=inputs.positions[:real], max_seq_len=inputs.max_seq_len)\n"
+        "    seq_lens_cpu = pipeline.host_mirror(inputs, check_mirror=check_mirror)\n",
+        "SGLang PR #26244 (merged 2026-05-25): '[Spec] fix EAGLE v2 verify metadata init order on non-cuda-graph "
+        "path' -- the metadata was initialised before prepare_mlp_sync_batch padded the batch, and the DSV4 "
+        "indexer, whose shapes are baked in, crashed",
+    ),
 )

@@ -78,6 +78,12 @@ class VerifyBatch:
     draft worker's block verify (upstream ``is_dspark_draft``), configured ``num_draft_tokens + 1`` (gamma + 1, the
     server argument) while every request verifies ``num_draft_tokens`` (gamma, ``target_verify_num_draft_tokens``).
     None: one count for both (the target worker, every other mode); a replay file without it is such a batch."""
+    dp_pad_rows: int = 0
+    """The worker's eager DP padding (upstream ``prepare_mlp_sync_batch -> _pad_inputs_to_size``, issue 45): rows
+    the eager verify step appends after the real requests before it plans the metadata -- ``seq_lens`` (and the host
+    mirror) the fill value, slot 0, ``out_cache_loc`` and ``positions`` 0 for their ``num_draft_tokens`` tokens each.
+    Only on an eager-only uniform target-verify batch without divergence (ragged + DP is unverified upstream).  0:
+    none; a replay file without it is such a batch."""
 
     @property
     def is_dspark_draft(self) -> bool:
@@ -157,6 +163,11 @@ class VerifyBatch:
         upstream's caller hands the backend as ``forward_batch.positions`` (``seq_lens=[5, 3]`` verifying 2 each:
         ``(5, 6, 3, 4)``)."""
         return tuple(p + j for p, n in zip(self.first_positions, self.extend_lens) for j in range(n))
+
+    @property
+    def dp_pad_tokens(self) -> int:
+        """Tokens of the DP pad rows: ``num_draft_tokens`` each (0 without DP padding)."""
+        return self.dp_pad_rows * self.num_draft_tokens
 
     @property
     def num_draft_steps(self) -> int:
@@ -239,6 +250,8 @@ class VerifyBatch:
             parts.append(f"mode={self.mode!r}" + ("" if self.draft_step is None else f", draft_step={self.draft_step}"))
         if self.speculative_num_draft_tokens is not None:
             parts.append(f"speculative_num_draft_tokens={self.speculative_num_draft_tokens}")
+        if self.dp_pad_rows:
+            parts.append(f"dp_pad_rows={self.dp_pad_rows}")
         return "VerifyBatch(" + ", ".join(parts) + ")"
 
     def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
@@ -264,8 +277,9 @@ class VerifyBatch:
             div += f", stale host mirror seq_lens_cpu={list(self.divergence.seq_lens_cpu)}"
         mode = "" if self.mode == "target_verify" else (
             self.mode.replace("_", " ") + ("" if self.draft_step is None else f" step {self.draft_step}") + ", ")
+        dp = f", {self.dp_pad_rows} DP pad rows" if self.dp_pad_rows else ""
         return (f"{mode}{kind} {algo}, bs={self.bs}, num_draft={self.num_draft_tokens}, "
-                f"{self.num_real_tokens} real tokens, {tier}{div}")
+                f"{self.num_real_tokens} real tokens, {tier}{dp}{div}")
 
     # -- serialisation (metadata_builders.families.dsv4.batch.schema) --------------------------------
 

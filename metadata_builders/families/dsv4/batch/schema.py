@@ -54,6 +54,8 @@ def batch_to_dict(batch: VerifyBatch) -> dict[str, Any]:
         # Only a DSpark draft worker's verify keeps two counts: every other file stays byte-identical.
         **({} if batch.speculative_num_draft_tokens is None
            else {"speculative_num_draft_tokens": batch.speculative_num_draft_tokens}),
+        # Only an eager step the worker DP-padded has pad rows of its own (issue 45).
+        **({"dp_pad_rows": batch.dp_pad_rows} if batch.dp_pad_rows else {}),
     }
 
 
@@ -83,6 +85,7 @@ def batch_from_dict(cls: type[VerifyBatch], d: Mapping[str, Any]) -> VerifyBatch
         mode=d.get("mode", "target_verify"),
         draft_step=d.get("draft_step"),
         speculative_num_draft_tokens=d.get("speculative_num_draft_tokens"),
+        dp_pad_rows=d.get("dp_pad_rows", 0),
     )
 
 

@@ -33,6 +33,7 @@ def validate(batch: VerifyBatch) -> None:
     bs = batch.bs
     _validate_mode(batch)
     _validate_dspark_draft(batch)
+    _validate_dp_padding(batch)
     if bs == 0 and batch.mode != "idle":
         raise InvalidBatch("seq_lens", None, "non-empty (only an idle batch has no request)", [])
     check_int("num_draft_tokens", batch.num_draft_tokens, minimum=1)
@@ -161,6 +162,24 @@ def _validate_dspark_draft(batch: VerifyBatch) -> None:
     if batch.geometry.compression is not None:
         raise InvalidBatch("geometry.compression", None, "None for a DSpark draft worker's verify (its pool has no "
                            "compressed KV: need_compress = not is_draft_worker)", batch.geometry.compression)
+
+
+def _validate_dp_padding(batch: VerifyBatch) -> None:
+    """The worker's eager DP padding (issue 45): pad rows on an eager-only uniform target-verify batch without
+    divergence (upstream pads the eager step; ragged + DP is unverified there), each row's ``num_draft_tokens``
+    positions ``1..num_draft_tokens`` inside slot 0's table row."""
+    name, rows = "dp_pad_rows", batch.dp_pad_rows
+    check_int(name, rows, minimum=0)
+    if not rows:
+        return
+    why = ("0 for a batch that is not an eager uniform target verify without divergence or a second draft count "
+           "(the worker DP-pads the eager target-verify step; ragged + DP is unverified upstream)")
+    if (batch.mode != "target_verify" or batch.verify_lens is not None or batch.graph is not None
+            or batch.divergence is not None or batch.speculative_num_draft_tokens is not None):
+        raise InvalidBatch(name, None, why, rows)
+    if batch.req_to_token and 1 + batch.num_draft_tokens > len(batch.req_to_token[0]):
+        raise InvalidBatch(name, None, f"0: a pad row (seq_len 1, slot 0) verifies positions up to "
+                           f"{batch.num_draft_tokens}, past max_context={len(batch.req_to_token[0])}", rows)
 
 
 def _validate_graph(batch: VerifyBatch, graph: GraphTier) -> None:

@@ -110,7 +110,8 @@ def verify_extension(batch: VerifyBatch, variant: Variant, padding: Padding = DE
     seq_len 1 plus their share of slack), ``extend_start_loc = [0, 3, 4, 6, 8]``,
     ``num_tokens = 10`` (an uncapped tier carries its total: ``exact=False``),
     ``max_seq_len = max_context + 3``.  Eager: three rows, ``num_tokens = 6``,
-    ``max_seq_len = 7 + 3 = 10``.  DSpark's raw-verify route reports
+    ``max_seq_len = 7 + 3 = 10``; a uniform eager batch the worker DP-padded has its pad rows after the real ones,
+    as graph pad rows are (seq_len 1, slot 0, location 0, ``num_draft_tokens`` each).  DSpark's raw-verify route reports
     ``max_context`` (:func:`raw_verify_route`).  A ragged graph build pads along
     ``padding`` (:mod:`metadata_builders.families.dsv4.tier`); the total is the host's wherever the
     convention knows it there (``exact=False``), else read back (``exact=True``).
@@ -129,6 +130,10 @@ def verify_extension(batch: VerifyBatch, variant: Variant, padding: Padding = DE
         out_cache_loc += [0] * (graph.graph_num_tokens - len(out_cache_loc))
         max_seq_len = batch.max_context
     else:
+        # The worker's eager DP pad rows (issue 45): the graph pad rows' conventions (seq_len 1, slot 0, location 0).
+        seq_lens += [1] * batch.dp_pad_rows
+        slots += [0] * batch.dp_pad_rows
+        out_cache_loc += [0] * batch.dp_pad_tokens
         max_seq_len = max(seq_lens)
     if not raw_verify_route(batch, variant):
         max_seq_len += draft
