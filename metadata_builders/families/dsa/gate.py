@@ -2,7 +2,7 @@
 
 ``metadata-builders gate --family dsa --base REF [--head REF] [--repo PATH]`` (docs/DSA.md, "The gate"): DESIGN.md
 section 5's differential gate in the small.  Each side is a detached ``git worktree`` of the SGLang checkout at
-its ref (the checkout itself when ``--head`` is not given: :class:`~metadata_builders.gate.refs.Worktrees`); the
+its ref (the checkout itself when ``--head`` is not given: :func:`checkout_side`); the
 family's ``check --builder sglang`` runs on it in a subprocess whose ``PYTHONPATH`` starts with that worktree's
 ``python/`` (then this harness), with the derandomized profile, so both sides draw the same batches and only
 their code differs.  Each side writes its verdicts as JSON (``check --json``), including where ``sglang`` was
@@ -31,6 +31,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,7 +40,7 @@ from typing import Any
 import metadata_builders
 from metadata_builders.errors import GateError
 
-__all__ = ["GateResult", "SideResult", "compare", "run_gate", "side_env"]
+__all__ = ["GateResult", "SideResult", "Tree", "checkout_side", "compare", "run_gate", "side_env"]
 
 HARNESS_ROOT = str(Path(metadata_builders.__file__).resolve().parent.parent)
 """This harness's root: on every side's path after the side's ``python/``, so the sides run this harness."""
@@ -83,7 +84,7 @@ def _command(out: str, failures: str, profile: str, modes: str | None, props: st
 
 def run_side(side: Any, workdir: str, profile: str, modes: str | None, props: str | None,
              max_examples: int | None, progress: Any = print) -> SideResult:
-    """The family's check on ``side`` (a :class:`~metadata_builders.gate.model.Side`) in a subprocess."""
+    """The family's check on ``side`` (a :class:`Tree`) in a subprocess; a :class:`SideResult`."""
     out = os.path.join(workdir, f"{side.name}.json")
     failures = os.path.join(workdir, f"{side.name}-failures")
     start = time.monotonic()
@@ -91,14 +92,15 @@ def run_side(side: Any, workdir: str, profile: str, modes: str | None, props: st
                             env=side_env(side.pythonpath), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True)
     log: list[str] = []
+    timer = threading.Timer(SIDE_TIMEOUT_S, proc.kill)  # a side that hangs is stopped: a setup error below
+    timer.start()
     assert proc.stdout is not None
     for line in proc.stdout:
         log.append(line.rstrip())
         if line.split(":")[0].strip() in _MODES and progress is not None:
             progress(f"{side.name}: {line.rstrip()}")
-        if time.monotonic() - start > SIDE_TIMEOUT_S:
-            proc.kill()
     code = proc.wait()
+    timer.cancel()
     tail = "\n".join(log[-12:])
     if code not in (0, 1) or not os.path.exists(out):
         raise GateError(f"{side.name} side ({side.label})", f"its check did not run (exit {code}):\n{tail}")
@@ -217,28 +219,80 @@ def _copy_new(result: GateResult, failures_dir: str) -> None:
             result.copied[key] = os.path.abspath(target)
 
 
+def _git(repo: str, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["git", "-C", repo, *args], capture_output=True, text=True, check=False)
+
+
+@dataclass(frozen=True)
+class Tree:
+    """One side's code: the folder its ``sglang`` is imported from, and how people and a replay command name it."""
+
+    name: str
+    pythonpath: str
+    label: str
+    replay_env: str
+
+
+def checkout_side(repo: str, name: str, ref: str | None, workdir: str, made: list[str]) -> Tree:
+    """``ref`` of ``repo`` as a detached worktree under ``workdir`` (appended to ``made``); None: the checkout.
+
+    The family's own small copy of :class:`metadata_builders.gate.refs.Worktrees` (docs/ARCHITECTURE.md's layers:
+    a family imports no interface); the same messages for the same mistakes.
+    """
+    if _git(repo, "rev-parse", "--git-dir").returncode != 0:
+        raise GateError("--repo", f"{repo} is not inside a git repository: run the gate from an SGLang checkout "
+                                  "(or pass --repo PATH)")
+    found = _git(repo, "rev-parse", "--verify", "--quiet", f"{ref or 'HEAD'}^{{commit}}")
+    if found.returncode != 0:
+        raise GateError(f"unknown ref `{ref}`", f"{repo} has no commit named {ref} (fetch it first, e.g. "
+                                                "`git fetch origin main`, or check the spelling)")
+    commit = found.stdout.strip()
+    root = repo
+    if ref is not None:
+        root = os.path.join(workdir, f"worktree-{name}")
+        added = _git(repo, "worktree", "add", "--detach", "--force", root, commit)
+        if added.returncode != 0:
+            raise GateError(f"{name} ({ref})", f"could not make a worktree of {commit[:10]}: {added.stderr.strip()}")
+        made.append(root)
+    python = os.path.join(root, "python")
+    if not os.path.isdir(os.path.join(python, "sglang")):
+        raise GateError(f"{name} ({ref or 'the checkout'})", f"{root} has no python/sglang: run the gate from an "
+                                                             "SGLang checkout (or pass --repo)")
+    label = f"{ref} at {commit[:10]}" if ref is not None else f"checkout at {commit[:10]}"
+    env = f"PYTHONPATH=<a checkout of {commit[:10]}>/python" if ref is not None else f"PYTHONPATH={python}"
+    return Tree(name, python, label, env)
+
+
+def _failures_dir(repo: str, failures_dir: str | None) -> str:
+    """``--failures-dir``, else ``build/metadata-builders/failures`` under the checkout, ignored by git there."""
+    if failures_dir is not None:
+        return failures_dir
+    build = os.path.join(repo, os.path.dirname(DEFAULT_FAILURES_DIR))
+    os.makedirs(build, exist_ok=True)
+    if not os.path.exists(os.path.join(build, ".gitignore")):
+        with open(os.path.join(build, ".gitignore"), "w") as fh:
+            fh.write("# made by metadata-builders: replay files\n*\n")
+    return os.path.join(repo, DEFAULT_FAILURES_DIR)
+
+
 def run_gate(base: str, head: str | None = None, *, repo: str = ".", profile: str = "ci", modes: str | None = None,
              properties: str | None = None, max_examples: int | None = None, failures_dir: str | None = None,
              progress: Any = print) -> GateResult:
     """Base against head on the family's check (``--builder sglang``); the comparison (not yet printed)."""
-    from metadata_builders.gate.refs import Worktrees
-
     start = time.monotonic()
     repo = os.path.abspath(repo)
-    trees = Worktrees(repo)
+    if not os.path.isdir(repo):
+        raise GateError("--repo", f"{repo} does not exist")
     workdir = tempfile.mkdtemp(prefix="dsa-gate-")
+    made: list[str] = []
     try:
-        sides = [trees.side("base", base, workdir, "sglang"), trees.side("head", head, workdir, "sglang")]
+        sides = [checkout_side(repo, "base", base, workdir, made), checkout_side(repo, "head", head, workdir, made)]
         results = [run_side(side, workdir, profile, modes, properties, max_examples, progress) for side in sides]
         result = compare(*results)
-        if failures_dir is None:
-            from metadata_builders.runs.profiles import ignored_dir
-
-            ignored_dir(os.path.join(repo, os.path.dirname(DEFAULT_FAILURES_DIR)))
-            failures_dir = os.path.join(repo, DEFAULT_FAILURES_DIR)
-        _copy_new(result, failures_dir)
+        _copy_new(result, _failures_dir(repo, failures_dir))
     finally:
-        trees.remove()
+        for path in made:
+            _git(repo, "worktree", "remove", "--force", path)
         shutil.rmtree(workdir, ignore_errors=True)
     result.seconds = time.monotonic() - start
     return result
