@@ -69,6 +69,7 @@ def side_env(pythonpath: str | None) -> dict[str, str]:
     """The environment of a side's check: its ``python/`` tree first, then this harness, then the caller's path."""
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (pythonpath, HARNESS_ROOT, env.get("PYTHONPATH")) if p)
+    env["PYTHONUNBUFFERED"] = "1"  # each mode's progress line as it ends
     return env
 
 
@@ -180,14 +181,19 @@ def _order(key: tuple[str, str]) -> tuple[int, str]:
     return (_MODES.index(mode) if mode in _MODES else len(_MODES), prop)
 
 
+def _cell(base: str | None, head: str | None) -> str:
+    both = (_kind(base), _kind(head))
+    return "n/a" if both == ("n/a", "n/a") else "/".join(both)
+
+
 def table(result: GateResult) -> str:
     """A row per mode, a column per property, each cell ``base/head`` (``ok``, ``FAIL``, ``n/a``, ``-`` not run)."""
     keys = set(result.base.verdicts) | set(result.head.verdicts)
     modes = sorted({m for m, _ in keys}, key=lambda m: _order((m, "")))
     props = sorted({p for _, p in keys}, key=lambda p: (len(p), p))
     head = ["mode (base/head)", *props]
-    rows = [[m, *(f"{_kind(result.base.verdicts.get((m, p)))}/{_kind(result.head.verdicts.get((m, p)))}"
-                  for p in props)] for m in modes]
+    rows = [[m, *(_cell(result.base.verdicts.get((m, p)), result.head.verdicts.get((m, p))) for p in props)]
+            for m in modes]
     widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in [head, *rows]]
     lines.append(f"base: {result.base.label} ({result.base.seconds:.0f}s); head: {result.head.label} "
@@ -205,6 +211,8 @@ def table(result: GateResult) -> str:
                          ("fixed (fails at base, holds at head)", result.fixed),
                          ("not compared (run on one side only)", result.not_compared)):
         lines += [f"{title}: {m} {p}" for m, p in found]
+    for side in (result.base, result.head):
+        lines += [f"not run at {side.name} {mode}: the builder does not declare it" for mode in side.not_run]
     return "\n".join(lines)
 
 
