@@ -50,6 +50,18 @@ watched=(
   python/sglang/srt/speculative/dflash_info.py
   python/sglang/srt/speculative/dspark_components
   python/sglang/kernels/ops/speculative/dspark
+  python/sglang/srt/layers/attention/dsa_backend.py
+  python/sglang/kernels/ops/attention/pad.py
+  python/sglang/kernels/ops/attention/dsa
+  python/sglang/kernels/ops/attention/dsa_metadata.py
+)
+# The DSA family's files (the last four above, watched.py's DSA_WATCHED): a change to one also runs its own gate,
+# `gate --family dsa` (docs/DSA.md, "The gate"); the gate above leaves them to it.
+dsa_watched=(
+  python/sglang/srt/layers/attention/dsa_backend.py
+  python/sglang/kernels/ops/attention/pad.py
+  python/sglang/kernels/ops/attention/dsa
+  python/sglang/kernels/ops/attention/dsa_metadata.py
 )
 
 if ! git rev-parse --verify --quiet "$base^{commit}" >/dev/null; then
@@ -66,5 +78,9 @@ echo "premerge: changed since $base:"
 printf '  %s\n' $changed
 
 mkdir -p build/metadata-builders
+dsa_changed=$(git diff --name-only "$base"...HEAD -- "${dsa_watched[@]}"; git diff --name-only -- "${dsa_watched[@]}")
+if [ -n "$dsa_changed" ] || [ "$always" -eq 1 ]; then
+  metadata-builders gate --family dsa --base "$base" --failures-dir build/metadata-builders/failures || exit $?
+fi
 exec metadata-builders gate --base "$base" --junit-xml build/metadata-builders/junit-gate.xml \
   --failures-dir build/metadata-builders/failures --summary-md build/metadata-builders/summary.md "$@"

@@ -204,3 +204,16 @@ def test_every_watched_path_list_is_the_one_in_watched_py() -> None:
     paths = re.findall(r'- "([^"]+)"', block)
     assert tuple(p.removesuffix("/**") for p in paths) == WATCHED
     assert is_watched(RUNNER) and is_watched("python/sglang/srt/speculative/dspark_components/dspark_verify.py")
+
+
+def test_the_dsa_familys_files_are_watched_and_left_to_its_own_gate() -> None:
+    """pad.py (the DSA family's): watched, judged by ``gate --family dsa``; the DSV4 gate names nothing of it."""
+    from metadata_builders.gate.watched import DSA_WATCHED
+
+    pad = "python/sglang/kernels/ops/attention/pad.py"
+    assert set(DSA_WATCHED) <= set(WATCHED)
+    assert is_watched(pad) and is_watched(pad, "dsa") and not is_watched(pad, "dsv4")
+    assert is_watched(RUNNER, "dsv4") and not is_watched(RUNNER, "dsa")
+    change = Change({330: "_seqlens_expand_kernel"})
+    assert not_run({pad: change, RUNNER: change}, set(), SideTrace(), SideTrace()) == [
+        (RUNNER, "_seqlens_expand_kernel never ran at head (the file was never imported)")]

@@ -279,7 +279,7 @@ def _changes(repo: str, args: argparse.Namespace, head: Side, run: _Run) -> dict
     """What the change does to each watched Python file that exists at head: its functions, its module level."""
     found = {}
     for path in run.changed:
-        if not (is_watched(path) and path.endswith(".py")) or path in run.deleted or head.root is None:
+        if not (is_watched(path, "dsv4") and path.endswith(".py")) or path in run.deleted or head.root is None:
             continue
         try:
             with open(os.path.join(head.root, path)) as fh:

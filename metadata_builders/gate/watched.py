@@ -39,6 +39,15 @@ from dataclasses import dataclass, field
 __all__ = ["MODELLED_ON_CPU", "WATCHED", "Change", "SideTrace", "Unjudged", "change_of", "changed_files",
            "changed_lines", "deleted_files", "is_watched", "not_run", "read_traces", "unjudged_on_cpu"]
 
+DSA_WATCHED: tuple[str, ...] = (
+    "python/sglang/srt/layers/attention/dsa_backend.py",
+    "python/sglang/kernels/ops/attention/pad.py",
+    "python/sglang/kernels/ops/attention/dsa",
+    "python/sglang/kernels/ops/attention/dsa_metadata.py",
+)
+"""The DSA family's upstream files (``dsa_metadata.py``: the fused kernels' module on 0.5.18-0.5.22): what
+``gate --family dsa`` judges; the DSV4 gate leaves them to it (:func:`is_watched` with ``family="dsv4"``)."""
+
 WATCHED: tuple[str, ...] = (
     # the backend, the ragged layout, the metadata kernels and glue, the compressor and its plan kernel
     "python/sglang/srt/layers/attention/deepseek_v4_backend_hip_radix.py",
@@ -63,14 +72,18 @@ WATCHED: tuple[str, ...] = (
     "python/sglang/srt/speculative/dflash_info.py",
     "python/sglang/srt/speculative/dspark_components",
     "python/sglang/kernels/ops/speculative/dspark",
+    # the DSA family's upstream files (docs/DSA.md, "The gate"): judged by ``gate --family dsa``, not by this gate
+    *DSA_WATCHED,
 )
 """Paths of SGLang's repository (files, or folders with everything under them) whose change triggers the gate: the
 one list ``ci/premerge.sh`` and ``ci/workflows/metadata-builders-gate.yml`` repeat (tests/test_gate_watched.py)."""
 
 
-def is_watched(path: str) -> bool:
-    """Whether ``path`` (relative to the repository) is one of :data:`WATCHED` or lies under one."""
-    return any(path == w or path.startswith(w + "/") for w in WATCHED)
+def is_watched(path: str, family: str | None = None) -> bool:
+    """Whether ``path`` (relative to the repository) is one of :data:`WATCHED` or lies under one; with ``family``,
+    one that family's gate judges (``dsa``: :data:`DSA_WATCHED`; ``dsv4``: the others)."""
+    paths = {None: WATCHED, "dsa": DSA_WATCHED}.get(family) or tuple(w for w in WATCHED if w not in DSA_WATCHED)
+    return any(path == w or path.startswith(w + "/") for w in paths)
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,7 +138,7 @@ def unjudged_on_cpu(paths: list[str]) -> list[tuple[str, Unjudged]]:
     for path in paths:
         entry = next((e for e in MODELLED_ON_CPU if fnmatch.fnmatch(path, e.pattern)
                       or fnmatch.fnmatch(path, e.pattern.removeprefix("*/"))), None)
-        if entry is None and is_watched(path) and not path.endswith(".py"):
+        if entry is None and is_watched(path, "dsv4") and not path.endswith(".py"):
             entry = _COMPILED
         if entry is not None:
             found.append((path, entry))
@@ -238,7 +251,7 @@ def not_run(changes: dict[str, Change], deleted: set[str], head: SideTrace, base
     """
     found = []
     for path in sorted(set(changes) | deleted):
-        if not (is_watched(path) and path.endswith(".py")):
+        if not (is_watched(path, "dsv4") and path.endswith(".py")):  # the DSA family's files: its own gate
             continue
         if path in deleted:
             if path not in base.imported:

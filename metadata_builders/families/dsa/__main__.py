@@ -5,10 +5,13 @@ arguments here), or ``python -m metadata_builders.families.dsa``.
                             [--modes decode,idle] [--properties P1,P5] [--max-examples N] [--failures-dir DIR]
     metadata-builders mutants --family dsa [--profile ci] [--only NAME,...] [--failures-dir DIR]
     metadata-builders replay FILE.json --family dsa [--builder NAME] [--properties P1,P5]
+    metadata-builders gate --family dsa --base REF [--head REF] [--repo PATH] [--profile ci|dev]
+                           [--modes M,..] [--properties P1,P5] [--max-examples N] [--failures-dir DIR]
 
 ``--builder``: ``dsa-torch`` (the bundled torch builder, the default), ``sglang`` (the installed SGLang's own
 ``DeepseekSparseAttnBackend``, docs/DSA.md) or ``module:attr`` (a factory ``f(device=...)``).  Exit 0 when every
-property holds (every mutant killed), 1 when one fails, 2 on bad input.
+property holds (every mutant killed), 1 when one fails, 2 on bad input.  ``gate``: 0 green, 1 red, 2 nothing judged
+or a side that cannot run (``gate.py``).
 """
 
 from __future__ import annotations
@@ -58,10 +61,21 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--properties", "--only", dest="only", help="comma-separated properties (default: all)")
     check.add_argument("--max-examples", type=int, help="examples per mode and search (overrides the profile)")
     check.add_argument("--failures-dir", help="write each failing batch there as a replay file")
+    check.add_argument("--json", help="also write the verdicts there as JSON (what the gate compares)")
     mutants = sub.add_parser("mutants", help="run the family's mutant catalogue on the bundled builder")
     mutants.add_argument("--profile", choices=sorted(PROFILES), default="ci")
     mutants.add_argument("--only", help="comma-separated mutant names")
     mutants.add_argument("--failures-dir", help="write each killing batch there as a replay file")
+    gate = sub.add_parser("gate", help="base against head on an SGLang checkout: red on what the head breaks")
+    gate.add_argument("--base", required=True, help="the ref to compare against (e.g. origin/main)")
+    gate.add_argument("--head", help="the ref under review (default: the checkout as it is)")
+    gate.add_argument("--repo", default=".", help="the SGLang checkout (default: the current directory)")
+    gate.add_argument("--profile", choices=sorted(PROFILES), default="ci")
+    gate.add_argument("--modes", help="comma-separated modes (default: all)")
+    gate.add_argument("--properties", "--only", dest="only", help="comma-separated properties (default: all)")
+    gate.add_argument("--max-examples", type=int, help="examples per mode and search (overrides the profile)")
+    gate.add_argument("--failures-dir", help="the new failures' replay files (default: build/metadata-builders/"
+                                             "failures under --repo)")
     replay = sub.add_parser("replay", help="every property on one replay file")
     replay.add_argument("file")
     replay.add_argument("--builder", help="dsa-torch (default), sglang, or module:attr")
@@ -70,18 +84,35 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _write_json(path: str, report: Any) -> None:
+    """``report.to_dict()`` and where ``sglang`` was imported from (the gate checks it is the side's tree)."""
+    import json
+
+    data = report.to_dict()
+    module = sys.modules.get("sglang")
+    data["sglang"] = getattr(module, "__file__", None)
+    with open(path, "w") as fh:
+        json.dump(data, fh, indent=1)
+
+
 def _run(args: argparse.Namespace) -> int:
     if args.command == "check":
         report = run_check(args.profile, builder=resolve_builder(args.builder), device=args.device,
                            modes=_split(args.modes), only=_split(args.only), max_examples=args.max_examples,
                            failures_dir=args.failures_dir, progress=print)
         print(report.table())
+        if args.json:
+            _write_json(args.json, report)
         return 0 if report.ok else 1
     if args.command == "mutants":
         results = run_mutants(args.profile, only=_split(args.only), failures_dir=args.failures_dir, progress=print)
         killed = sum(r.killed for r in results)
         print(f"{killed}/{len(results)} mutants killed")
         return 0 if killed == len(results) else 1
+    if args.command == "gate":
+        from metadata_builders.families.dsa.gate import main as gate_main
+
+        return gate_main(args)
     failures = replay_file(args.file, builder=resolve_builder(args.builder), device=args.device,
                            only=_split(args.only))
     for failure in failures:

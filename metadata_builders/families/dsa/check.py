@@ -114,6 +114,16 @@ class DSAReport:
         return "\n".join(lines)
 
 
+    def to_dict(self) -> dict[str, Any]:
+        """What the gate compares (``check --json PATH``): per mode, each property's verdict, and the failures."""
+        return {"profile": self.profile, "builder": self.builder, "seconds": round(self.seconds, 3),
+                "properties": list(self.properties), "not_run": list(self.not_run),
+                "modes": {m.mode: {"examples": m.examples, "verdicts": {p: m.verdict(p) for p in self.properties}}
+                          for m in self.modes},
+                "failures": [{"mode": f.mode, "prop": f.prop, "check": f.check, "message": f.message,
+                              "replay_file": f.replay_file} for f in self.failures]}
+
+
 def _short(verdict: str) -> str:
     return verdict.replace("FAILS dsa.", "FAIL ")
 
