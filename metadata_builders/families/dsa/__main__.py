@@ -22,7 +22,8 @@ import sys
 from typing import Any, Callable
 
 from metadata_builders.errors import BuilderNotFound, MetadataBuildersError
-from metadata_builders.families.dsa.check import PROFILES, replay_file, run_check, run_mutants
+from metadata_builders.families.dsa.check import PROFILES, release_of, replay_file, run_check, run_mutants
+from metadata_builders.families.dsa.findings import known_finding
 
 BUILDERS = ("dsa-torch", "sglang")
 """The names ``--builder`` knows besides ``module:attr``."""
@@ -113,12 +114,16 @@ def _run(args: argparse.Namespace) -> int:
         from metadata_builders.families.dsa.gate import main as gate_main
 
         return gate_main(args)
-    failures = replay_file(args.file, builder=resolve_builder(args.builder), device=args.device,
-                           only=_split(args.only))
-    for failure in failures:
-        print(f"{failure.prop} {failure.check}: {failure}")
-    print("holds" if not failures else f"{len(failures)} propert{'y' if len(failures) == 1 else 'ies'} failed")
-    return 0 if not failures else 1
+    builder = resolve_builder(args.builder)
+    failures = replay_file(args.file, builder=builder, device=args.device, only=_split(args.only))
+    release = release_of(builder, args.device) if failures else None
+    known = [known_finding(failure.check, release) for failure in failures]
+    for failure, finding in zip(failures, known):
+        print(f"{'known ' + finding + ' ' if finding else ''}{failure.prop} {failure.check}: {failure}")
+    unknown = sum(finding is None for finding in known)
+    print("holds" if not failures else f"{len(failures)} propert{'y' if len(failures) == 1 else 'ies'} failed"
+          + (f" ({len(failures) - unknown} known finding(s))" if unknown < len(failures) else ""))
+    return 0 if not unknown else 1
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -23,9 +23,10 @@ from typing import Any
 from metadata_builders.errors import PropertyFailure
 from metadata_builders.families.dsa.batch import MODES, DSABatch
 from metadata_builders.families.dsa.fields import FIELDS, NOT_JUDGED
+from metadata_builders.families.dsa.findings import known_finding
 
 __all__ = ["APPLIES", "PROFILES", "DSAFailure", "DSAReport", "ModeResult", "MutantResult", "coverage_line",
-           "replay_file", "run_check", "run_mutants"]
+           "release_of", "replay_file", "run_check", "run_mutants"]
 
 PROFILES: dict[str, int] = {"dev": 6, "ci": 150, "nightly": 1000}
 """Examples drawn per mode and search (``ci``: the whole family in about a minute on 2 cores, measured)."""
@@ -51,6 +52,8 @@ class DSAFailure:
     batch: DSABatch
     replay_file: str | None = None
     """Where the batch was written (``--failures-dir``), None when not written."""
+    known: str | None = None
+    """The id of the known upstream finding it is (:mod:`~metadata_builders.families.dsa.findings`), or None."""
 
 
 @dataclass
@@ -65,12 +68,14 @@ class ModeResult:
     """property -> distinct notes (what holds but a person should know)."""
 
     def verdict(self, prop: str) -> str:
-        """``holds``, ``FAILS <check>`` or ``n/a``."""
+        """``holds``, ``FAILS <check>``, ``known <id> <check>`` (a labelled upstream finding) or ``n/a``."""
         why = APPLIES.get(prop, lambda mode: None)(self.mode)
         if why is not None:
             return "n/a"
         failed = [f for f in self.failures if f.prop == prop]
-        return f"FAILS {failed[0].check}" if failed else "holds"
+        if not failed:
+            return "holds"
+        return f"known {failed[0].known} {failed[0].check}" if failed[0].known else f"FAILS {failed[0].check}"
 
 
 @dataclass
@@ -85,15 +90,22 @@ class DSAReport:
     coverage: str
     not_run: list[str] = field(default_factory=list)
     """Modes the builder does not declare (its ``modes``): named in the table, never silently skipped."""
+    release: str | None = None
+    """The SGLang release the builder runs (upstream's code), None for any other builder."""
 
     @property
     def failures(self) -> list[DSAFailure]:
         return [f for m in self.modes for f in m.failures]
 
     @property
+    def unknown(self) -> list[DSAFailure]:
+        """The failures that are no known finding."""
+        return [f for f in self.failures if f.known is None]
+
+    @property
     def ok(self) -> bool:
-        """Every applicable property held in every mode."""
-        return not self.failures
+        """Every applicable property held in every mode, apart from labelled known findings."""
+        return not self.unknown
 
     def table(self) -> str:
         """A row per mode, a column per property, then the verdict and what does not apply, with why."""
@@ -104,13 +116,17 @@ class DSAReport:
         why = {(p, APPLIES[p](m.mode)) for m in self.modes for p in self.properties if p in APPLIES
                and APPLIES[p](m.mode)}
         lines += [f"n/a {p}: {reason}" for p, reason in sorted(why)]
-        lines += [f"FAIL {f.mode} {f.prop} {f.check}: {f.message}" + (f" (replay: {f.replay_file})" if f.replay_file
-                                                                       else "") for f in self.failures]
+        lines += [("KNOWN " + f"{f.known} " if f.known else "FAIL ") + f"{f.mode} {f.prop} {f.check}: {f.message}"
+                  + (f" (replay: {f.replay_file})" if f.replay_file else "") for f in self.failures]
         lines += [f"not run {mode}: the builder does not declare it (its modes: see its docstring)"
                   for mode in self.not_run]
         lines.append(self.coverage)
-        verdict = "holds" if self.ok else f"FAILS ({len(self.failures)} failure(s))"
-        lines.append(f"dsa family, builder {self.builder}, profile {self.profile}: {verdict} in {self.seconds:.1f}s")
+        known = len(self.failures) - len(self.unknown)
+        verdict = (f"FAILS ({len(self.unknown)} failure(s))" if not self.ok else "holds" if not known
+                   else f"holds apart from {known} known finding(s)")
+        release = f" (SGLang {self.release})" if self.release else ""
+        lines.append(f"dsa family, builder {self.builder}{release}, profile {self.profile}: {verdict} in "
+                     f"{self.seconds:.1f}s")
         return "\n".join(lines)
 
 
@@ -125,7 +141,7 @@ class DSAReport:
 
 
 def _short(verdict: str) -> str:
-    return verdict.replace("FAILS dsa.", "FAIL ")
+    return verdict.replace("FAILS dsa.", "FAIL ").replace(" dsa.", " ")
 
 
 def coverage_line(produced: Sequence[str]) -> str:
@@ -204,6 +220,7 @@ def run_check(profile: str = "ci", *, builder: Callable[..., Any] | None = None,
     examples = max_examples or PROFILES[profile]
     props = tuple(p for p in PROPERTIES if only is None or p in only)
     factory = _subject_factory(builder, device)
+    release = _release(factory)
     start = time.monotonic()
     results: list[ModeResult] = []
     declared = tuple(getattr(builder or _default(), "modes", MODES))
@@ -217,7 +234,8 @@ def run_check(profile: str = "ci", *, builder: Callable[..., Any] | None = None,
                 break
             failure, batch = found
             path = _write(failures_dir, f"dsa-{mode}-{failure.prop}", batch, failure)
-            result.failures.append(DSAFailure(mode, failure.prop, failure.check, str(failure), batch, path))
+            result.failures.append(DSAFailure(mode, failure.prop, failure.check, str(failure), batch, path,
+                                              known_finding(failure.check, release)))
             remaining = tuple(p for p in remaining if p != failure.prop)
             if stop_at_first:
                 break
@@ -226,9 +244,21 @@ def run_check(profile: str = "ci", *, builder: Callable[..., Any] | None = None,
         if stop_at_first and result.failures:
             break
     name = getattr(builder or _default(), "name", getattr(builder, "__name__", "builder"))
-    report = DSAReport(profile, name, results, time.monotonic() - start, props, coverage_line(_produced(factory)))
+    report = DSAReport(profile, name, results, time.monotonic() - start, props, coverage_line(_produced(factory)),
+                       release=release)
     report.not_run = [m for m in MODES if m not in declared]
     return report
+
+
+def release_of(builder: Callable[..., Any] | None, device: str = "cpu") -> str | None:
+    """The SGLang release ``builder`` (a factory, None: the bundled builder) runs, None when it is not upstream's."""
+    return None if builder is None else _release(_subject_factory(builder, device))
+
+
+def _release(factory: Callable[[], Any]) -> str | None:
+    """The SGLang release the builder runs (its ``release``): None for any builder that is not upstream's code."""
+    release = getattr(factory().inner, "release", None)
+    return release if isinstance(release, str) else None
 
 
 def _default() -> Any:
