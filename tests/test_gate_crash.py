@@ -18,7 +18,7 @@ from metadata_builders.families.dsv4.batch import VerifyBatch
 from metadata_builders.cli import main
 from metadata_builders.gate import build_corpus
 from metadata_builders.properties import PROPERTIES
-from tests._modules import importable_module
+from _modules import importable_module
 
 MISBEHAVING = '''
 import os, signal, time

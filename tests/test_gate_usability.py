@@ -19,7 +19,7 @@ import pytest
 from metadata_builders.cli import main
 from metadata_builders.gate import PER_KIND, build_corpus, corpus_focuses, shorten
 from metadata_builders.properties import PROPERTIES
-from tests._modules import importable_module
+from _modules import importable_module
 
 MUTANT = "metadata_builders.tools.mutants:dropped_dspark_gate"
 FAST = ["--properties", "P4", "--examples", "6", "--workers", "0", "--no-pictures"]

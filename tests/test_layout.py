@@ -114,7 +114,7 @@ def _package(name: str) -> str:
 
 def test_no_package_imports_one_that_imports_it_back() -> None:
     """At the hall's level too: no two packages (the core's rooms, each family) import each other, whichever
-    modules the arrows start from (the session, the audit's records and the reference's capabilities moved so)."""
+    modules the arrows start from (the session, the audit's records and the DSV4 capabilities record moved so)."""
     modules = _modules()
     known = set(modules)
     arrows: dict[tuple[str, str], list[tuple[str, str]]] = {}

@@ -15,7 +15,7 @@ from metadata_builders.families.dsv4.metadata import FIELDS, fields_for
 from metadata_builders.properties import check_p1_reference
 from metadata_builders.families.dsv4.reference.low_ratios import indexer_page_table, low_ratio_groups
 from strategies import LOW_RATIO_CHOICES, compressions, verify_batches
-from tests.test_sglang_compression import compressed
+from _sglang_support import compressed
 
 LOW = [choice for choice in dict.fromkeys(LOW_RATIO_CHOICES) if choice]
 

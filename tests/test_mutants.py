@@ -534,15 +534,15 @@ class _Recorder:
 
 
 def test_every_subcommand_is_registered_once_from_one_list() -> None:
-    """Each registrar of cli.SUBCOMMANDS adds exactly one subcommand; together they are the seven of --help."""
+    """Each registrar of cli.SUBCOMMANDS adds exactly one subcommand; together they are the eight of --help."""
     added = []
     for register in SUBCOMMANDS:
         recorder = _Recorder()
         register(recorder)
         added.append(recorder.names)
-    assert added == [["check"], ["replay"], ["variants"], ["gate"], ["mutants"], ["power"], ["bench"]]
+    assert added == [["check"], ["replay"], ["variants"], ["gate"], ["mutants"], ["power"], ["bench"], ["verdicts"]]
     usage = build_parser().format_help()
-    assert "{check,replay,variants,gate,mutants,power,bench}" in usage
+    assert "{check,replay,variants,gate,mutants,power,bench,verdicts}" in usage
 
 
 _STALE = MutantSpec("stale_in_a_worker", "core_metadata", "test", "test", "this text is not in hip.py", "")

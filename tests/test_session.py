@@ -25,7 +25,7 @@ class WantsTheMemo(HipBuilder):
 
 @pytest.fixture
 def wants_memo(tmp_path, monkeypatch):
-    from tests._modules import importable_module
+    from _modules import importable_module
 
     importable_module(tmp_path, monkeypatch, "session_builders", MEMO_WANTING)
     monkeypatch.setattr(launch_memo, "_WANTED", False)

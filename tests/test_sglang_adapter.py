@@ -10,12 +10,10 @@ that it shows nowhere else.
 
 from __future__ import annotations
 
-import __future__
 import functools
 import inspect
 import json
 import pickle
-import textwrap
 from collections import Counter
 from pathlib import Path
 
@@ -40,10 +38,10 @@ from metadata_builders.properties import (
     contract_role,
     p1_differences,
 )
-from metadata_builders.families.dsv4.reference import (CONTRACT_STAGES, expected_host_syncs, oob_read_count,
-                                                       verify_extension)
+from metadata_builders.families.dsv4.reference import CONTRACT_STAGES, expected_host_syncs
 from strategies import geometries, verify_batches
 from _examples import EXAMPLES, make_batch
+from _sglang_support import known_findings, plant
 
 pytestmark = pytest.mark.sglang
 
@@ -62,61 +60,6 @@ def sglang_torch_kernels(sglang):
 def _replay(name: str) -> tuple[VerifyBatch, dict]:
     d = json.loads((REGRESSIONS / name).read_text())
     return VerifyBatch.from_dict(d), d["meta"]
-
-
-def _graph_variants(batch: VerifyBatch) -> list[Variant]:
-    return [v for v in variants_for(batch) if v.path == "graph"]
-
-
-def known_findings(batch: VerifyBatch, upstream) -> dict[str, set[str]]:
-    """The findings ``batch`` runs into on the installed release: finding -> fields P1 may fail on.
-
-    F2c: a real row's absorbed slack reads past the table (a fault); F5
-    (0.5.18/0.5.19): the page table and ``max_seq_len`` lack the verify extension;
-    F6 (0.5.18-0.5.20): ``pf_*`` stop at ``num_tokens`` on a tier with an uncovered tail (none under the
-    adapter's ``full_coverage`` since issue 28: F6 is unreachable through it); F11
-    (0.5.18/0.5.19): the c4 plans keep their state in the SWA pool.
-    """
-    caps = upstream.capabilities
-    if batch.mode in ("decode", "draft_decode", "idle"):
-        return _decode_findings(batch, caps)
-    found: dict[str, set[str]] = {}
-    if any(oob_read_count(batch, v) for v in _graph_variants(batch)):
-        found["F2c"] = {"audit.faults"}
-    if not caps.exact_token_map:
-        found["F5"] = {"page_table", "decision.max_seq_len"}
-    # The adapter's graph builds follow full_coverage (SGLangBuilder.padding_convention): no tier leaves a tail.
-    tail = any(verify_extension(batch, v, "full_coverage").num_tokens
-               < len(verify_extension(batch, v, "full_coverage").out_cache_loc) for v in _graph_variants(batch))
-    if tail and not caps.pf_padding:
-        found["F6"] = {"pf_state_slot", "pf_chunk_start", "pf_cu_q", "pf_final_pos"}
-    if batch.geometry.compression is not None and not caps.plan_req_ring:
-        found["F11"] = {"c4_compress_plan", "c4_write_plan"}
-    if batch.is_ragged and caps.low_ratios and batch.geometry.compression is not None \
-            and batch.geometry.compression.low_ratios:
-        found["F18"] = {"low_ratio_req_indices"}  # the in-graph token map is uniform (P1 eager, P5 replays)
-    return found
-
-
-def _decode_findings(batch: VerifyBatch, caps) -> dict[str, set[str]]:
-    """The decode modes' findings: F11 (0.5.18/0.5.19) the c4 decode plan follows the SWA state page, no request
-    ring; F22 (0.5.18/0.5.19) a draft child's lengths miss its step; F23 (0.5.18/0.5.19) a draft child's replay
-    takes child 0's slice of the whole buffer; F24 (0.5.18-0.5.20) a draft child compresses, its HCA/CSA streams
-    carry a compressed tail."""
-    from metadata_builders.families.dsv4.metadata import STREAM_FIELD_NAMES
-
-    found: dict[str, set[str]] = {}
-    compressed = batch.geometry.compression is not None
-    if batch.mode != "draft_decode" and compressed and not caps.plan_req_ring:
-        found["F11"] = {"c4_decode_plan"}
-    if batch.mode == "draft_decode" and not caps.draft_decode_step_offset:
-        found["F22"] = {"seq_lens", "seq_lens_casual", "positions_casual", "swa_topk_lengths", "swa_page_indices",
-                        "swa_loc", *STREAM_FIELD_NAMES}
-    if batch.mode == "draft_decode" and batch.graph is not None and not caps.draft_decode_step_rows:
-        found["F23"] = {"raw_out_loc", "swa_out_cache_loc"}
-    if batch.mode == "draft_decode" and compressed and caps.forced_compression:
-        found["F24"] = {"hca_indptr", "hca_indices", "csa_indptr", "csa_indices"}
-    return found
 
 
 # -- the named batches -----------------------------------------------------------------------------
@@ -338,19 +281,6 @@ def test_decode_streams_are_stubbed_only_where_their_kernel_cannot_run(sglang, m
 # -- planted bugs: the gate catches realistic edits of upstream's code ----------------------------------
 
 
-def _plant(monkeypatch, upstream, method: str, old: str, new: str) -> None:
-    """Replace ``DeepseekV4HipRadixBackend.method`` by its source with ``old`` edited to ``new``."""
-    func = getattr(upstream.backend_cls, method)
-    source = textwrap.dedent(inspect.getsource(func))
-    if old not in source:
-        pytest.skip(f"SGLang {upstream.release}: {method} has no {old!r} to plant a bug in")
-    code = compile(source.replace(old, new, 1), inspect.getsourcefile(func), "exec",
-                   flags=__future__.annotations.compiler_flag, dont_inherit=True)
-    namespace: dict = {}
-    exec(code, upstream.backend_module.__dict__, namespace)  # noqa: S102 - upstream's own source, edited
-    monkeypatch.setattr(upstream.backend_cls, method, namespace[method])
-
-
 DIVERGED = make_batch([5, 3, 7], [2, 1, 3], 3, graph=GraphTier(4, 12)).replace(
     divergence=Divergence(extend_seq_lens=[4, 3, 3])
 )
@@ -361,7 +291,7 @@ def test_planted_bug_dropping_the_dspark_gate_fails_p4_and_p6(sglang, upstream, 
     if not upstream.capabilities.gate:
         pytest.skip(f"SGLang {upstream.release} has no dspark gate")
     check_p4_gate(sglang, DIVERGED.replace(divergence=None))
-    _plant(monkeypatch, upstream, "init_forward_metadata_target_verify_old",
+    plant(monkeypatch, upstream, "init_forward_metadata_target_verify_old",
            "exact_num_tokens = exact_num_tokens and self.is_dspark", "exact_num_tokens = exact_num_tokens")
     with pytest.raises(PropertyFailure) as p4:
         check_p4_gate(sglang, DIVERGED.replace(divergence=None))
@@ -377,7 +307,7 @@ def test_planted_bug_dropping_the_verify_extension_fails_p1(sglang, upstream, mo
     batch = EXAMPLES["page_boundary_one_past"]
     if upstream.capabilities.exact_token_map:
         check_p1_reference(sglang, batch)
-    _plant(monkeypatch, upstream, "init_forward_metadata_target_verify_old",
+    plant(monkeypatch, upstream, "init_forward_metadata_target_verify_old",
            "max_seq_len += self.target_verify_num_draft_tokens", "max_seq_len += 0")
     with pytest.raises(PropertyFailure) as info:
         check_p1_reference(sglang, batch)
@@ -435,7 +365,7 @@ def test_planted_bug_in_the_dispatchers_max_seq_len_fails_p1(sglang, upstream, m
         pytest.skip(f"SGLang {upstream.release}: F5 (max_seq_len not extended by the verify tokens) is red already")
     batch = make_batch([7, 3], [1, 2], 2, is_dspark=True).replace(geometry=Geometry())  # public entry, any release
     check_p1_reference(sglang, batch)
-    _plant(monkeypatch, upstream, _dispatcher(upstream), "max_seq_len = int(seq_lens_cpu.max().item())",
+    plant(monkeypatch, upstream, _dispatcher(upstream), "max_seq_len = int(seq_lens_cpu.max().item())",
            "max_seq_len = int(seq_lens_cpu[-1].item())")
     with pytest.raises(PropertyFailure) as info:
         check_p1_reference(sglang, batch)
@@ -446,7 +376,7 @@ def test_planted_bug_updating_seq_lens_in_place_fails_p8(sglang, upstream, monke
     """``seq_lens += draft`` writes into the caller's tensor (the classic graph-replay bug): P8 fails."""
     batch = EXAMPLES["single_request"]
     check_p8_inputs_untouched(sglang, batch)
-    _plant(monkeypatch, upstream, "init_forward_metadata_target_verify_old",
+    plant(monkeypatch, upstream, "init_forward_metadata_target_verify_old",
            "seq_lens = seq_lens + self.target_verify_num_draft_tokens",
            "seq_lens += self.target_verify_num_draft_tokens")
     with pytest.raises(PropertyFailure) as info:
@@ -490,7 +420,7 @@ def _new_p1_differences(sglang, upstream, monkeypatch, method: str, old: str, ne
     both), and on ``batch``, a DSpark draft worker's."""
     target = batch.replace(speculative_num_draft_tokens=None)
     before = {b: p1_differences(sglang, b) for b in (target, batch)}
-    _plant(monkeypatch, upstream, method, old, new)
+    plant(monkeypatch, upstream, method, old, new)
     return (p1_differences(sglang, target) - before[target]), (p1_differences(sglang, batch) - before[batch])
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from metadata_builders import Geometry, GraphTier, Variant, VerifyBatch, get_builder
+from metadata_builders import Geometry, GraphTier, Variant, get_builder
 from metadata_builders.families.dsv4.batch import Compression
 from metadata_builders.errors import PropertyFailure
 from metadata_builders.families.dsv4.metadata import STREAM_FIELD_NAMES, fields_for, first_difference
@@ -20,26 +20,12 @@ from metadata_builders.properties import (
     check_p7_capture_safety,
     check_p8_inputs_untouched,
 )
-from tests.test_sglang_adapter import _plant, known_findings
+from _sglang_support import compressed, known_or_release_difference, plant
 
 pytestmark = pytest.mark.sglang
 
 PLAN_FIELDS = ("c4_compress_plan", "c4_write_plan", "c128_compress_plan", "c128_write_plan")
 STREAMS = ("swa_indices", "swa_indptr", "hca_indices", "hca_indptr", "csa_indices", "csa_indptr")
-
-
-def compressed(seq_lens, slots, draft, *, verify_lens=None, graph=None, is_dspark=False, width=400, page=256,
-               compression=None) -> VerifyBatch:
-    """Upstream's geometry with compression; slot ``s`` keeps position ``c`` at ``s * width + c`` (SWA ``+ 100``)."""
-    table = [[s * width + c for c in range(width)] for s in range(4)]
-    extend = verify_lens if verify_lens is not None else [draft] * len(seq_lens)
-    return VerifyBatch(
-        seq_lens=seq_lens, req_pool_indices=slots, verify_lens=verify_lens, num_draft_tokens=draft,
-        out_cache_loc=[slot * width + s + j for s, slot, e in zip(seq_lens, slots, extend) for j in range(e)],
-        req_to_token=table, full_to_swa=[100 + loc for loc in range(4 * width)] + [-1], is_dspark=is_dspark,
-        geometry=Geometry(page_size=page, ring_size=128 + draft - 1, compression=compression or Compression()),
-        graph=graph,
-    )
 
 
 EXAMPLES = {
@@ -52,22 +38,13 @@ EXAMPLES = {
 }
 
 
-def _known(upstream, batch: VerifyBatch, failure: PropertyFailure) -> bool:
-    """A known finding of the release (F5 on 0.5.18/0.5.19, ...), or 0.5.18/0.5.19's c4 compress state in the
-    SWA pool rather than a per-request ring (docs/SGLANG.md "Per-release differences")."""
-    allowed = set().union(*known_findings(batch, upstream).values())
-    if not upstream.capabilities.plan_req_ring:
-        allowed |= {"c4_compress_plan", "c4_write_plan"}
-    return failure.field in allowed
-
-
 @pytest.mark.parametrize("name", list(EXAMPLES))
 def test_compressed_batches_match_reference_on_every_group(sglang, upstream, name: str) -> None:
     """Every variant of each compressed batch equals the reference on every group, dtypes included."""
     try:
         check_p1_reference(sglang, EXAMPLES[name])
     except PropertyFailure as failure:
-        assert _known(upstream, EXAMPLES[name], failure), str(failure)
+        assert known_or_release_difference(upstream, EXAMPLES[name], failure), str(failure)
 
 
 @pytest.mark.parametrize("name", list(EXAMPLES))
@@ -167,7 +144,7 @@ def test_planted_off_by_one_in_the_host_mirror_fails_p1_and_p2(sglang, upstream,
     """``seq_lens_cpu + num_draft + 1``: only the compress plans read it -- P1 and P2 fail there, and only there."""
     batch = EXAMPLES["uniform_across_c128_and_page"]
     off = compressed([5, 126, 254], [1, 3, 2], 3).replace(geometry=Geometry(ring_size=130))  # compression off
-    _plant(monkeypatch, upstream, "init_forward_metadata_target_verify_old",
+    plant(monkeypatch, upstream, "init_forward_metadata_target_verify_old",
            "x + self.target_verify_num_draft_tokens for x in seq_lens_cpu",
            "x + self.target_verify_num_draft_tokens - 1 for x in seq_lens_cpu")
     if upstream.capabilities.exact_token_map:  # 0.5.18/0.5.19 also expand uniform verify from the mirror
@@ -192,7 +169,7 @@ def test_the_torch_route_builds_the_compressed_groups(upstream) -> None:
     try:
         check_p1_reference(torch_route, EXAMPLES["ragged_eagle"])
     except PropertyFailure as failure:
-        assert _known(upstream, EXAMPLES["ragged_eagle"], failure), str(failure)
+        assert known_or_release_difference(upstream, EXAMPLES["ragged_eagle"], failure), str(failure)
 
 
 def test_coverage_over_a_run_counts_a_field_judged_anywhere(sglang) -> None:

@@ -19,7 +19,7 @@ from metadata_builders.families.dsv4.reference.decode import decode_plans
 from metadata_builders.runs.findings import known_finding
 from strategies import verify_batches
 from _examples import kv_tables
-from tests.test_sglang_adapter import known_findings
+from _sglang_support import known_findings
 
 pytestmark = pytest.mark.sglang
 

@@ -16,11 +16,9 @@ import sys
 from dataclasses import dataclass
 
 from metadata_builders.builders.audited import AuditedBuilder, construct
-from metadata_builders.builders.capabilities import Capabilities
 from metadata_builders.devices import usable_device
 from metadata_builders.errors import BuilderNotFound
 from metadata_builders.families.dsv4.reference import ReferenceBuilder
-from metadata_builders.families.dsv4.variants import BUILT_MODES
 
 __all__ = ["REGISTERED", "REGISTRY", "Registration", "Route", "check_builder_name", "check_declarations", "get_builder",
            "importable_anywhere", "importable_hint", "module_root", "registration", "replay_env", "routes_of"]
@@ -241,10 +239,7 @@ def get_builder(name: str, device: str = "cpu") -> AuditedBuilder | ReferenceBui
     """
     device = usable_device(device)
     if name == "reference":
-        reference = ReferenceBuilder("pad_rows_only")  # the specification never widens a real row (DESIGN.md section 2)
-        reference.capabilities = Capabilities(build="batch", padding=reference.padding, modes=BUILT_MODES,
-                                              capture_geometry=reference.capture_geometry)
-        return reference
+        return ReferenceBuilder("pad_rows_only")  # the specification never widens a real row (DESIGN.md section 2)
     if name == "hip":
         from metadata_builders.families.dsv4.hip import HipBuilder
 

@@ -41,8 +41,8 @@ def check_p1_reference(builder, batch: VerifyBatch) -> list[str]:
         if actual.not_observable and not any(isinstance(n, Partial) and "not observable" in n for n in notes):
             notes.append(Partial(f"fields not observable in builder {_name(builder)!r}: "
                                  f"{', '.join(actual.not_observable)}", "observability"))
+        _check_active_width(batch, variant, expected, actual)  # the specific diagnosis first: it names both counts
         _check_forward_tokens(batch, variant, actual)
-        _check_active_width(batch, variant, expected, actual)
         _compare("P1", variant, expected, actual, "builder vs reference", check="p1.vs_reference")
         _check_dtypes("P1", variant, actual)
         want, got = _decided(expected), _decided(actual)

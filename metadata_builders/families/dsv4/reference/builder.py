@@ -39,10 +39,14 @@ class ReferenceBuilder:
     def __init__(self, padding: Padding = DEFAULT_PADDING) -> None:
         self.padding: Padding = padding
 
-    capabilities: Any = None
-    """What it can be judged on (every variant, every mode, no graph replay of its own: it *is* the graph path's
-    answer), set by the registry that names it (:func:`metadata_builders.builders.get_builder`), so the
-    specification imports no builder."""
+    @property
+    def capabilities(self) -> Any:
+        """The specification's: every variant, no graph replay of its own (it *is* the graph path's answer)."""
+        from metadata_builders.families.dsv4.capabilities import Capabilities
+        from metadata_builders.families.dsv4.variants import BUILT_MODES
+
+        return Capabilities(build="batch", padding=self.padding, modes=BUILT_MODES,
+                            capture_geometry=self.capture_geometry)
 
     def build(self, batch: VerifyBatch, variant: Variant) -> VerifyMetadata:
         check_variant(batch, variant)
