@@ -320,7 +320,7 @@ builders (moved to ``metadata_builders.families.dsv4``; CHANGELOG.md)."""
 def test_the_top_level_shows_the_roles() -> None:
     """The hall holds the core's rooms and the family packages, nothing else: no alias module, no family's model."""
     roles = {
-        "model": {"errors", "devices", "records", "values", "session"},
+        "model": {"errors", "devices", "records", "values", "session", "worktrees"},
         "families": {"families"},
         "builders": {"builders"},
         "harness": {"harness", "audit"},

@@ -12,34 +12,14 @@ from __future__ import annotations
 
 import hashlib
 import os
-import subprocess
-from dataclasses import dataclass, field
 
 from metadata_builders.builders import module_root, registration, replay_env
 from metadata_builders.errors import GateError
+from metadata_builders.worktrees import Worktrees as BaseWorktrees
+from metadata_builders.worktrees import git
 from metadata_builders.gate.model import Side
 
 __all__ = ["Worktrees", "builder_side"]
-
-
-def _git(repo: str, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(["git", "-C", repo, *args], capture_output=True, text=True, check=False)
-
-
-def _check_repo(repo: str) -> None:
-    if not os.path.isdir(repo):
-        raise GateError("--repo", f"{repo} does not exist")
-    if _git(repo, "rev-parse", "--git-dir").returncode != 0:
-        raise GateError("--repo", f"{repo} is not inside a git repository: run the gate from an SGLang checkout "
-                                  "(or pass --repo PATH)")
-
-
-def _commit(repo: str, ref: str) -> str:
-    done = _git(repo, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}")
-    if done.returncode != 0:
-        raise GateError(f"unknown ref `{ref}`", f"{repo} has no commit named {ref} (fetch it first, e.g. "
-                                                "`git fetch origin main`, or check the spelling)")
-    return done.stdout.strip()
 
 
 def _sglang_tree(root: str, what: str, builder: str) -> str:
@@ -57,40 +37,23 @@ def _sglang_tree(root: str, what: str, builder: str) -> str:
     return root
 
 
-@dataclass
-class Worktrees:
+class Worktrees(BaseWorktrees):
     """The sides of a gate on a git repository: detached worktrees made for refs, removed afterwards."""
-
-    repo: str
-    made: list[str] = field(default_factory=list)
-
-    def __post_init__(self) -> None:
-        _check_repo(self.repo)
 
     def side(self, name: str, ref: str | None, workdir: str, builder: str) -> Side:
         if ref is None:
-            commit = _commit(self.repo, "HEAD")
+            commit = self.commit("HEAD")
             python = _sglang_tree(self.repo, f"{name} (the checkout)", builder)
-            dirty = _git(self.repo, "status", "--porcelain", "--", python).stdout.strip()
+            dirty = git(self.repo, "status", "--porcelain", "--", python).stdout.strip()
             label = f"checkout at {commit[:10]}" + (" + uncommitted changes" if dirty else "")
             return Side(name, builder, python, label, None if dirty else f"commit:{commit}",
                         f"PYTHONPATH={python}", root=os.path.abspath(self.repo))
-        commit = _commit(self.repo, ref)
-        path = os.path.join(workdir, f"worktree-{name}")
-        added = _git(self.repo, "worktree", "add", "--detach", "--force", path, commit)
-        if added.returncode != 0:
-            raise GateError(f"{name} ({ref})", f"could not make a worktree of {commit[:10]}: {added.stderr.strip()}")
-        self.made.append(path)
+        path, commit = self.add(name, ref, workdir)
         python = _sglang_tree(path, f"{name} ({ref})", builder)
         inside = os.path.relpath(python, path)
         return Side(name, builder, python, f"{ref} at {commit[:10]}", f"commit:{commit}",
                     f"PYTHONPATH=<a checkout of {commit[:10]}>" + ("" if inside == "." else f"/{inside}"),
                     root=os.path.abspath(path))
-
-    def remove(self) -> None:
-        for path in self.made:
-            subprocess.run(["git", "-C", self.repo, "worktree", "remove", "--force", path], capture_output=True,
-                           check=False)
 
 
 def builder_side(name: str, builder: str) -> Side:

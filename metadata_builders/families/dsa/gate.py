@@ -39,6 +39,7 @@ from typing import Any
 
 import metadata_builders
 from metadata_builders.errors import GateError
+from metadata_builders.worktrees import Worktrees
 
 __all__ = ["GateResult", "SideResult", "Tree", "checkout_side", "compare", "run_gate", "side_env"]
 
@@ -227,10 +228,6 @@ def _copy_new(result: GateResult, failures_dir: str) -> None:
             result.copied[key] = os.path.abspath(target)
 
 
-def _git(repo: str, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(["git", "-C", repo, *args], capture_output=True, text=True, check=False)
-
-
 @dataclass(frozen=True)
 class Tree:
     """One side's code: the folder its ``sglang`` is imported from, and how people and a replay command name it."""
@@ -241,27 +238,12 @@ class Tree:
     replay_env: str
 
 
-def checkout_side(repo: str, name: str, ref: str | None, workdir: str, made: list[str]) -> Tree:
-    """``ref`` of ``repo`` as a detached worktree under ``workdir`` (appended to ``made``); None: the checkout.
-
-    The family's own small copy of :class:`metadata_builders.gate.refs.Worktrees` (docs/ARCHITECTURE.md's layers:
-    a family imports no interface); the same messages for the same mistakes.
-    """
-    if _git(repo, "rev-parse", "--git-dir").returncode != 0:
-        raise GateError("--repo", f"{repo} is not inside a git repository: run the gate from an SGLang checkout "
-                                  "(or pass --repo PATH)")
-    found = _git(repo, "rev-parse", "--verify", "--quiet", f"{ref or 'HEAD'}^{{commit}}")
-    if found.returncode != 0:
-        raise GateError(f"unknown ref `{ref}`", f"{repo} has no commit named {ref} (fetch it first, e.g. "
-                                                "`git fetch origin main`, or check the spelling)")
-    commit = found.stdout.strip()
-    root = repo
-    if ref is not None:
-        root = os.path.join(workdir, f"worktree-{name}")
-        added = _git(repo, "worktree", "add", "--detach", "--force", root, commit)
-        if added.returncode != 0:
-            raise GateError(f"{name} ({ref})", f"could not make a worktree of {commit[:10]}: {added.stderr.strip()}")
-        made.append(root)
+def checkout_side(trees: Worktrees, name: str, ref: str | None, workdir: str) -> Tree:
+    """``ref`` of the repository as a detached worktree under ``workdir``; None: the checkout itself."""
+    if ref is None:
+        root, commit = trees.repo, trees.commit("HEAD")
+    else:
+        root, commit = trees.add(name, ref, workdir)
     python = os.path.join(root, "python")
     if not os.path.isdir(os.path.join(python, "sglang")):
         raise GateError(f"{name} ({ref or 'the checkout'})", f"{root} has no python/sglang: run the gate from an "
@@ -289,18 +271,15 @@ def run_gate(base: str, head: str | None = None, *, repo: str = ".", profile: st
     """Base against head on the family's check (``--builder sglang``); the comparison (not yet printed)."""
     start = time.monotonic()
     repo = os.path.abspath(repo)
-    if not os.path.isdir(repo):
-        raise GateError("--repo", f"{repo} does not exist")
+    trees = Worktrees(repo)
     workdir = tempfile.mkdtemp(prefix="dsa-gate-")
-    made: list[str] = []
     try:
-        sides = [checkout_side(repo, "base", base, workdir, made), checkout_side(repo, "head", head, workdir, made)]
+        sides = [checkout_side(trees, "base", base, workdir), checkout_side(trees, "head", head, workdir)]
         results = [run_side(side, workdir, profile, modes, properties, max_examples, progress) for side in sides]
         result = compare(*results)
         _copy_new(result, _failures_dir(repo, failures_dir))
     finally:
-        for path in made:
-            _git(repo, "worktree", "remove", "--force", path)
+        trees.remove()
         shutil.rmtree(workdir, ignore_errors=True)
     result.seconds = time.monotonic() - start
     return result
