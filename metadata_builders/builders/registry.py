@@ -14,6 +14,7 @@ import os
 import subprocess
 import sys
 from dataclasses import dataclass
+from typing import Any
 
 from metadata_builders.builders.audited import AuditedBuilder, construct
 from metadata_builders.devices import usable_device
@@ -21,7 +22,8 @@ from metadata_builders.errors import BuilderNotFound
 from metadata_builders.families.dsv4.reference import ReferenceBuilder
 
 __all__ = ["REGISTERED", "REGISTRY", "Registration", "Route", "check_builder_name", "check_declarations", "get_builder",
-           "importable_anywhere", "importable_hint", "module_root", "registration", "replay_env", "routes_of"]
+           "importable_anywhere", "importable_hint", "load_factory", "module_root", "registration", "replay_env",
+           "routes_of"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -229,6 +231,25 @@ def replay_env(builder: str) -> str:
     return f"PYTHONPATH={root}" if root is not None and not importable_anywhere(module) else ""
 
 
+def load_factory(name: str) -> Any:
+    """The callable ``"module:attr"`` names (a factory or a class), imported as ``check`` imports it; an import, a
+    missing attribute or a non-callable is one :class:`BuilderNotFound` line naming the module and the attribute."""
+    module_name, _, attr = name.partition(":")
+    try:
+        findable(module_name)
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise BuilderNotFound(name, f"cannot import module {module_name!r}: {exc}; "
+                                    f"{importable_hint(module_name)}") from exc
+    try:
+        factory = getattr(module, attr)
+    except AttributeError as exc:
+        raise BuilderNotFound(name, f"module {module_name!r} has no attribute {attr!r}") from exc
+    if not callable(factory):
+        raise BuilderNotFound(name, f"{attr!r} is not callable (need a zero-argument factory or a class)")
+    return factory
+
+
 def get_builder(name: str, device: str = "cpu") -> AuditedBuilder | ReferenceBuilder:
     """``"reference"``, ``"hip"``, ``"sglang"`` or ``"module:attr"`` (a zero-argument factory or a class).
 
@@ -255,19 +276,8 @@ def get_builder(name: str, device: str = "cpu") -> AuditedBuilder | ReferenceBui
             raise BuilderNotFound(name, f"{exc}; see docs/SGLANG.md") from exc
     if ":" not in name:
         raise BuilderNotFound(name, 'expected "reference", "hip", "sglang" or "module:attr"')
-    module_name, _, attr = name.partition(":")
-    try:
-        findable(module_name)
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise BuilderNotFound(name, f"cannot import module {module_name!r}: {exc}; "
-                                    f"{importable_hint(module_name)}") from exc
-    try:
-        factory = getattr(module, attr)
-    except AttributeError as exc:
-        raise BuilderNotFound(name, f"module {module_name!r} has no attribute {attr!r}") from exc
-    if not callable(factory):
-        raise BuilderNotFound(name, f"{attr!r} is not callable (need a zero-argument factory or a class)")
+    factory = load_factory(name)
+    attr = name.partition(":")[2]
     try:
         builder = construct(factory, device)
     except Exception as exc:  # noqa: BLE001 - a builder that cannot be made is a setup error, said in one line

@@ -17,7 +17,6 @@ or a side that cannot run (``gate.py``).
 from __future__ import annotations
 
 import argparse
-import importlib
 import sys
 from typing import Any, Callable
 
@@ -41,13 +40,11 @@ def resolve_builder(name: str | None) -> Callable[..., Any] | None:
         from metadata_builders.families.dsa.adapter import SGLangDSABuilder
 
         return SGLangDSABuilder
-    module, _, attr = (name or "").partition(":")
-    if not module or not attr:
+    if ":" not in (name or ""):
         raise BuilderNotFound(name, 'expected "dsa-torch", "sglang" or "module:attr" (the DSA family)')
-    try:
-        return getattr(importlib.import_module(module), attr)
-    except (ImportError, AttributeError) as exc:
-        raise BuilderNotFound(name, f"{type(exc).__name__}: {exc}") from exc
+    from metadata_builders.builders.registry import load_factory
+
+    return load_factory(name)
 
 
 def build_parser() -> argparse.ArgumentParser:
