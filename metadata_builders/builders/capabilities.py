@@ -101,9 +101,11 @@ def _declaring(cls: type, attribute: str) -> type | None:
     return next((k for k in cls.__mro__ if attribute in vars(k)), None)
 
 
-def declared_modes(cls: type, name: str) -> tuple[str, ...]:
-    """The modes ``cls`` declares (``modes = (...)`` on it or a base), validated; ``("target_verify",)`` when no
-    class declares any (the documented default, said so in ``check``'s per-mode table).
+def declared_modes(cls: type, name: str, *, known: tuple[str, ...] = MODES,
+                   default: tuple[str, ...] = ("target_verify",)) -> tuple[str, ...]:
+    """The modes ``cls`` declares (``modes = (...)`` on it or a base), validated against ``known`` (a family's
+    batch model: DSV4's by default); ``default`` when no class declares any (DSV4: target verify alone, said so in
+    ``check``'s per-mode table).
 
     A declaration the harness cannot take is refused here, once, for every entry point (check, replay, the
     plugin, the gate): not a tuple or list of strings (``modes = "decode"`` would read as letters), empty (every
@@ -112,16 +114,16 @@ def declared_modes(cls: type, name: str) -> tuple[str, ...]:
     """
     owner = _declaring(cls, "modes")
     if owner is None:
-        return ("target_verify",)
+        return default
     value = vars(owner)["modes"]
-    expected = f"a non-empty tuple of mode names, some of {MODES}"
-    hint = "docs/BUILDERS.md, 'Declaring modes'; leave modes out to be judged on target_verify alone"
+    expected = f"a non-empty tuple of mode names, some of {known}"
+    hint = f"docs/BUILDERS.md, 'Declaring modes'; leave modes out to be judged on {', '.join(default)}"
     if not isinstance(value, (tuple, list)) or not all(isinstance(m, str) for m in value):
         raise InvalidDeclaration(name, owner.__name__, "modes", expected, repr(value), hint)
     if not value:
         raise InvalidDeclaration(name, owner.__name__, "modes", expected, repr(value),
                                  "an empty declaration judges nothing; " + hint)
-    unknown = [m for m in value if m not in MODES]
+    unknown = [m for m in value if m not in known]
     if unknown:
         raise InvalidDeclaration(name, owner.__name__, "modes", expected, repr(value),
                                  f"{', '.join(map(repr, unknown))} is no mode of the batch model; " + hint)

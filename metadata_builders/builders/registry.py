@@ -14,6 +14,7 @@ import os
 import subprocess
 import sys
 from dataclasses import dataclass
+from collections.abc import Callable
 from typing import Any
 
 from metadata_builders.builders.audited import AuditedBuilder, construct
@@ -21,9 +22,9 @@ from metadata_builders.devices import usable_device
 from metadata_builders.errors import BuilderNotFound
 from metadata_builders.families.dsv4.reference import ReferenceBuilder
 
-__all__ = ["REGISTERED", "REGISTRY", "Registration", "Route", "check_builder_name", "check_declarations", "get_builder",
-           "importable_anywhere", "importable_hint", "load_factory", "module_root", "registration", "replay_env",
-           "routes_of"]
+__all__ = ["REGISTERED", "REGISTRY", "Registration", "Route", "check_builder_name", "check_declarations",
+           "construct_named", "get_builder", "importable_anywhere", "importable_hint", "load_factory", "module_root",
+           "registration", "replay_env", "routes_of"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,6 +115,16 @@ def registration(name: str) -> Registration:
 def routes_of(name: str) -> tuple[Route, ...]:
     """The routes ``name`` stands for, else ``name`` alone."""
     return registration(name).routes or (Route("", name),)
+
+
+def construct_named(name: str, factory: Callable[..., Any], device: str) -> Any:
+    """``factory`` called as :func:`~metadata_builders.builders.audited.construct` calls it; a builder that cannot
+    be made is a setup error said in one line (:class:`BuilderNotFound` naming ``name``, the exception and where it
+    was raised), never a traceback."""
+    try:
+        return construct(factory, device)
+    except Exception as exc:  # noqa: BLE001 - whatever the factory raises, the user's one line names it
+        raise BuilderNotFound(name, f"constructing it raised {_one_line(exc)}") from exc
 
 
 def _one_line(exc: BaseException) -> str:
@@ -278,10 +289,7 @@ def get_builder(name: str, device: str = "cpu") -> AuditedBuilder | ReferenceBui
         raise BuilderNotFound(name, 'expected "reference", "hip", "sglang" or "module:attr"')
     factory = load_factory(name)
     attr = name.partition(":")[2]
-    try:
-        builder = construct(factory, device)
-    except Exception as exc:  # noqa: BLE001 - a builder that cannot be made is a setup error, said in one line
-        raise BuilderNotFound(name, f"constructing it raised {_one_line(exc)}") from exc
+    builder = construct_named(name, factory, device)
     if isinstance(builder, AuditedBuilder) or type(builder) is ReferenceBuilder:
         # Already audited, or the oracle itself; a *subclass* of the reference is audited like any builder.
         return builder

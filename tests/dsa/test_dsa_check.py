@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
+from metadata_builders.errors import InvalidDeclaration
 from metadata_builders.families.dsa.__main__ import main
 from metadata_builders.families.dsa.batch import MODES
+from metadata_builders.families.dsa.builder import DSABuilder
 from metadata_builders.families.dsa.check import replay_file, run_check
 from metadata_builders.families.dsa.mutants.patching import mutant_builder
 
@@ -43,3 +47,31 @@ def test_cli_mutants_exits_zero_when_killed(capsys) -> None:
     """``mutants --only`` runs the named mutants and exits 0 when each is killed."""
     assert main(["mutants", "--only", "decode_writes_caller_extend_list"]) == 0
     assert "1/1 mutants killed" in capsys.readouterr().out
+
+
+class _NoModes(DSABuilder):
+    modes = ()
+
+
+class _LetterModes(DSABuilder):
+    modes = "decode"
+
+
+class _DSV4Modes(DSABuilder):
+    modes = ("target_verify", "draft_verify")
+
+
+@pytest.mark.parametrize("cls", [_NoModes, _LetterModes, _DSV4Modes], ids=lambda c: c.__name__)
+def test_a_modes_declaration_the_family_cannot_take_is_refused_before_anything_runs(cls) -> None:
+    """``modes = ()`` would run no mode and report ``ok``: a green that judged nothing (issue 40's blocker, on the
+    second family too)."""
+    with pytest.raises(InvalidDeclaration, match=f"{cls.__name__}.*modes"):
+        run_check("dev", builder=cls, max_examples=1)
+
+
+def test_cli_names_a_factory_that_cannot_make_a_builder_in_one_line(capsys) -> None:
+    assert main(["check", "--builder", "json:dumps", "--profile", "dev"]) == 2
+    err = capsys.readouterr().err
+    assert "json:dumps" in err and "TypeError" in err and "Traceback" not in err
+    assert main(["check", "--builder", "json:JSONDecoder", "--profile", "dev"]) == 2
+    assert "has no build" in capsys.readouterr().err

@@ -32,8 +32,13 @@ def _split(text: str | None) -> list[str] | None:
     return None if not text else [t.strip() for t in text.split(",") if t.strip()]
 
 
-def resolve_builder(name: str | None) -> Callable[..., Any] | None:
-    """The factory ``--builder NAME`` names (None: the bundled builder)."""
+def resolve_builder(name: str | None, device: str = "cpu") -> Callable[..., Any] | None:
+    """The factory ``--builder NAME`` names (None: the bundled builder).
+
+    A ``module:attr`` factory is made once here, so a factory that cannot make a builder, a builder without
+    ``build``, or a ``modes`` declaration the family cannot take (empty, a string, an unknown mode: a green that
+    judged nothing) is one line and exit 2 before anything runs, as on the DSV4 family.
+    """
     if name in (None, "dsa-torch"):
         return None
     if name == "sglang":
@@ -42,9 +47,16 @@ def resolve_builder(name: str | None) -> Callable[..., Any] | None:
         return SGLangDSABuilder
     if ":" not in (name or ""):
         raise BuilderNotFound(name, 'expected "dsa-torch", "sglang" or "module:attr" (the DSA family)')
-    from metadata_builders.builders.registry import load_factory
+    from metadata_builders.builders.capabilities import declared_modes
+    from metadata_builders.builders.registry import construct_named, load_factory
+    from metadata_builders.families.dsa.batch import MODES
 
-    return load_factory(name)
+    factory = load_factory(name)
+    builder = construct_named(name, factory, device)
+    if not callable(getattr(builder, "build", None)):
+        raise BuilderNotFound(name, f"it made a {type(builder).__name__}, which has no build(inputs, variant)")
+    declared_modes(type(builder), name, known=MODES, default=MODES)
+    return factory
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -95,7 +107,7 @@ def _write_json(path: str, report: Any) -> None:
 
 def _run(args: argparse.Namespace) -> int:
     if args.command == "check":
-        report = run_check(args.profile, builder=resolve_builder(args.builder), device=args.device,
+        report = run_check(args.profile, builder=resolve_builder(args.builder, args.device), device=args.device,
                            modes=_split(args.modes), only=_split(args.only), max_examples=args.max_examples,
                            failures_dir=args.failures_dir, progress=print)
         print(report.table())
@@ -111,7 +123,7 @@ def _run(args: argparse.Namespace) -> int:
         from metadata_builders.families.dsa.gate import main as gate_main
 
         return gate_main(args)
-    builder = resolve_builder(args.builder)
+    builder = resolve_builder(args.builder, args.device)
     failures = replay_file(args.file, builder=builder, device=args.device, only=_split(args.only))
     release = release_of(builder, args.device) if failures else None
     known = [known_finding(failure.check, release) for failure in failures]

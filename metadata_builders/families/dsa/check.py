@@ -212,6 +212,7 @@ def run_check(profile: str = "ci", *, builder: Callable[..., Any] | None = None,
     :data:`PROFILES` (``max_examples`` overrides its examples per search); ``failures_dir``: write each failing
     (shrunk) batch there as a replay file; ``stop_at_first``: stop at the first failure (the mutant run).
     """
+    from metadata_builders.builders.capabilities import declared_modes
     from metadata_builders.families.dsa.properties import PROPERTIES
     from metadata_builders.families.dsa.strategies import dsa_batches
 
@@ -220,10 +221,11 @@ def run_check(profile: str = "ci", *, builder: Callable[..., Any] | None = None,
     examples = max_examples or PROFILES[profile]
     props = tuple(p for p in PROPERTIES if only is None or p in only)
     factory = _subject_factory(builder, device)
-    release = _release(factory)
+    subject = factory()
+    release = _release_of(subject)
     start = time.monotonic()
     results: list[ModeResult] = []
-    declared = tuple(getattr(builder or _default(), "modes", MODES))
+    declared = declared_modes(type(subject.inner), subject.name, known=MODES, default=MODES)
     for mode in modes or declared:
         result = ModeResult(mode)
         results.append(result)
@@ -256,8 +258,12 @@ def release_of(builder: Callable[..., Any] | None, device: str = "cpu") -> str |
 
 
 def _release(factory: Callable[[], Any]) -> str | None:
+    return _release_of(factory())
+
+
+def _release_of(subject: Any) -> str | None:
     """The SGLang release the builder runs (its ``release``): None for any builder that is not upstream's code."""
-    release = getattr(factory().inner, "release", None)
+    release = getattr(subject.inner, "release", None)
     return release if isinstance(release, str) else None
 
 
