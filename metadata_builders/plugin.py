@@ -7,8 +7,13 @@ registers its options and markers and builds nothing until a test asks for the
 ``gpu`` marker.  Options, prefixed so they never collide with another plugin's
 (pytest-playwright defines ``--device``):
 
+``--mb-family F``      the backend family: ``dsv4`` (default) or ``dsa`` (SGLang's
+                       DSA backend; fixture ``builder`` is then the family's
+                       audited subject, docs/examples/test_my_dsa_builder.py).
 ``--mb-builder NAME``  the builder under test: ``hip`` (default), ``reference``,
-                       ``sglang`` or ``module:attr``; fixture ``builder``.
+                       ``sglang`` or ``module:attr``; fixture ``builder``.  On
+                       ``--mb-family dsa``: ``dsa-torch`` (default), ``sglang``
+                       or ``module:attr``.
 ``--mb-device DEV``    ``auto`` picks the GPU when ``torch.cuda.is_available()``
                        (ROCm too); under pytest-xdist worker N takes GPU N;
                        fixture ``device``.  A device this machine cannot use
@@ -40,7 +45,8 @@ import pytest
 from metadata_builders.runs.profiles import PROFILES, hypothesis_name, register_profiles
 
 _DEFAULT_BUILDER = "hip"
-"""The builder under test when ``--mb-builder`` names none: the bundled one, known good by construction."""
+"""The DSV4 builder under test when ``--mb-builder`` names none: the bundled one, known good by construction (each
+family names its own: the DSA family's ``dsa-torch``)."""
 
 _DEVICE = pytest.StashKey[str]()
 _BUILDER = pytest.StashKey[Any]()
@@ -59,10 +65,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     from metadata_builders.devices import DEVICE_HELP
 
     group = parser.getgroup("metadata-builders", "target-verify metadata harness")
+    group.addoption("--mb-family", default=None, metavar="FAMILY",
+                    help="the backend family: dsv4 (default) or dsa; the fixture builder is that family's")
     group.addoption(
-        "--mb-builder", default=_DEFAULT_BUILDER, metavar="NAME",
+        "--mb-builder", default=None, metavar="NAME",
         help='builder under test: "hip" (bundled, default), "reference", "sglang" (installed SGLang) or "module:attr" '
-        "(a zero-argument factory or class)",
+        '(a zero-argument factory or class); on --mb-family dsa "dsa-torch" (default), "sglang" or "module:attr"',
     )
     group.addoption("--mb-device", default="auto", metavar="DEV",
                     help=DEVICE_HELP + "; with xdist, worker N takes GPU N")
@@ -83,9 +91,29 @@ def pytest_configure(config: pytest.Config) -> None:
         check_spelling(config.getoption("--mb-device"), "--mb-device")
     except DeviceUnavailable as exc:
         raise pytest.UsageError(str(exc)) from None
-    if config.getoption("--mb-builder") != _DEFAULT_BUILDER or config.getoption("--mb-device") == "meta":
+    if config.getoption("--mb-family") is not None:  # a session that names none imports no family
+        _check_family_builder(config)
+    device = config.getoption("--mb-device")
+    named = config.getoption("--mb-builder") not in (None, _DEFAULT_BUILDER) or device == "meta"
+    if named and _family(config) is None:
         _check_builder(config)  # the bundled default needs no checking: a session that names none imports no builder
     config.stash[_PROFILE] = _load_profile(config)
+
+
+def _builder_name(config: pytest.Config) -> str | None:
+    """``--mb-builder``, or on the default family its bundled builder (another family names its own default)."""
+    name = config.getoption("--mb-builder")
+    return name if name is not None or _family(config) is not None else _DEFAULT_BUILDER
+
+
+def _family(config: pytest.Config) -> str | None:
+    """``--mb-family`` when it names a family other than the default (whose fixtures are the core's own)."""
+    family = config.getoption("--mb-family")
+    if family is None:
+        return None
+    from metadata_builders.families import DEFAULT_FAMILY
+
+    return None if family == DEFAULT_FAMILY else family
 
 
 def _check_builder(config: pytest.Config) -> None:
@@ -93,15 +121,33 @@ def _check_builder(config: pytest.Config) -> None:
     from metadata_builders.builders.registry import check_builder_name, check_declarations, registration
     from metadata_builders.errors import BuilderContractError, BuilderNotFound
 
+    name = _builder_name(config)
     try:
-        check_builder_name(config.getoption("--mb-builder"), "--mb-builder")
-        check_declarations(config.getoption("--mb-builder"), "--mb-builder")
+        check_builder_name(name, "--mb-builder")
+        check_declarations(name, "--mb-builder")
     except (BuilderNotFound, BuilderContractError) as exc:
         raise pytest.UsageError(str(exc)) from None
-    if config.getoption("--mb-device") == "meta" and registration(config.getoption("--mb-builder")).pure_python:
-        raise pytest.UsageError("--mb-device meta has no values to compare; "
-                                f"builder {config.getoption('--mb-builder')} "
+    if config.getoption("--mb-device") == "meta" and registration(name).pure_python:
+        raise pytest.UsageError(f"--mb-device meta has no values to compare; builder {name} "
                                 "is pure Python. Drop --mb-device or pick --mb-builder hip")
+
+
+def _check_family_builder(config: pytest.Config) -> None:
+    """Another family's ``--mb-builder``, made once before any test runs: the family says what is wrong in one
+    line (a factory that raises, no ``build``, a ``modes`` declaration it cannot take)."""
+    from metadata_builders.errors import MetadataBuildersError, UsageError
+    from metadata_builders.families import family_subject, split_family
+
+    try:
+        family, _ = split_family(["--family", config.getoption("--mb-family")])
+    except UsageError as exc:
+        raise pytest.UsageError(f"--mb-family: {exc}") from None
+    if _family(config) is None:
+        return
+    try:
+        config.stash[_BUILDER] = family_subject(family, config.getoption("--mb-builder"), _worker_device(config))
+    except MetadataBuildersError as exc:
+        raise pytest.UsageError(f"--mb-builder: {exc}") from None
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -157,8 +203,10 @@ def _load_profile(config: pytest.Config) -> str:
 
 
 def pytest_report_header(config: pytest.Config) -> str:
-    return f"metadata-builders: --mb-builder {config.getoption('--mb-builder')}, hypothesis profile " \
-           f"{config.stash.get(_PROFILE, 'not loaded')}"
+    family = _family(config)
+    builder = _builder_name(config) or "the family's bundled builder"
+    return (f"metadata-builders: {'' if family is None else f'--mb-family {family}, '}--mb-builder "
+            f"{builder}, hypothesis profile {config.stash.get(_PROFILE, 'not loaded')}")
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -239,7 +287,7 @@ def builder(pytestconfig: pytest.Config, device: str):
     stash = pytestconfig.stash
     if _BUILDER not in stash:
         try:
-            stash[_BUILDER] = get_builder(pytestconfig.getoption("--mb-builder"), device)
+            stash[_BUILDER] = get_builder(_builder_name(pytestconfig), device)
         except (BuilderNotFound, BuilderContractError) as exc:  # a factory's builder: made only now
             pytest.exit(f"--mb-builder: {exc}", returncode=pytest.ExitCode.USAGE_ERROR)
     return stash[_BUILDER]

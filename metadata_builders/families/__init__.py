@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Sequence
+from typing import Any
 
 FAMILIES: tuple[str, ...] = ("dsv4", "dsa")
 """The families this release knows, the default first."""
@@ -53,4 +54,12 @@ def family_main(family: str, argv: list[str]) -> int:
     return int(importlib.import_module(f"metadata_builders.families.{family}.__main__").main(argv))
 
 
-__all__ = ["DEFAULT_FAMILY", "FAMILIES", "FAMILY_HELP", "family_main", "split_family"]
+def family_subject(family: str, builder: str | None, device: str) -> Any:
+    """A family's builder ``builder`` (None: the family's bundled one), audited, on ``device``: the pytest plugin's
+    ``builder`` fixture under ``--mb-family``.  Each family but the default provides it as
+    ``metadata_builders.families.<family>.__main__.subject(builder, device)``; a builder it cannot take raises a
+    :class:`~metadata_builders.errors.MetadataBuildersError` naming it."""
+    return importlib.import_module(f"metadata_builders.families.{family}.__main__").subject(builder, device)
+
+
+__all__ = ["DEFAULT_FAMILY", "FAMILIES", "FAMILY_HELP", "family_main", "family_subject", "split_family"]

@@ -75,3 +75,16 @@ def test_cli_names_a_factory_that_cannot_make_a_builder_in_one_line(capsys) -> N
     assert "json:dumps" in err and "TypeError" in err and "Traceback" not in err
     assert main(["check", "--builder", "json:JSONDecoder", "--profile", "dev"]) == 2
     assert "has no build" in capsys.readouterr().err
+
+
+def test_the_documented_dsa_builder_holds_and_its_off_by_one_is_red(monkeypatch, capsys) -> None:
+    """docs/examples/mypkg/dsa.py, as docs/BUILDERS.md runs it: green, draft decode named as not run; the planted
+    off-by-one red on P1 at ``real_page_table``."""
+    from pathlib import Path
+
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[2] / "docs" / "examples"))
+    assert main(["check", "--builder", "mypkg.dsa:MyDSABuilder", "--profile", "dev"]) == 0
+    assert "not run draft_decode" in capsys.readouterr().out
+    assert main(["check", "--builder", "mypkg.dsa:MyDSABuilderOffByOne", "--profile", "dev", "--modes", "decode",
+                 "--properties", "P1"]) == 1
+    assert "P1 dsa.p1.vs_reference" in capsys.readouterr().out

@@ -59,6 +59,15 @@ def resolve_builder(name: str | None, device: str = "cpu") -> Callable[..., Any]
     return factory
 
 
+def subject(name: str | None, device: str = "cpu") -> Any:
+    """The builder ``name`` names (``resolve_builder``), audited as ``check`` audits it: the pytest plugin's
+    ``builder`` fixture under ``--mb-family dsa`` (docs/examples/test_my_dsa_builder.py)."""
+    from metadata_builders.families.dsa.audited import DSASubject
+    from metadata_builders.families.dsa.builder import DSABuilder
+
+    return DSASubject(resolve_builder(name, device) or DSABuilder, device)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="metadata-builders (--family dsa)",
                                      description="the DSA family (SGLang's DeepseekSparseAttnBackend)")

@@ -26,7 +26,7 @@ from metadata_builders.families.dsa.fields import FIELDS, NOT_JUDGED
 from metadata_builders.families.dsa.findings import known_finding
 
 __all__ = ["APPLIES", "PROFILES", "DSAFailure", "DSAReport", "ModeResult", "MutantResult", "coverage_line",
-           "release_of", "replay_file", "run_check", "run_mutants"]
+           "not_applicable", "release_of", "replay_file", "run_check", "run_mutants"]
 
 PROFILES: dict[str, int] = {"dev": 6, "ci": 150, "nightly": 1000}
 """Examples drawn per mode and search (``ci``: the whole family in about a minute on 2 cores, measured)."""
@@ -38,6 +38,20 @@ APPLIES: dict[str, Callable[[str], str | None]] = {
 }
 """property -> mode -> why it does not apply there (None: it applies).  A property absent here applies to every
 mode."""
+
+
+def not_applicable(subject: Any, prop: str, mode: str) -> str | None:
+    """Why ``prop`` is not judged on ``mode`` for ``subject`` (a
+    :class:`~metadata_builders.families.dsa.audited.DSASubject`): the property does not apply there
+    (:data:`APPLIES`), or the builder does not declare the mode; None: it is judged.  What ``check`` skips, for a
+    test of one's own (docs/examples/test_my_dsa_builder.py)."""
+    from metadata_builders.builders.capabilities import declared_modes
+
+    declared = declared_modes(type(subject.inner), subject.name, known=MODES, default=MODES)
+    if mode not in declared:
+        return f"builder {subject.name!r} does not build mode {mode} (it declares modes = {declared!r})"
+    why = APPLIES.get(prop, lambda m: None)(mode)
+    return None if why is None else f"{prop} does not apply to {mode}: {why}"
 
 
 @dataclass(frozen=True)
