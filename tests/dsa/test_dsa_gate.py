@@ -35,6 +35,12 @@ FLOOR = "    values = tl.maximum(start + offs, 0)\n"
 NO_FLOOR = "    values = start + offs\n"
 """sglang #30378 re-created: the floor upstream added, removed (every release 0.5.18-0.5.23 has the line)."""
 
+FUSED = DSA_FILES[2]
+FUSED_FLOOR = "        expanded_seq = tl.maximum(expanded_seq, 0)\n"
+FUSED_NO_FLOOR = "        expanded_seq = expanded_seq + 0\n"
+"""The same bug in the fused draft-extend replay kernel (``dsa/metadata.py``, 0.5.23: the HIP route when
+``kpool <= 1``): its own floor removed, a second, independent plant."""
+
 FAST = ["--modes", "draft_extend", "--properties", "P1,P5", "--max-examples", "30"]
 
 
@@ -60,6 +66,14 @@ def planted_repo(tmp_path_factory) -> str:
     with open(pad, "w") as fh:
         fh.write(source.replace(FLOOR, NO_FLOOR, 1))
     git("commit", "-q", "-am", "planted: sglang #30378, seqlens_expand without its floor at 0")
+    fused = os.path.join(repo, "python", "sglang", *FUSED)
+    with open(fused) as fh:
+        source = fh.read()
+    if source.count(FUSED_FLOOR) == 1:  # 0.5.23's fused kernels; earlier releases keep them elsewhere
+        git("checkout", "-q", "-b", "pr-fused-floor", "main")
+        with open(fused, "w") as fh:
+            fh.write(source.replace(FUSED_FLOOR, FUSED_NO_FLOOR, 1))
+        git("commit", "-q", "-am", "planted: sglang #30378 in the fused draft-extend replay kernel")
     git("checkout", "-q", "main")
     return repo
 
@@ -80,6 +94,22 @@ def test_a_tracker_bug_in_upstreams_file_gates_red_naming_the_property(planted_r
     assert f"metadata-builders replay {replay} --family dsa --builder sglang --properties P5" in out, out
     codes = {ref: _replay(planted_repo, ref, str(replay), tmp_path) for ref in ("pr-floor", "main")}
     assert codes == {"pr-floor": 1, "main": 0}, codes  # the printed command fails at head, holds at base
+
+
+@pytest.mark.slow
+def test_the_fused_kernels_floor_removed_gates_red(planted_repo, tmp_path, capsys) -> None:
+    """The fused draft-extend kernel without its floor (``dsa/metadata.py``): red in ``draft_extend`` on the fused
+    route's replay (nightly: a second whole gate)."""
+    branches = subprocess.run(["git", "-C", planted_repo, "branch", "--list", "pr-fused-floor"],
+                              capture_output=True, text=True, check=True).stdout
+    if not branches.strip():
+        pytest.skip("this release keeps its fused kernels elsewhere than kernels/ops/attention/dsa/metadata.py")
+    code = main(["gate", "--base", "main", "--head", "pr-fused-floor", "--repo", planted_repo, *FAST,
+                 "--failures-dir", str(tmp_path / "failures")])
+    out = capsys.readouterr().out
+    assert code == 1, out
+    verdict = out.strip().splitlines()[-1]
+    assert verdict.startswith("gate: RED (") and "draft_extend P" in verdict, out
 
 
 def _replay(repo: str, ref: str, replay: str, tmp_path) -> int:
