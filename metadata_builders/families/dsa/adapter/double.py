@@ -6,6 +6,13 @@ Every value is what a HIP server with DeepSeek-V3.2 / GLM-5.x sets: ``index_kpoo
 JIT plan), no kv-shard pool, ``use_mha`` False (no speculative mode runs MHA).  Both page-size names are set
 (``real_page_size`` up to 0.5.21, ``physical_page_size`` from 0.5.22); ``_init_kpool_metadata_fusion`` (0.5.20+)
 is upstream's own, called as its ``__init__`` calls it.
+
+Draft decode's double is upstream's ``DeepseekSparseAttnMultiStepBackend`` made the same way: EAGLE with top-k 1
+drafts ``speculative_num_steps = N - 1`` tokens, and the multi-step backend's ``__init__`` makes ``num_steps - 1``
+children, ``DeepseekSparseAttnBackend(speculative_step_id=i, topk=1, speculative_num_steps=num_steps)``.  Worked
+example: ``N = 4`` -> 3 steps -> children 0 and 1; a batch with ``draft_step=1`` is judged on child 1.  No metadata
+path reads ``speculative_step_id`` (every child builds the same metadata from the same batch); the adapter still
+judges the named child's own ``DSAMetadata``, so a copy that missed a child shows.
 """
 
 from __future__ import annotations
@@ -16,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from metadata_builders.families.dsa.inputs import DSAInputs
 
-__all__ = ["FORWARD_MODES", "forward_batch", "make_backend"]
+__all__ = ["FORWARD_MODES", "forward_batch", "make_backend", "make_multi_step"]
 
 FORWARD_MODES = {"target_verify": "TARGET_VERIFY", "draft_extend": "DRAFT_EXTEND_V2", "decode": "DECODE",
                  "draft_decode": "DECODE", "idle": "IDLE"}
@@ -31,8 +38,8 @@ def _zero() -> int:
     return 0
 
 
-def make_backend(mods: SimpleNamespace, inputs: DSAInputs) -> Any:
-    """A backend double for ``inputs``' constants and table."""
+def make_backend(mods: SimpleNamespace, inputs: DSAInputs, step: int | None = None) -> Any:
+    """A backend double for ``inputs``' constants and table (``step``: draft decode's child ``step``)."""
     import torch
     from sglang.srt.layers.attention.dsa.dsa_topk_backend import DSATopKBackend
     from sglang.srt.utils.torch_memory_saver_adapter import TorchMemorySaverAdapter
@@ -50,7 +57,8 @@ def make_backend(mods: SimpleNamespace, inputs: DSAInputs) -> Any:
     b.dsa_prefill_impl = b.dsa_decode_impl = "triton"
     b.dsa_kv_cache_store_fp8 = False
     b.speculative_num_draft_tokens = inputs.num_draft_tokens
-    b.speculative_step_id, b.speculative_num_steps, b.topk, b.use_fused_topk = 0, 0, 1, False
+    b.speculative_step_id, b.topk, b.use_fused_topk = step or 0, 1, False
+    b.speculative_num_steps = inputs.num_draft_tokens - 1 if step is not None else 0
     b.dsa_topk_backend = DSATopKBackend("torch")
     b._arange_buf = torch.arange(16384, device=b.device, dtype=torch.int32)
     b._is_in_breakable_cuda_graph = b._is_in_tc_piecewise_cuda_graph = b._is_blackwell = _false
@@ -63,8 +71,21 @@ def make_backend(mods: SimpleNamespace, inputs: DSAInputs) -> Any:
     return b
 
 
+def make_multi_step(mods: SimpleNamespace, inputs: DSAInputs) -> Any:
+    """Draft decode's ``DeepseekSparseAttnMultiStepBackend``: ``N - 2`` children, as its ``__init__`` makes them."""
+    num_steps = inputs.num_draft_tokens - 1
+    multi = object.__new__(mods.backend.DeepseekSparseAttnMultiStepBackend)
+    multi.topk, multi.speculative_num_steps, multi._sink_pad_cache = 1, num_steps, {}
+    multi.attn_backends = [make_backend(mods, inputs, step=i) for i in range(num_steps - 1)]
+    return multi
+
+
 def forward_batch(mods: SimpleNamespace, inputs: DSAInputs) -> SimpleNamespace:
-    """``forward_batch`` as upstream's caller fills it for one call (idle: upstream's ``IDLE`` on decode's bucket)."""
+    """``forward_batch`` as upstream's caller fills it for one call (idle: upstream's ``IDLE`` on decode's bucket).
+
+    Draft decode: the EAGLE worker's ``DECODE`` batch (``prepare_for_draft``: ``seq_lens`` the accepted prefix, one
+    token a request with top-k 1); its ``spec_info`` (the draft input) is left None, as the metadata path reads
+    ``spec_info`` in draft extend only (``num_accept_tokens``), and ``positions`` are not read by it at all."""
     mode = getattr(mods.fbi.ForwardMode, FORWARD_MODES[inputs.mode])
     extend_cpu = inputs.extend_seq_lens_cpu
     return SimpleNamespace(
