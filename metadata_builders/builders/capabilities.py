@@ -229,9 +229,9 @@ def _declared(cls: type, capability: str, name: str) -> tuple[Any, bool]:
     missing = [m for m in _needs(capability, value) if m not in _all_defined(cls, _needs(capability, value))]
     if missing:
         raise InvalidDeclaration(
-            name, owner.__name__, capability, f"backed by {cls.__name__}'s own methods",
-            repr(value), f"it has no {', '.join(m + '()' for m in missing)}: define them, or declare what its "
-            "methods offer (docs/BUILDERS.md, 'Declaring capabilities')")
+            name, owner.__name__, capability, "backed by the class's methods", repr(value),
+            f"{cls.__name__} has no {', '.join(m + '()' for m in missing)}: define it, or declare what its methods "
+            "offer (docs/BUILDERS.md, 'Declaring capabilities')")
     return value, True
 
 
