@@ -161,6 +161,25 @@ def test_a_declaration_its_methods_do_not_back_is_one_line_naming_class_field_an
         capabilities_of(type("Odd", (HipBuilder,), {"capture_layout": "yes"})(), "mypkg:Odd")
 
 
+def test_the_plugin_and_the_gate_refuse_an_unbacked_declaration_without_constructing(tmp_path, monkeypatch) -> None:
+    """``check_declarations`` (the plugin's and the gate's first look) refuses it from the class alone."""
+    from metadata_builders.builders.registry import check_declarations
+
+    (tmp_path / "claimsmod.py").write_text(textwrap.dedent("""
+        class Claims:
+            mirror_validation = True
+
+            def __init__(self):
+                raise AssertionError("constructed")
+
+            def build(self, inputs):
+                return None
+    """))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(InvalidDeclaration, match=r"Claims\.mirror_validation = True .*with_mirror_validation\(\)"):
+        check_declarations("claimsmod:Claims")
+
+
 def test_a_subclass_that_overrides_a_method_is_judged_on_it_not_on_its_bases_declaration() -> None:
     """The most derived class that says anything decides: unsetting ``with_mirror_validation`` under ``hip``'s
     ``mirror_validation = True`` is no mirror validation, inferred (and said); declaring it again is declared."""

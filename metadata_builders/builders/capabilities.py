@@ -41,7 +41,7 @@ from metadata_builders.families.dsv4.tier import (CAPTURE_GEOMETRIES, DEFAULT_CA
                                                   CaptureGeometry, Padding)
 
 __all__ = ["DECLARED", "BuildContract", "Capabilities", "CaptureGeometry", "GraphContract", "Padding",
-           "capabilities_of", "declared_capture_geometry", "declared_modes", "declared_padding"]
+           "capabilities_of", "check_declared", "declared_capture_geometry", "declared_modes", "declared_padding"]
 
 _PHASES = ("graph_state", "out_graph", "in_graph")
 _PYTHON_REPLAY = ("capture", "replay")
@@ -212,7 +212,14 @@ def _needs(capability: str, value: Any) -> tuple[str, ...]:
 
 def _declared(cls: type, capability: str, name: str) -> tuple[Any, bool]:
     """``(value, declared)``: the declaration of the class that decides ``capability``, checked against the class's
-    methods; else what its methods offer, inferred.
+    methods (:func:`check_declared`); else what its methods offer, inferred."""
+    value = check_declared(cls, capability, name)
+    return (_inferred(cls, capability, name), False) if value is None else (value, True)
+
+
+def check_declared(cls: type, capability: str, name: str) -> Any:
+    """The value of ``capability`` the class that decides it declares, validated; None when that class declares
+    none (or no class says anything about it).
 
     A declaration that disclaims a capability (``store_kernels = False``) is taken at its word: the harness does
     not call the method.  One that claims it needs the methods: ``mirror_validation = True`` on a class without
@@ -220,7 +227,7 @@ def _declared(cls: type, capability: str, name: str) -> tuple[Any, bool]:
     """
     owner = _decider(cls, capability)
     if owner is None or capability not in vars(owner):
-        return _inferred(cls, capability, name), False
+        return None
     value = vars(owner)[capability]
     allowed = get_args(GraphContract) if capability == "graph_contract" else (True, False)
     if value not in allowed or (capability != "graph_contract" and not isinstance(value, bool)):
@@ -232,7 +239,7 @@ def _declared(cls: type, capability: str, name: str) -> tuple[Any, bool]:
             name, owner.__name__, capability, "backed by the class's methods", repr(value),
             f"{cls.__name__} has no {', '.join(m + '()' for m in missing)}: define it, or declare what its methods "
             "offer (docs/BUILDERS.md, 'Declaring capabilities')")
-    return value, True
+    return value
 
 
 def capabilities_of(inner: Any, name: str, *, upstream: bool = False, routes: tuple[str, ...] = ()) -> Capabilities:
