@@ -1,6 +1,8 @@
 """A builder's declarations are validated once, where capabilities are computed: a malformed one is one line and
 exit 2 on every entry point, before anything runs; a builder that declares nothing is said to be judged on target
-verify alone (issue 40 item 1)."""
+verify alone (issue 40 item 1).  The bundled builders declare every capability as a class variable, a declaration
+its methods do not back is refused in one line, and inference is left to builders that declare nothing, said so in
+``check``'s header; a memo forwards the judged builder's contract and nothing else (issue 42 item 5)."""
 
 from __future__ import annotations
 
@@ -10,8 +12,10 @@ import textwrap
 import pytest
 
 from metadata_builders.families.dsv4.batch import MODES
-from metadata_builders.builders import get_builder
-from metadata_builders.builders.capabilities import declared_modes
+from metadata_builders.builders import AuditedBuilder, MemoBuilder, capabilities_of, get_builder
+from metadata_builders.builders import capabilities as capabilities_module
+from metadata_builders.builders.capabilities import DECLARED, declared_modes
+from metadata_builders.builders.contract import JUDGED
 from metadata_builders.cli import main as cli_main
 from metadata_builders.errors import BuilderContractError, InvalidDeclaration
 
@@ -117,3 +121,96 @@ def test_a_run_that_judged_nothing_is_no_green(tmp_path, monkeypatch, capsys) ->
     assert cli_main(["check", "--builder", "extendonly:ExtendOnly", "--properties", "P2", "--profile", "dev",
                      "--max-examples", "2", "--workers", "1"]) == 2
     assert "NOTHING JUDGED" in capsys.readouterr().out
+
+
+def _no_inference(*args, **kwargs):
+    raise AssertionError("a bundled builder's capabilities were inferred from its methods")
+
+
+def test_a_bundled_builders_capabilities_come_from_its_declarations(monkeypatch) -> None:
+    """``hip``, the reference (audited, as a subclass is) and the mutant builder: every capability declared, no
+    method inspected to infer one."""
+    from metadata_builders.families.dsv4.reference import ReferenceBuilder
+    from metadata_builders.tools.mutants.catalogue import MUTANTS
+    from metadata_builders.tools.mutants.patching import mutant_builder_class
+
+    monkeypatch.setattr(capabilities_module, "_inferred", _no_inference)
+    monkeypatch.setattr(capabilities_module, "_graph_contract", _no_inference)
+    hip = get_builder("hip").capabilities
+    assert hip.declared and (hip.graph, hip.mirror_validation, hip.capture_slots) == ("phases", True, True)
+    mutant = capabilities_of(mutant_builder_class()(next(iter(MUTANTS))), "mutant")
+    assert mutant == hip
+    with pytest.warns(DeprecationWarning):
+        assert AuditedBuilder(ReferenceBuilder(), "cpu").capabilities.declared
+    assert get_builder("reference").capabilities.declared
+
+
+def test_a_declaration_its_methods_do_not_back_is_one_line_naming_class_field_and_value() -> None:
+    """``store_kernels = True`` without ``swa_store_rows()``, a graph contract whose methods are unset: refused."""
+    from metadata_builders.families.dsv4.hip import HipBuilder
+
+    claims = type("Claims", (HipBuilder,), {"store_kernels": True})
+    with pytest.raises(InvalidDeclaration) as info:
+        capabilities_of(claims(), "mypkg:Claims")
+    assert (info.value.field, info.value.index, info.value.actual) == ("store_kernels", "Claims", "True")
+    assert "swa_store_rows()" in str(info.value) and len(str(info.value).splitlines()) == 1
+    unset = type("Unset", (HipBuilder,), {"graph_contract": "phases", "in_graph": None})
+    with pytest.raises(InvalidDeclaration, match=r"Unset\.graph_contract = 'phases' .*in_graph\(\)"):
+        capabilities_of(unset(), "mypkg:Unset")
+    with pytest.raises(InvalidDeclaration, match="one of"):
+        capabilities_of(type("Odd", (HipBuilder,), {"capture_layout": "yes"})(), "mypkg:Odd")
+
+
+def test_the_plugin_and_the_gate_refuse_an_unbacked_declaration_without_constructing(tmp_path, monkeypatch) -> None:
+    """``check_declarations`` (the plugin's and the gate's first look) refuses it from the class alone."""
+    from metadata_builders.builders.registry import check_declarations
+
+    (tmp_path / "claimsmod.py").write_text(textwrap.dedent("""
+        class Claims:
+            mirror_validation = True
+
+            def __init__(self):
+                raise AssertionError("constructed")
+
+            def build(self, inputs):
+                return None
+    """))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(InvalidDeclaration, match=r"Claims\.mirror_validation = True .*with_mirror_validation\(\)"):
+        check_declarations("claimsmod:Claims")
+
+
+def test_a_subclass_that_overrides_a_method_is_judged_on_it_not_on_its_bases_declaration() -> None:
+    """The most derived class that says anything decides: unsetting ``with_mirror_validation`` under ``hip``'s
+    ``mirror_validation = True`` is no mirror validation, inferred (and said); declaring it again is declared."""
+    from metadata_builders.families.dsv4.hip import HipBuilder
+
+    unset = capabilities_of(type("NoMirror", (HipBuilder,), {"with_mirror_validation": None})(), "x")
+    assert (unset.mirror_validation, unset.inferred) == (False, ("mirror_validation",))
+    said = capabilities_of(type("Said", (HipBuilder,), {"with_mirror_validation": None,
+                                                        "mirror_validation": False})(), "x")
+    assert (said.mirror_validation, said.declared) == (False, True)
+    bare = capabilities_of(type("Bare", (), {"build": lambda self, inputs: None})(), "x")
+    assert set(bare.inferred) == set(DECLARED) and bare.graph == "none"
+
+
+def test_checks_header_says_whether_capabilities_were_declared_or_inferred(mypkg, capsys) -> None:
+    """``hip``: declared; a builder of the user's that declares nothing: inferred from methods, and where to declare."""
+    for builder, said in (("hip", "capabilities: declared"),
+                          (f"{mypkg}:Undeclared", "capabilities: inferred from methods: graph_contract")):
+        assert cli_main(["check", "--builder", builder, "--properties", "P8", "--profile", "dev",
+                         "--max-examples", "1", "--workers", "1"]) == 0
+        out = capsys.readouterr().out
+        assert said in out.splitlines()[1], out
+    assert "declare them: docs/BUILDERS.md" in out
+
+
+def test_a_memo_forwards_the_judged_contract_and_refuses_anything_else() -> None:
+    """Every name of ``JUDGED`` reads through a memo; a name outside it is an ``AttributeError`` naming it."""
+    audited = get_builder("hip")
+    memo = MemoBuilder(audited)
+    assert all(hasattr(audited, name) for name in JUDGED)
+    assert {n for n in JUDGED if n in vars(MemoBuilder)} == set(JUDGED) - {"name"}
+    assert memo.capture_verify_lens(6, 2, 3) == audited.capture_verify_lens(6, 2, 3)
+    with pytest.raises(AttributeError, match="last_by_mode"):
+        memo.last_by_mode  # noqa: B018 - the read is the point

@@ -350,13 +350,45 @@ def plain_fields(raw: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
     return _canonical({name: _to_plain(value) for name, value in raw.items()}, raw), dtypes
 
 
+class _Forwarded:
+    """An attribute of the judged builder's contract (:data:`~metadata_builders.builders.contract.JUDGED`) that a
+    memo reads from the builder it wraps: a memo keeps no state of its own beyond its builds."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def __get__(self, memo: Any, owner: type | None = None) -> Any:
+        return self if memo is None else getattr(memo.inner, self.name)
+
+
 class MemoBuilder:
     """Remembers ``build(batch, variant)`` so several properties on one batch share each build.
 
-    Valid because a builder keeps no state between builds (graph capture/replay
-    pass straight through, as does everything else the wrapped builder has).
+    Valid because a builder keeps no state between builds.  Graph capture and
+    replay pass straight through, as does the rest of what the harness reads of a
+    judged builder (:data:`~metadata_builders.builders.contract.JUDGED`), each named
+    below; anything else is an ``AttributeError`` naming it.
     P1, P3, P4, P6, P7 and P8 rebuild the same (batch, variant) pairs.
     """
+
+    device = _Forwarded()
+    history = _Forwarded()
+    recent = _Forwarded()
+    can_be_made_afresh = _Forwarded()
+    takes_batch = _Forwarded()
+    can_replay = _Forwarded()
+    records_graph = _Forwarded()
+    capture = _Forwarded()
+    capture_on = _Forwarded()
+    replay = _Forwarded()
+    can_validate_mirror = _Forwarded()
+    with_mirror_validation = _Forwarded()
+    variants_supported = _Forwarded()
+    outside_switches = _Forwarded()
+    unjudged_switches = _Forwarded()
+    swa_store_rows = _Forwarded()
+    capture_verify_lens = _Forwarded()
+    ragged_capture_slots = _Forwarded()
 
     def __init__(self, inner: Any, played_history: tuple[VerifyBatch, ...] | None = None) -> None:
         self.inner = inner
@@ -389,9 +421,6 @@ class MemoBuilder:
     @property
     def capabilities(self) -> Capabilities:
         return self.inner.capabilities
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.inner, name)  # everything else the wrapped builder has (capture, replay, history ...)
 
 
 @dataclass(frozen=True)

@@ -19,10 +19,19 @@ if TYPE_CHECKING:
     from metadata_builders.harness.inputs import VerifyInputs
     from metadata_builders.families.dsv4.metadata import Decision, VerifyMetadata
 
-__all__ = ["HISTORY", "Builder", "GraphBuilder", "GraphPhases"]
+__all__ = ["HISTORY", "JUDGED", "Builder", "GraphBuilder", "GraphPhases"]
 
 HISTORY = 8
 """How many of its latest distinct batches an audited builder remembers (a replay file's history)."""
+
+JUDGED = ("build", "capabilities", "name", "device", "history", "recent", "fresh", "can_be_made_afresh",
+          "takes_batch", "can_replay", "records_graph", "capture", "capture_on", "replay", "can_validate_mirror",
+          "with_mirror_validation", "variants_supported", "outside_switches", "unjudged_switches", "swa_store_rows",
+          "capture_verify_lens", "ragged_capture_slots")
+"""What the harness reads of a judged builder (an :class:`~metadata_builders.builders.AuditedBuilder`, or the memo
+properties share over one, :class:`~metadata_builders.builders.MemoBuilder`): the audited calls, what the builder
+can be judged on, and what a replay file and P9 need (its history, a fresh twin).  A memo forwards these and nothing
+else."""
 
 
 @runtime_checkable

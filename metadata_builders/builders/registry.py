@@ -155,11 +155,11 @@ def check_builder_name(name: str, option: str = "--builder") -> None:
 
 def check_declarations(name: str, option: str = "--builder") -> None:
     """Refuse a ``module:attr`` class whose declarations the harness cannot take (``modes = ()``, an unknown mode,
-    a padding convention that is none), without constructing it: the plugin and the gate say so before any test or
-    side runs.  A factory is checked when it is called (:func:`get_builder`)."""
+    a padding convention that is none, a capability its methods do not back), without constructing it: the plugin
+    and the gate say so before any test or side runs.  A factory is checked when it is called (:func:`get_builder`)."""
     if ":" not in name:
         return
-    from metadata_builders.builders.capabilities import declared_modes, declared_padding
+    from metadata_builders.builders.capabilities import DECLARED, check_declared, declared_modes, declared_padding
 
     module_name, _, attr = name.partition(":")
     try:
@@ -171,6 +171,8 @@ def check_declarations(name: str, option: str = "--builder") -> None:
     if isinstance(target, type):
         declared_modes(target, name)
         declared_padding(target, name)
+        for capability in DECLARED:
+            check_declared(target, capability, name)
 
 
 def findable(module: str) -> bool:

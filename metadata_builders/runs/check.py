@@ -21,8 +21,8 @@ from metadata_builders.properties import PROPERTIES, PropertySpec
 from metadata_builders.runs.check_report import (coverage_table, gate_only_routes, known_findings, reproduced,
                                                  switch_lines, upstream_coverage, write_check_junit)
 from metadata_builders.runs.check_runs import check_settings, resolve_workers, run_check_in_workers, run_in_order
-from metadata_builders.runs.report import (format_table, modes_table, replay_command, runner_line, stores_line,
-                                           streams_line, write_replay_file)
+from metadata_builders.runs.report import (capabilities_line, format_table, modes_table, replay_command, runner_line,
+                                           stores_line, streams_line, write_replay_file)
 
 __all__ = ["CheckReport", "check", "picture", "select_properties"]
 
@@ -132,6 +132,7 @@ def _one(args: argparse.Namespace, family: str, out: Out) -> CheckReport:
     workers = resolve_workers(args.workers, args.device, len(props))  # a bad --workers is refused before the header
     out(f"metadata-builders check: builder={args.builder} device={args.device} "
         f"profile={args.profile} max_examples={settings_.max_examples} properties={','.join(p.name for p in props)}")
+    out(capabilities_line(builder.capabilities))
     for line in switch_lines(builder, why=False):
         out(line)
     if workers > 1:

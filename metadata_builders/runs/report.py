@@ -11,8 +11,8 @@ from typing import Any, Iterable, Mapping, Sequence
 from metadata_builders.families.dsv4.batch import VerifyBatch
 from metadata_builders.errors import PropertyFailure
 
-__all__ = ["format_table", "modes_table", "replay_command", "runner_line", "stores_line", "streams_line", "write_junit",
-           "write_replay_file"]
+__all__ = ["capabilities_line", "format_table", "modes_table", "replay_command", "runner_line", "stores_line",
+           "streams_line", "write_junit", "write_replay_file"]
 
 
 def format_table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
@@ -126,6 +126,15 @@ def modes_table(judged: Sequence[tuple[str, Mapping[str, int]]], capabilities: A
         table += (f"\nthe builder {said}; not judged: {left} (declare modes = (...) on its class to be judged on "
                   "them: docs/BUILDERS.md)")
     return table
+
+
+def capabilities_line(capabilities: Any) -> str:
+    """Where the builder's capabilities came from, for ``check``'s header: its class's declarations, or its methods
+    (the capabilities no class of it declares, named: docs/BUILDERS.md, "Declaring capabilities")."""
+    if capabilities.declared:
+        return "  capabilities: declared (class variables)"
+    return (f"  capabilities: inferred from methods: {', '.join(capabilities.inferred)} (declare them: "
+            "docs/BUILDERS.md, 'Declaring capabilities')")
 
 
 def _mode_of(build: str) -> str:

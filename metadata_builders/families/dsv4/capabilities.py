@@ -1,6 +1,7 @@
-"""What a DSV4 builder offers, as data: :class:`Capabilities`, read once from its class by the core's
-:func:`metadata_builders.builders.capabilities_of` (inference for builders that declare nothing lives there), or
-declared by the family's own builders (the reference's: ``ReferenceBuilder.capabilities``).
+"""What a DSV4 builder offers, as data: :class:`Capabilities`, read once from its class's declarations (class
+variables with defaults, docs/BUILDERS.md "Declaring capabilities") by the core's
+:func:`metadata_builders.builders.capabilities_of`, which infers from methods only what no class declares (a builder
+of the user's that declares nothing); the reference, run unaudited, states its own (``ReferenceBuilder.capabilities``).
 """
 
 from __future__ import annotations
@@ -18,8 +19,6 @@ BuildContract = Literal["inputs", "batch"]
 GraphContract = Literal["phases", "python_replay", "none"]
 """``phases``: ``out_graph``/``in_graph`` (recorded and re-executed as a GPU does); ``python_replay``: 0.2's
 ``capture()``/``replay()`` (its Python runs at replay: P5 ``partial``); ``none``: no graph replay."""
-
-
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +67,15 @@ class Capabilities:
     capture_slots: bool = False
     """Brings its runner's slot rule (``ragged_capture_slots(graph_num_tokens, max_bs, width)``: upstream's
     ``_ragged_capture_slots``), which P5 holds to the declared :attr:`capture_geometry`."""
+    inferred: tuple[str, ...] = ()
+    """The capabilities read from its methods because no class of it declares them (the class variables' names,
+    ``graph_contract``, ``mirror_validation``, ...): all of them for a builder that declares nothing, none for a
+    bundled one.  ``check``'s header says which (docs/BUILDERS.md, "Declaring capabilities")."""
+
+    @property
+    def declared(self) -> bool:
+        """Every capability came from a declaration (class variables), none from inference."""
+        return not self.inferred
 
     @property
     def replays(self) -> bool:

@@ -142,6 +142,11 @@ def mutant_builder_class() -> type:
         Keeps no state between builds, like the builder it mutates.
         """
 
+        # It overrides the methods behind these, so it declares them again (a mutant is judged as ``hip`` is).
+        graph_contract = "phases"
+        mirror_validation = True
+        capture_slots = True
+
         def __new__(cls, mutant: str | MutantSpec, *args: Any, **kwargs: Any) -> Any:
             # A mutant that declares a convention is an instance of a subclass declaring it (capabilities are
             # read from the class, never the instance).

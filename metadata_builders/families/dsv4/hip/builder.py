@@ -10,7 +10,7 @@ the mutant catalogue's edits, put in their place there, are what runs; a subclas
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
 
@@ -22,6 +22,8 @@ from metadata_builders.families.dsv4.hip.state import DecodeState, DraftExtendSt
 from metadata_builders.families.dsv4.metadata import Decision, VerifyMetadata
 
 if TYPE_CHECKING:
+    from metadata_builders.families.dsv4.capabilities import GraphContract
+    from metadata_builders.families.dsv4.tier import CaptureGeometry, Padding
     from metadata_builders.harness.inputs import VerifyInputs
 
 __all__ = ["HipBuilder", "Stages", "draft_extend", "target_verify"]
@@ -170,12 +172,28 @@ class HipBuilder(Stages):
     Its graph path pads ``pad_rows_only`` (:func:`pad_verify_lens_to_bucket`).
     """
 
+    # Its capabilities, declared (docs/BUILDERS.md, "Declaring capabilities"): a subclass inherits them, and one that
+    # overrides a method behind one of them is judged on its methods unless it declares that capability again.
     name = "hip"
-    padding_convention = "pad_rows_only"
+    graph_contract: ClassVar[GraphContract] = "phases"
+    """Graph replay in two phases: ``graph_state``, ``out_graph``, ``in_graph`` (recorded, re-executed)."""
+    mirror_validation: ClassVar[bool] = True
+    """Offers ``with_mirror_validation()`` (P2's stale-mirror half)."""
+    expresses_variants: ClassVar[bool] = False
+    """Expresses every variant (no ``variants_supported``)."""
+    capture_layout: ClassVar[bool] = False
+    """Its runner's capture layout is the harness's model of upstream's (no ``capture_verify_lens``)."""
+    capture_slots: ClassVar[bool] = True
+    """Brings its runner's slot rule, :meth:`ragged_capture_slots`."""
+    store_kernels: ClassVar[bool] = False
+    """Runs no store kernel of its own: P10 models upstream's (no ``swa_store_rows``)."""
+    seq_len_fill_value: ClassVar[int] = 1
+    """A graph pad row's ``seq_len``: upstream's (``get_cuda_graph_seq_len_fill_value()``)."""
+    padding_convention: ClassVar[Padding] = "pad_rows_only"
     """A real row never widens (docs/DESIGN.md section 2): the capability the harness judges it by."""
-    modes = ("target_verify", "draft_extend", "decode", "draft_decode", "idle")
+    modes: ClassVar[tuple[str, ...]] = ("target_verify", "draft_extend", "decode", "draft_decode", "idle")
     """The builds of the MTP step it implements (a builder that declares none is judged on target verify only)."""
-    capture_geometry = "token_slots"
+    capture_geometry: ClassVar[CaptureGeometry] = "token_slots"
     """The runner serving it captures a compact ragged tier with ``min(T, max_bs)`` request slots: the released
     runner's rule (0.5.18-0.5.23), under which several tiers share ``bs = max_bs`` and the per-tier state must be
     keyed by token count (docs/DESIGN.md section 3, P5)."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from metadata_builders.families.dsv4.metadata import Audit, Decision, VerifyMetadata
 from metadata_builders.families.dsv4.reference.decode import DECODE_MODES, decode_build
@@ -13,9 +13,11 @@ from metadata_builders.families.dsv4.reference.pipeline import (causal_expansion
                                                                 index_streams, store_slots, unified_prefill_meta,
                                                                 verify_extension)
 from metadata_builders.families.dsv4.tier import DEFAULT_PADDING, Padding
-from metadata_builders.families.dsv4.variants import check_variant
+from metadata_builders.families.dsv4.variants import BUILT_MODES, check_variant
 
 if TYPE_CHECKING:
+    from metadata_builders.families.dsv4.capabilities import GraphContract
+    from metadata_builders.families.dsv4.tier import CaptureGeometry
     from metadata_builders.families.dsv4.batch import VerifyBatch
     from metadata_builders.families.dsv4.variants import Variant
 
@@ -31,8 +33,24 @@ class ReferenceBuilder:
     so the specification never reads past its own table: DESIGN.md section 2).
     """
 
+    # Its capabilities, declared (docs/BUILDERS.md, "Declaring capabilities"): what a subclass, which is audited,
+    # inherits; the reference itself states them in :attr:`capabilities`, its padding the instance's own.
     name = "reference"
-    capture_geometry = "token_slots"
+    graph_contract: ClassVar[GraphContract] = "none"
+    """No graph replay of its own: it *is* the graph path's answer."""
+    mirror_validation: ClassVar[bool] = False
+    expresses_variants: ClassVar[bool] = False
+    """Every variant."""
+    capture_layout: ClassVar[bool] = False
+    capture_slots: ClassVar[bool] = False
+    store_kernels: ClassVar[bool] = False
+    seq_len_fill_value: ClassVar[int] = 1
+    """A graph pad row's ``seq_len`` (DESIGN.md section 2)."""
+    modes: ClassVar[tuple[str, ...]] = BUILT_MODES
+    """Every build of the MTP step the batch model knows."""
+    padding_convention: ClassVar[Padding] = DEFAULT_PADDING
+    """The constructor's default; an instance follows its own ``padding``."""
+    capture_geometry: ClassVar[CaptureGeometry] = "token_slots"
     """The capture geometry it declares: the released runner's, as ``hip`` (the rule under which tiers share
     ``bs``); it captures nothing itself, and :mod:`metadata_builders.families.dsv4.tier` computes both rules."""
 
@@ -41,12 +59,14 @@ class ReferenceBuilder:
 
     @property
     def capabilities(self) -> Any:
-        """The specification's: every variant, no graph replay of its own (it *is* the graph path's answer)."""
+        """The specification's, as its class declares them, with the instance's padding convention."""
         from metadata_builders.families.dsv4.capabilities import Capabilities
-        from metadata_builders.families.dsv4.variants import BUILT_MODES
 
-        return Capabilities(build="batch", padding=self.padding, modes=BUILT_MODES,
-                            capture_geometry=self.capture_geometry)
+        return Capabilities(build="batch", graph=self.graph_contract, padding=self.padding,
+                            mirror_validation=self.mirror_validation, expresses=self.expresses_variants,
+                            modes=self.modes, seq_len_fill_value=self.seq_len_fill_value,
+                            store_kernels=self.store_kernels, capture_layout=self.capture_layout,
+                            capture_geometry=self.capture_geometry, capture_slots=self.capture_slots)
 
     def build(self, batch: VerifyBatch, variant: Variant) -> VerifyMetadata:
         check_variant(batch, variant)

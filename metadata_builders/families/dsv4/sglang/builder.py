@@ -30,7 +30,7 @@ from __future__ import annotations
 import inspect
 import sys
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from metadata_builders.audit import launch_memo
 from metadata_builders.families.dsv4.batch import DECODE_MODES
@@ -51,6 +51,8 @@ if TYPE_CHECKING:
     import torch
 
     from metadata_builders.families.dsv4.batch import VerifyBatch
+    from metadata_builders.families.dsv4.capabilities import GraphContract
+    from metadata_builders.families.dsv4.tier import CaptureGeometry, Padding
     from metadata_builders.harness.inputs import VerifyInputs
     from metadata_builders.families.dsv4.metadata import Decision, VerifyMetadata
     from metadata_builders.families.dsv4.sglang.graph import UpstreamGraph
@@ -83,17 +85,32 @@ class SGLangBuilder:
     to upstream unchanged.
     """
 
+    # Its capabilities, declared (docs/BUILDERS.md, "Declaring capabilities").
     name = "sglang"
-    upstream_code = True
+    upstream_code: ClassVar[bool] = True
     """Upstream's own code (a capability: known findings may name its failures)."""
-    modes = ("target_verify", "draft_extend", "decode", "draft_decode", "idle")
+    graph_contract: ClassVar[GraphContract] = "phases"
+    """Graph replay as upstream's runner does it: ``graph_state``, ``out_graph``, ``in_graph`` (:mod:`.graph`)."""
+    mirror_validation: ClassVar[bool] = False
+    """Upstream has no opt-in mirror validation (P2's stale-mirror half is not judged)."""
+    expresses_variants: ClassVar[bool] = True
+    """Says which variants the installed release can express (:meth:`variants_supported`)."""
+    capture_layout: ClassVar[bool] = True
+    """Brings upstream's runner's capture layout (:meth:`capture_verify_lens`)."""
+    capture_slots: ClassVar[bool] = True
+    """Brings upstream's runner's slot rule (:meth:`ragged_capture_slots`)."""
+    store_kernels: ClassVar[bool] = True
+    """Runs upstream's own SWA store kernel (:meth:`swa_store_rows`): P10 judges where it stores."""
+    seq_len_fill_value: int = 1
+    """A graph pad row's ``seq_len``; each instance asks the installed release's backend (``__init__``)."""
+    modes: ClassVar[tuple[str, ...]] = ("target_verify", "draft_extend", "decode", "draft_decode", "idle")
     """The builds of the MTP step it drives upstream's entry points for (every mode, on 0.5.18+: :mod:`.decode` drives
     decode, draft decode and idle)."""
-    padding_convention = "full_coverage"
+    padding_convention: ClassVar[Padding] = "full_coverage"
     """How upstream's runner hands the DSV4 attention backend a ragged tier (``padded_to_bucket(cap=None)``), and how
     the backend's out-graph phase pads it at replay: the cap ignored, the last real row absorbing what pad rows
     do not take."""
-    capture_geometry = "token_slots"
+    capture_geometry: ClassVar[CaptureGeometry] = "token_slots"
     """The request slots upstream's released runner (0.5.18-0.5.23) captures a compact ragged tier with:
     ``min(T, max_bs)``.  The adapter brings the runner's own rule (:meth:`ragged_capture_slots`), so an installed
     SGLang with #39257's fix (``T // W``) fails P5 (``p5.capture_convention``) instead of passing in silence."""
