@@ -412,6 +412,20 @@ def test_hypothesis_finds_boundary_mutants(name: str, prop: str) -> None:
     assert not run.passed, f"{prop} missed {name} in {run.examples} examples"
 
 
+def test_a_recorded_killing_focus_runs_first_and_kills_on_the_same_batches() -> None:
+    """Each focus keeps the seed of its index, so the focus that killed a mutant before, run first, kills it again
+    on the batches it drew in the plain order, without the examples every earlier focus ran (``--killers``' focus
+    half: the catalogue's long kills end in their own focus's first examples)."""
+    spec = next(p for p in PROPERTIES if p.name == "P2")
+    plain = run_property(spec, mutant_builder("mirror_validation_by_sum"), _QUICK, stop_at_first=True)
+    assert not plain.passed and plain.failed_focus == 1
+    first = run_property(spec, mutant_builder("mirror_validation_by_sum"), _QUICK, stop_at_first=True,
+                         first_focus=plain.failed_focus)
+    assert not first.passed and first.failed_focus == 1
+    assert first.examples_to_failure == plain.examples_to_failure - _QUICK.max_examples  # focus 0's examples saved
+    assert first.failure.field == plain.failure.field
+
+
 def test_hypothesis_shrinks_the_off_by_one_to_one_token() -> None:
     """Shrinking reduces the causal off-by-one to a single request verifying a single token."""
     shrinking = settings(_QUICK, phases=[Phase.generate, Phase.shrink])
@@ -450,7 +464,7 @@ def test_a_recorded_killer_is_tried_first_and_the_verdict_is_the_same(tmp_path, 
         {"mutant": "debug_log_formats_device_tensor", "killed": True, "property": "P7"},
         {"mutant": "causal_start_off_by_one", "killed": True, "property": "P9"},  # stale: P9 does not kill it
     ]}))
-    assert recorded_killers(str(table))["debug_log_formats_device_tensor"] == "P7"
+    assert recorded_killers(str(table))["debug_log_formats_device_tensor"] == ("P7", None)
     out = tmp_path / "mutants.json"
     assert cli_main(["mutants", "--only", "debug_log_formats_device_tensor,causal_start_off_by_one",
                      "--max-examples", "10", "--jobs", "1", "--json", str(out), "--killers", str(table)]) == 0

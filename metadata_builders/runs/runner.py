@@ -71,6 +71,8 @@ class PropertyRun:
     (held, partial or failed; not ``not applicable``)."""
     later: list[ModeFailure] = field(default_factory=list)
     """Failures in the focuses of other modes, after the first failure (:func:`run_property`)."""
+    failed_focus: int | None = None
+    """The index in ``spec.focuses`` of the focus that failed first (None: none failed)."""
 
     @property
     def passed(self) -> bool:
@@ -116,6 +118,7 @@ def run_property(
     *,
     progress: Callable[[PropertyRun], None] | None = None,
     stop_at_first: bool = False,
+    first_focus: int | None = None,
 ) -> PropertyRun:
     """Run ``spec`` against ``builder`` under ``settings_``; never raises for a property failure.
 
@@ -125,7 +128,9 @@ def run_property(
     verify (:func:`build_of`) unjudged (their failures go to :attr:`PropertyRun.later`).  ``stop_at_first``: the first
     failure ends the run (the mutant catalogue: one kill is enough).  Under a derandomized profile
     each focus gets its own fixed seed (``hypothesis.seed``), so focuses explore
-    different batches and a run is reproducible.
+    different batches and a run is reproducible.  ``first_focus``: that focus runs first (the mutant catalogue's
+    recorded killing focus: with ``stop_at_first`` the same kill, sooner); each focus keeps the seed of its index,
+    so it draws the same batches in any order.
     """
     from metadata_builders.harness import harness_session
 
@@ -134,7 +139,10 @@ def run_property(
     failed_modes: set[str] = set()
     # the audit's direct entries (and any launch memo) installed once for the run; what the checks exercised counted
     with harness_session(), collecting_tallies() as tallies:
-        for index, focus in enumerate(spec.focuses):
+        order = list(enumerate(spec.focuses))
+        if first_focus is not None and 0 <= first_focus < len(order):
+            order.insert(0, order.pop(first_focus))
+        for index, focus in order:
             mode = _focus_build(focus)
             if mode in failed_modes:
                 continue
@@ -142,6 +150,7 @@ def run_property(
             _run_focus(run, focus, builder, settings_, index, progress)
             if (run.failure is not None) + len(run.later) > seen:
                 failed_modes.add(mode)
+                run.failed_focus = index if run.failed_focus is None else run.failed_focus
                 if stop_at_first:
                     break
     run.tallies = tallies

@@ -55,8 +55,9 @@ def property_order(first: str | None = None) -> list[Any]:
     return head + [p for p in PROPERTIES if p.name != first]
 
 
-def recorded_killers(path: str | None) -> dict[str, str]:
-    """Mutant -> the property that killed it in an earlier kill table (``--json`` output, e.g. docs/mutants.json)."""
+def recorded_killers(path: str | None) -> dict[str, tuple[str, int | None]]:
+    """Mutant -> (the property that killed it, the index of its focus that did, None when not recorded) in an
+    earlier kill table (``--json`` output, e.g. docs/mutants.json)."""
     if not path:
         return {}
     try:
@@ -64,15 +65,20 @@ def recorded_killers(path: str | None) -> dict[str, str]:
             rows = json.load(fh).get("mutants", [])
     except (OSError, ValueError, AttributeError) as exc:
         raise UsageError("--killers", "a kill table written by `mutants --json`", f"{path}: {exc}") from exc
-    return {r["mutant"]: r["property"] for r in rows if isinstance(r, dict) and r.get("killed") and r.get("property")}
+    return {r["mutant"]: (r["property"], r.get("focus")) for r in rows
+            if isinstance(r, dict) and r.get("killed") and r.get("property")}
 
 
 def run_mutant(
     name: str, settings_: Any = None, *, device: str = "cpu", progress: Callable[[str], None] | None = None,
-    first: str | None = None,
+    first: str | None = None, first_focus: int | None = None,
 ) -> dict[str, Any]:
     """Run the properties against mutant ``name`` until one kills it (``first`` tried first:
-    :func:`property_order`); a JSON-ready row.
+    :func:`property_order`, and of it the focus ``first_focus``); a JSON-ready row.
+
+    Every focus keeps its own seed, so the recorded killer's focus draws the batches that killed the mutant
+    before, first: the same verdict as the plain order, without the examples every earlier focus ran (the
+    catalogue's long kills, 300-800 examples of other modes' focuses, each end in their own focus's first few).
 
     ``settings_`` defaults to the ``ci`` profile.  The row names the killing
     property, ``examples_to_failure`` of that property's run, the shrunk batch's
@@ -87,16 +93,17 @@ def run_mutant(
     start = time.perf_counter()
     row: dict[str, Any] = {"mutant": name, "stage": spec.stage, "bug_class": spec.bug_class, "killed": False,
                            "property": None, "examples_to_failure": None, "examples": 0, "counterexample": None,
-                           "failure": None}
+                           "failure": None, "focus": None}
     for prop in property_order(first):
         if progress is not None:
             progress(f"{prop.name} ...")
-        run = run_property(prop, builder, settings_, stop_at_first=True)
+        run = run_property(prop, builder, settings_, stop_at_first=True,
+                           first_focus=first_focus if prop.name == first else None)
         row["examples"] += run.examples
         if not run.passed:
             failure = run.failure
             row.update(
-                killed=True, property=prop.name, examples_to_failure=run.examples_to_failure,
+                killed=True, property=prop.name, examples_to_failure=run.examples_to_failure, focus=run.failed_focus,
                 counterexample=batch_size(run.batch),
                 failure={"variant": failure.variant, "field": failure.field, "message": failure.message},
             )
@@ -122,7 +129,7 @@ def _progress(label: str, name: str, text: str) -> None:
 
 
 def _run_mutant_job(name: str, max_examples: int | None, device: str, label: str,
-                    first: str | None = None) -> dict[str, Any]:
+                    first: tuple[str, int | None] | None = None) -> dict[str, Any]:
     """One mutant in a worker process (settings rebuilt there: they do not pickle)."""
     from hypothesis import settings
 
@@ -132,14 +139,19 @@ def _run_mutant_job(name: str, max_examples: int | None, device: str, label: str
     if max_examples is not None:
         settings_ = settings(settings_, max_examples=max_examples)
     progress = functools.partial(_progress, label, name)
-    row = run_mutant(name, settings_, device=device, progress=progress, first=first)
+    killer, focus = first if first is not None else (None, None)
+    row = run_mutant(name, settings_, device=device, progress=progress, first=killer, first_focus=focus)
     verdict = (f"killed by {row['property']} after {row['examples_to_failure']} examples" if row["killed"]
                else "SURVIVED")
     progress(f"{verdict} ({row['seconds']:.1f}s)")
     return row
 
 
-def _run_jobs(jobs: list[tuple[str, int | None, str, str, str | None]], workers: int) -> list[dict[str, Any]]:
+_Job = tuple[str, int | None, str, str, "tuple[str, int | None] | None"]
+"""(mutant, max examples, device, progress label, its recorded killer and focus)."""
+
+
+def _run_jobs(jobs: list[_Job], workers: int) -> list[dict[str, Any]]:
     """Every job's row, in order: in this process for one worker, else in a process pool.
 
     A worker's exception is re-raised here as itself (the harness's errors pickle).
@@ -262,8 +274,8 @@ def _cmd_mutants(args: argparse.Namespace) -> int:
           f"device={args.device} jobs={args.jobs}", flush=True)
     killers = recorded_killers(args.killers)
     if killers:
-        print(f"  each mutant's recorded killer ({args.killers}) is tried first; the verdict is the same in any "
-              "order", flush=True)
+        print(f"  each mutant's recorded killer ({args.killers}) is tried first, its killing focus first of its "
+              "focuses; the verdict is the same in any order", flush=True)
     jobs = [(name, args.max_examples, args.device, f"[{i}/{len(names)}]", killers.get(name))
             for i, name in enumerate(names, 1)]
     rows = _run_jobs(jobs, args.jobs)
