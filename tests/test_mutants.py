@@ -426,6 +426,20 @@ def test_a_recorded_killing_focus_runs_first_and_kills_on_the_same_batches() -> 
     assert first.failure.field == plain.failure.field
 
 
+def test_no_shrink_kills_the_same_mutants_by_the_same_properties_on_the_same_examples(tmp_path, capsys) -> None:
+    """``--no-shrink`` (the pre-merge run): the kill, its property and its examples-to-failure as with shrinking;
+    the counterexample is the batch as drawn, and the table says so."""
+    rows = {}
+    for flag in ((), ("--no-shrink",)):
+        out = tmp_path / f"mutants{len(flag)}.json"
+        assert cli_main(["mutants", "--only", "causal_start_off_by_one,mirror_validation_by_sum", "--max-examples",
+                         "20", "--jobs", "1", "--json", str(out), *flag]) == 0
+        rows[bool(flag)] = json.loads(out.read_text())["mutants"]
+    same = [(r["mutant"], r["killed"], r["property"], r["examples_to_failure"]) for r in rows[False]]
+    assert same == [(r["mutant"], r["killed"], r["property"], r["examples_to_failure"]) for r in rows[True]]
+    assert [r["shrunk"] for r in rows[True]] == [False, False] and "(not shrunk)" in capsys.readouterr().out
+
+
 def test_hypothesis_shrinks_the_off_by_one_to_one_token() -> None:
     """Shrinking reduces the causal off-by-one to a single request verifying a single token."""
     shrinking = settings(_QUICK, phases=[Phase.generate, Phase.shrink])

@@ -129,26 +129,29 @@ def _progress(label: str, name: str, text: str) -> None:
 
 
 def _run_mutant_job(name: str, max_examples: int | None, device: str, label: str,
-                    first: tuple[str, int | None] | None = None) -> dict[str, Any]:
+                    first: tuple[str, int | None] | None = None, shrink: bool = True) -> dict[str, Any]:
     """One mutant in a worker process (settings rebuilt there: they do not pickle)."""
-    from hypothesis import settings
+    from hypothesis import Phase, settings
 
     from metadata_builders.runs.profiles import load_profile
 
     settings_ = load_profile("ci")
     if max_examples is not None:
         settings_ = settings(settings_, max_examples=max_examples)
+    if not shrink:  # the same kill, found on the same example; the counterexample as drawn, not shrunk
+        settings_ = settings(settings_, phases=[phase for phase in settings_.phases if phase is not Phase.shrink])
     progress = functools.partial(_progress, label, name)
     killer, focus = first if first is not None else (None, None)
     row = run_mutant(name, settings_, device=device, progress=progress, first=killer, first_focus=focus)
+    row["shrunk"] = shrink
     verdict = (f"killed by {row['property']} after {row['examples_to_failure']} examples" if row["killed"]
                else "SURVIVED")
     progress(f"{verdict} ({row['seconds']:.1f}s)")
     return row
 
 
-_Job = tuple[str, int | None, str, str, "tuple[str, int | None] | None"]
-"""(mutant, max examples, device, progress label, its recorded killer and focus)."""
+_Job = tuple[str, int | None, str, str, "tuple[str, int | None] | None", bool]
+"""(mutant, max examples, device, progress label, its recorded killer and focus, shrink its counterexample)."""
 
 
 def _run_jobs(jobs: list[_Job], workers: int) -> list[dict[str, Any]]:
@@ -168,11 +171,11 @@ def _run_jobs(jobs: list[_Job], workers: int) -> list[dict[str, Any]]:
 # -- output -------------------------------------------------------------------------------------------------
 
 
-def _size_cell(size: dict[str, int] | None) -> str:
+def _size_cell(size: dict[str, int] | None, shrunk: bool = True) -> str:
     if size is None:
         return "-"
     tier = f" pbs={size['padded_bs']}" if size["padded_bs"] != size["bs"] else ""
-    return f"bs={size['bs']} tok={size['tokens']}{tier}"
+    return f"bs={size['bs']} tok={size['tokens']}{tier}" + ("" if shrunk else " (not shrunk)")
 
 
 def _what(failure: dict[str, Any]) -> str:
@@ -189,7 +192,8 @@ def _cells(row: dict[str, Any], survived: str) -> list[Any]:
     """One kill-table row: mutant, stage, killed, by, examples, shrunk batch, field / error, time."""
     examples = row["examples_to_failure"] if row["examples_to_failure"] is not None else "-"
     return [row["mutant"], row["stage"], "yes" if row["killed"] else survived, row["property"] or "-", examples,
-            _size_cell(row["counterexample"]), _what(row["failure"] or {}), f"{row['seconds']:.1f}s"]
+            _size_cell(row["counterexample"], row.get("shrunk", True)), _what(row["failure"] or {}),
+            f"{row['seconds']:.1f}s"]
 
 
 _COLUMNS = ["mutant", "stage", "killed", "by", "examples", "shrunk batch", "field / error", "time"]
@@ -276,7 +280,7 @@ def _cmd_mutants(args: argparse.Namespace) -> int:
     if killers:
         print(f"  each mutant's recorded killer ({args.killers}) is tried first, its killing focus first of its "
               "focuses; the verdict is the same in any order", flush=True)
-    jobs = [(name, args.max_examples, args.device, f"[{i}/{len(names)}]", killers.get(name))
+    jobs = [(name, args.max_examples, args.device, f"[{i}/{len(names)}]", killers.get(name), not args.no_shrink)
             for i, name in enumerate(names, 1)]
     rows = _run_jobs(jobs, args.jobs)
     print()
@@ -302,6 +306,10 @@ def add_cli(sub: Any) -> None:
     p.add_argument("--killers", default=None, metavar="PATH",
                    help="a kill table from an earlier run (e.g. docs/mutants.json): try each mutant's recorded killer "
                         "first, then the rest in order -- the same verdict, sooner")
+    p.add_argument("--no-shrink", action="store_true",
+                   help="do not shrink a killing batch: the same kills, found on the same examples, the counterexample "
+                        "as drawn (the pre-merge run: shrinking is most of the catalogue's time; docs/MUTANTS.md is "
+                        "written with shrinking)")
     p.add_argument("--markdown", default=None, metavar="PATH",
                    help="also write the catalogue with its kill table as markdown (e.g. docs/MUTANTS.md)")
     from metadata_builders.families import DEFAULT_FAMILY, FAMILIES, FAMILY_HELP
