@@ -153,6 +153,8 @@ def _cmd_bench(args: argparse.Namespace) -> int:
 
     torch.set_num_threads(1)  # tiny tensors: intra-op threads only add contention
     builders = [b.strip() for b in args.builders.split(",") if b.strip()]
+    for name in builders:  # every builder made once before any runs: an upstream one sets up its interpreter
+        get_builder(name, args.device)  # before another's work first imports Triton (hip,sglang crashed)
     rows = _build_times(builders, args.device, args.repeats)
     print("per-build CPU time (median over rounds of every variant; one torch thread)")
     print(format_table(["batch", "builder", "per build", "without the audit", "audited/bare", "builds"], rows))
