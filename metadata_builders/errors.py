@@ -236,6 +236,17 @@ class Origin:
     def to_list(self) -> list[Any]:
         return [self.exc_type, self.filename, self.lineno, self.function]
 
+    @classmethod
+    def from_list(cls, values: Any) -> Origin | None:
+        """The record :meth:`to_list` wrote (a verdict file's ``origin``); None for an empty one (nothing raised)."""
+        values = list(values or ())
+        return cls(str(values[0]), *values[1:4]) if values else None
+
+    @property
+    def place(self) -> tuple[str, str, int]:
+        """(type, file, line): two failures with one place are one bug, whatever function name a frame reports."""
+        return self.exc_type, self.filename, self.lineno
+
 
 class PropertyFailure(MetadataBuildersError, AssertionError):
     """A property of DESIGN.md section 3 does not hold for one batch.

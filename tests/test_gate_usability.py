@@ -17,6 +17,7 @@ import sys
 import pytest
 
 from metadata_builders.cli import main
+from metadata_builders.errors import Origin
 from metadata_builders.gate import PER_KIND, build_corpus, corpus_focuses, shorten
 from metadata_builders.properties import PROPERTIES
 from _modules import importable_module
@@ -287,7 +288,8 @@ def test_a_stale_length_reaching_the_decode_streams_is_f8_only_under_divergence(
     from metadata_builders.runs.findings import Seen, known_finding
 
     batch = next(b for b in build_corpus([p for p in PROPERTIES if p.name == "P6"], 10) if b.divergence is not None)
-    raised = ("StreamOutOfBounds", "metadata_builders/families/dsv4/reference/streams.py", 233, "canonical_streams")
+    raised = Origin("StreamOutOfBounds", "metadata_builders/families/dsv4/reference/streams.py", 233,
+                    "canonical_streams")
     assert known_finding(Seen("P8", "p8.stream_out_of_bounds", "hca_indices", origin=raised), batch) == "F8"
     assert known_finding(Seen("P6", "p6.stream_out_of_bounds", "swa_indices", origin=raised), batch) == "F8"
     assert known_finding(Seen("P8", "p8.stream_out_of_bounds", origin=raised), batch.without_divergence()) is None
@@ -322,11 +324,11 @@ def test_f12_is_known_where_p8_builds_the_diverged_batch() -> None:
     d = json.loads((pathlib.Path(__file__).parent / "regressions" / "sglang"
                     / "f12_compression_asserts_on_stale_ragged_device_total.json").read_text())
     batch = VerifyBatch.from_dict(d)
-    origin = ("AssertionError", "/x/deepseek_v4_backend_hip_radix.py", 589, "init_compression_metadata")
+    origin = Origin("AssertionError", "/x/deepseek_v4_backend_hip_radix.py", 589, "init_compression_metadata")
     assert known_finding(Seen("P8", "raised", "", "", origin), batch) == "F12"
     assert known_finding(Seen("P8", "raised", "", "", origin), batch.without_divergence()) is None
     assert known_finding(Seen("P1", "raised", "", "", origin), batch) is None
-    assert known_finding(Seen("P8", "raised", "", "", ("AssertionError", "x.py", 3, "elsewhere")), batch) is None
+    assert known_finding(Seen("P8", "raised", "", "", Origin("AssertionError", "x.py", 3, "elsewhere")), batch) is None
 
 
 # -- GREEN only when something was judged ------------------------------------------------------------------

@@ -117,7 +117,7 @@ def _outcomes(props: list, builder: Any, batch: Any, index: int) -> list[Outcome
                                  shorten(str(failure)) if failure is not None else "", result.why,
                                  str(failure.field) if failure is not None else "",
                                  (failure.check or "") if failure is not None else "",
-                                 tuple(failure.origin.to_list()) if failure is not None and failure.origin else (),
+                                 failure.origin if failure is not None else None,
                                  (failure.where or "") if failure is not None else "", time.perf_counter() - start)
     return [out[spec.name] for spec in props]
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from metadata_builders.errors import Origin
+
 __all__ = ["CHUNKS", "ENV_BUILDER", "ENV_CORPUS", "ENV_DEVICE", "ENV_OUT", "ENV_PROPERTIES", "SETUP_ERROR", "Crash",
            "Outcome", "Side", "shorten"]
 
@@ -45,8 +47,8 @@ class Outcome:
     """The field of the (first) failure, as ``PropertyFailure.field`` names it."""
     check: str = ""
     """The failure's check id (``PropertyFailure.check``: ``"raised"`` when the builder raised), or ``""``."""
-    origin: tuple[Any, ...] = ()
-    """For a raised failure: (exception type, file, line, function), as :class:`~metadata_builders.errors.Origin`."""
+    origin: Origin | None = None
+    """For a raised failure: where it came from (exception type, file, line, function); None otherwise."""
     where: str = ""
     """The failure's pipeline stage (``PropertyFailure.where``), or ``""``."""
     seconds: float = 0.0
@@ -55,12 +57,14 @@ class Outcome:
     def to_dict(self) -> dict[str, Any]:
         return {"prop": self.prop, "index": self.index, "status": self.status, "signature": list(self.signature),
                 "message": self.message, "why": self.why, "field": self.field, "check": self.check,
-                "origin": list(self.origin), "where": self.where, "seconds": round(self.seconds, 3)}
+                "origin": self.origin.to_list() if self.origin is not None else [], "where": self.where,
+                "seconds": round(self.seconds, 3)}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Outcome:
         return cls(d["prop"], d["index"], d["status"], tuple(d["signature"]), d["message"], d["why"], d["field"],
-                   d.get("check", ""), tuple(d.get("origin", ())), d.get("where", ""), float(d.get("seconds", 0.0)))
+                   d.get("check", ""), Origin.from_list(d.get("origin")), d.get("where", ""),
+                   float(d.get("seconds", 0.0)))
 
 
 @dataclass(frozen=True)

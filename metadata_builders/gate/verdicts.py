@@ -126,7 +126,7 @@ def setup_failures(outcomes: list[Outcome]) -> list[str]:
             by_prop[o.prop].append(o)
     lines = []
     for prop, got in by_prop.items():
-        origins = {o.origin[:3] for o in got}
+        origins = {o.origin.place if o.origin is not None else None for o in got}
         if len(got) >= 2 and all(o.status == "failed" and o.check == "raised" for o in got) and len(origins) == 1:
             lines.append(f"{prop} raised on every one of its {len(got)} batches, from one place: {got[0].message}")
     return lines

@@ -21,6 +21,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from metadata_builders.errors import Origin
+
 if TYPE_CHECKING:
     from metadata_builders.families.dsv4.batch import VerifyBatch
 
@@ -36,22 +38,22 @@ class Seen:
     field: str = ""
     where: str = ""
     """The pipeline stage (a fault's, a sync's), or ``""``."""
-    origin: tuple[Any, ...] = ()
-    """(exception type, file, line, function) of a raised failure."""
+    origin: Origin | None = None
+    """Where a raised failure came from (exception type, file, line, function); None when nothing raised."""
 
     @classmethod
     def of(cls, failure: Any) -> Seen:
         """From a :class:`~metadata_builders.errors.PropertyFailure`."""
-        origin = failure.origin.to_list() if getattr(failure, "origin", None) else ()
-        return cls(failure.prop, failure.check or "", str(failure.field or ""), failure.where or "", tuple(origin))
+        return cls(failure.prop, failure.check or "", str(failure.field or ""), failure.where or "",
+                   getattr(failure, "origin", None))
 
     @property
     def function(self) -> str:
-        return self.origin[3] if len(self.origin) > 3 else ""
+        return self.origin.function if self.origin is not None else ""
 
     @property
     def exc_type(self) -> str:
-        return self.origin[0] if self.origin else ""
+        return self.origin.exc_type if self.origin is not None else ""
 
 
 @dataclass(frozen=True)
