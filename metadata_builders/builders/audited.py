@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from metadata_builders.builders.capabilities import Capabilities, capabilities_of
-from metadata_builders.builders.contract import HISTORY
+from metadata_builders.builders.contract import HISTORY, JUDGED
 from metadata_builders.errors import BuilderContractError, InvalidVariant
 from metadata_builders.families.dsv4.metadata import (PER_ENTRY, STREAM_FIELD_NAMES, Audit, VerifyMetadata,
                                                       canonical_plan)
@@ -354,7 +354,7 @@ class _Forwarded:
     """An attribute of the judged builder's contract (:data:`~metadata_builders.builders.contract.JUDGED`) that a
     memo reads from the builder it wraps: a memo keeps no state of its own beyond its builds."""
 
-    def __set_name__(self, owner: type, name: str) -> None:
+    def __init__(self, name: str) -> None:
         self.name = name
 
     def __get__(self, memo: Any, owner: type | None = None) -> Any:
@@ -366,29 +366,11 @@ class MemoBuilder:
 
     Valid because a builder keeps no state between builds.  Graph capture and
     replay pass straight through, as does the rest of what the harness reads of a
-    judged builder (:data:`~metadata_builders.builders.contract.JUDGED`), each named
-    below; anything else is an ``AttributeError`` naming it.
+    judged builder (:data:`~metadata_builders.builders.contract.JUDGED`), each a
+    forwarding attribute of the class; anything else is an ``AttributeError`` naming it.
     P1, P3, P4, P6, P7 and P8 rebuild the same (batch, variant) pairs.
     """
 
-    device = _Forwarded()
-    history = _Forwarded()
-    recent = _Forwarded()
-    can_be_made_afresh = _Forwarded()
-    takes_batch = _Forwarded()
-    can_replay = _Forwarded()
-    records_graph = _Forwarded()
-    capture = _Forwarded()
-    capture_on = _Forwarded()
-    replay = _Forwarded()
-    can_validate_mirror = _Forwarded()
-    with_mirror_validation = _Forwarded()
-    variants_supported = _Forwarded()
-    outside_switches = _Forwarded()
-    unjudged_switches = _Forwarded()
-    swa_store_rows = _Forwarded()
-    capture_verify_lens = _Forwarded()
-    ragged_capture_slots = _Forwarded()
 
     def __init__(self, inner: Any, played_history: tuple[VerifyBatch, ...] | None = None) -> None:
         self.inner = inner
@@ -421,6 +403,11 @@ class MemoBuilder:
     @property
     def capabilities(self) -> Capabilities:
         return self.inner.capabilities
+
+
+for _attribute in JUDGED:  # the rest of the contract, read from the wrapped builder: one list, contract.JUDGED
+    if not hasattr(MemoBuilder, _attribute) and _attribute != "name":  # name: set per memo in __init__
+        setattr(MemoBuilder, _attribute, _Forwarded(_attribute))
 
 
 @dataclass(frozen=True)

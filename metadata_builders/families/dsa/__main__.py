@@ -62,10 +62,9 @@ def resolve_builder(name: str | None, device: str = "cpu") -> Callable[..., Any]
 def subject(name: str | None, device: str = "cpu") -> Any:
     """The builder ``name`` names (``resolve_builder``), audited as ``check`` audits it: the pytest plugin's
     ``builder`` fixture under ``--mb-family dsa`` (docs/examples/test_my_dsa_builder.py)."""
-    from metadata_builders.families.dsa.audited import DSASubject
-    from metadata_builders.families.dsa.builder import DSABuilder
+    from metadata_builders.families.dsa.check import subject_factory
 
-    return DSASubject(resolve_builder(name, device) or DSABuilder, device)
+    return subject_factory(resolve_builder(name, device), device)()
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -26,7 +26,7 @@ from metadata_builders.families.dsa.fields import FIELDS, NOT_JUDGED
 from metadata_builders.families.dsa.findings import known_finding
 
 __all__ = ["APPLIES", "PROFILES", "DSAFailure", "DSAReport", "ModeResult", "MutantResult", "coverage_line",
-           "not_applicable", "release_of", "replay_file", "run_check", "run_mutants"]
+           "not_applicable", "release_of", "replay_file", "run_check", "run_mutants", "subject_factory"]
 
 PROFILES: dict[str, int] = {"dev": 6, "ci": 150, "nightly": 1000}
 """Examples drawn per mode and search (``ci``: the whole family in about a minute on 2 cores, measured)."""
@@ -208,7 +208,8 @@ def _write(failures_dir: str | Path | None, name: str, batch: DSABatch, failure:
     return str(path)
 
 
-def _subject_factory(builder: Callable[..., Any] | None, device: str) -> Callable[[], Any]:
+def subject_factory(builder: Callable[..., Any] | None, device: str) -> Callable[[], Any]:
+    """Makes ``builder`` (a factory; None: the bundled ``DSABuilder``) under the harness, a fresh subject a call."""
     from metadata_builders.families.dsa.audited import DSASubject
     from metadata_builders.families.dsa.builder import DSABuilder
 
@@ -234,7 +235,7 @@ def run_check(profile: str = "ci", *, builder: Callable[..., Any] | None = None,
         raise ValueError(f"profile={profile!r} must be one of {sorted(PROFILES)}")
     examples = max_examples or PROFILES[profile]
     props = tuple(p for p in PROPERTIES if only is None or p in only)
-    factory = _subject_factory(builder, device)
+    factory = subject_factory(builder, device)
     subject = factory()
     release = _release_of(subject)
     start = time.monotonic()
@@ -268,11 +269,7 @@ def run_check(profile: str = "ci", *, builder: Callable[..., Any] | None = None,
 
 def release_of(builder: Callable[..., Any] | None, device: str = "cpu") -> str | None:
     """The SGLang release ``builder`` (a factory, None: the bundled builder) runs, None when it is not upstream's."""
-    return None if builder is None else _release(_subject_factory(builder, device))
-
-
-def _release(factory: Callable[[], Any]) -> str | None:
-    return _release_of(factory())
+    return None if builder is None else _release_of(subject_factory(builder, device)())
 
 
 def _release_of(subject: Any) -> str | None:
@@ -301,7 +298,7 @@ def replay_file(path: str | Path, *, builder: Callable[..., Any] | None = None, 
     from metadata_builders.families.dsa.properties import PROPERTIES
 
     batch = DSABatch.from_json(Path(path).read_text())
-    factory = _subject_factory(builder, device)
+    factory = subject_factory(builder, device)
     out = []
     for prop, check in PROPERTIES.items():
         if only is not None and prop not in only:

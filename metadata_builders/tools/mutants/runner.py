@@ -150,7 +150,7 @@ def _run_mutant_job(name: str, max_examples: int | None, device: str, label: str
     return row
 
 
-_Job = tuple[str, int | None, str, str, "tuple[str, int | None] | None", bool]
+_Job = tuple[str, int | None, str, str, tuple[str, int | None] | None, bool]
 """(mutant, max examples, device, progress label, its recorded killer and focus, shrink its counterexample)."""
 
 
