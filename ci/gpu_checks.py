@@ -33,8 +33,8 @@ def main() -> int:
 
     from metadata_builders import Variant, get_builder
     from metadata_builders.families.dsv4.hip import target_verify
-    from metadata_builders.harness.inputs import make_inputs, refill_inputs
-    from metadata_builders.properties import check_p1_reference, check_p7_capture_safety
+    from metadata_builders.families.dsv4.inputs import make_inputs, refill_inputs
+    from metadata_builders.families.dsv4.properties import check_p1_reference, check_p7_capture_safety
     from strategies import verify_batches
 
     name = torch.cuda.get_device_name(0)

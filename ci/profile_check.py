@@ -33,7 +33,7 @@ ROOMS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("harness: bundled hip builder", ("metadata_builders/families/dsv4/hip/",)),
     ("harness: DSV4 model (batch, strategies)", ("metadata_builders/families/dsv4/", "/strategies/")),
     ("harness: properties", ("metadata_builders/properties/",)),
-    ("harness: inputs, graph runner", ("metadata_builders/harness/", "metadata_builders/builders/")),
+    ("harness: inputs, graph runner", ("metadata_builders/harness/", "metadata_builders/families/dsv4/builders/")),
     ("harness: pictures, reports, runs", ("metadata_builders/render/", "metadata_builders/runs/",
                                           "metadata_builders/gate/")),
     ("harness: other", ("metadata_builders/",)),

@@ -289,18 +289,6 @@ class PropertyFailure(MetadataBuildersError, AssertionError):
         super().__init__(f"{head}: {message}{detail}")
 
 
-class StaleMirror(MetadataBuildersError, AssertionError):
-    """Opt-in mirror validation: the host mirror ``seq_lens_cpu`` disagrees with the device.
-
-    A stale mirror is never used silently when validation is on; validation costs
-    one D2H sync (it reads ``seq_lens`` back), so it is a debugging aid, off by default.
-    """
-
-    def __init__(self, index: int, expected: int, actual: int) -> None:
-        self._data("seq_lens_cpu", index, expected, actual)
-        super().__init__(f"seq_lens_cpu[{index}]={actual} is stale: the device holds seq_lens[{index}]={expected}")
-
-
 class CaptureMismatch(MetadataBuildersError, ValueError):
     """A graph replay would change a captured buffer's shape (its address must stay valid)."""
 
@@ -333,7 +321,7 @@ class MutantDoesNotApply(MetadataBuildersError, LookupError):
         self._data("find", None, "exactly once", occurrences)
         super().__init__(
             f"mutant {name!r}: its find text occurs {occurrences} times in hip.{stage} (must be exactly once); "
-            "update the catalogue (metadata_builders/tools/mutants/catalogue.py) to the new source"
+            "update the family's catalogue (its mutants/catalogue.py) to the new source"
         )
 
 

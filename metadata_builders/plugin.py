@@ -118,18 +118,19 @@ def _family(config: pytest.Config) -> str | None:
 
 def _check_builder(config: pytest.Config) -> None:
     """``--mb-builder`` names a builder whose declarations hold, before any test runs (one usage line if not)."""
-    from metadata_builders.builders.registry import check_builder_name, check_declarations, registration
-    from metadata_builders.errors import BuilderContractError, BuilderNotFound
+    from metadata_builders.errors import BuilderContractError, BuilderNotFound, UsageError
 
-    name = _builder_name(config)
     try:
-        check_builder_name(name, "--mb-builder")
-        check_declarations(name, "--mb-builder")
-    except (BuilderNotFound, BuilderContractError) as exc:
+        _default_family().check_builder(_builder_name(config), config.getoption("--mb-device"))
+    except (BuilderNotFound, BuilderContractError, UsageError) as exc:
         raise pytest.UsageError(str(exc)) from None
-    if config.getoption("--mb-device") == "meta" and registration(name).pure_python:
-        raise pytest.UsageError(f"--mb-device meta has no values to compare; builder {name} "
-                                "is pure Python. Drop --mb-device or pick --mb-builder hip")
+
+
+def _default_family() -> Any:
+    """The default family's plugin pieces (``check_builder``, ``subject``, ``skip_reason``, ``under_test``)."""
+    from metadata_builders.families import DEFAULT_FAMILY, family_module
+
+    return family_module(DEFAULT_FAMILY, "plugin")
 
 
 def _check_family_builder(config: pytest.Config) -> None:
@@ -217,14 +218,11 @@ def pytest_runtest_call(item: pytest.Item) -> Any:
     if builder is None or not hasattr(builder, "capabilities"):
         yield
         return
-    from metadata_builders.properties.spec import Focus, builder_under_test
-
-    declared = builder.capabilities.modes
-    for focus in (v for v in getattr(getattr(item, "callspec", None), "params", {}).values() if isinstance(v, Focus)):
-        if focus.mode not in declared:  # as check says it: not applicable, never a build the builder cannot make
-            pytest.skip(f"{focus}: builder {builder.name!r} does not build mode {focus.mode} (it declares modes = "
-                        f"{declared!r})")
-    with builder_under_test(builder):
+    family = _default_family()
+    reason = family.skip_reason(builder, getattr(getattr(item, "callspec", None), "params", {}).values())
+    if reason is not None:
+        pytest.skip(reason)
+    with family.under_test(builder):
         yield
 
 
@@ -281,13 +279,11 @@ def device(pytestconfig: pytest.Config) -> str:
 @pytest.fixture(scope="session")
 def builder(pytestconfig: pytest.Config, device: str):
     """The builder under test (``--mb-builder``), audited, on this worker's device; built on first use."""
-    from metadata_builders.builders import get_builder
     from metadata_builders.errors import BuilderContractError, BuilderNotFound
-
     stash = pytestconfig.stash
     if _BUILDER not in stash:
         try:
-            stash[_BUILDER] = get_builder(_builder_name(pytestconfig), device)
+            stash[_BUILDER] = _default_family().subject(_builder_name(pytestconfig), device)
         except (BuilderNotFound, BuilderContractError) as exc:  # a factory's builder: made only now
             pytest.exit(f"--mb-builder: {exc}", returncode=pytest.ExitCode.USAGE_ERROR)
     return stash[_BUILDER]

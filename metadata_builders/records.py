@@ -1,7 +1,7 @@
 """What a build is seen doing: the audit's records (host syncs, device faults, token maps, input writes), shared by
 every backend family.
 
-A family's build result (DSV4's :class:`~metadata_builders.families.dsv4.metadata.VerifyMetadata`) carries one
+A family's build result (DSV4's ``VerifyMetadata``) carries one
 :class:`Audit`; the audit (:mod:`metadata_builders.audit`) makes its records, the properties read them.
 """
 

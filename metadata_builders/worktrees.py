@@ -1,7 +1,7 @@
 """One repository's refs as detached ``git worktree`` checkouts, and the mistakes said plainly: ``unknown ref
 `nosuch``` or ``/tmp/x is not inside a git repository``, never a git command line and its exit status.
 
-Every family's gate takes its sides from here (DSV4's :mod:`metadata_builders.gate.refs`, the DSA family's
+Every family's gate takes its sides from here (DSV4's ``gate.refs``, the DSA family's
 ``gate --family dsa``).  Worked example: ``Worktrees("/src/sglang").add("base", "main",
 "/tmp/w")`` makes ``/tmp/w/worktree-base`` at main's commit and returns ``(path, commit)``; ``remove()`` drops it.
 """

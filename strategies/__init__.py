@@ -1,44 +1,15 @@
-"""Hypothesis strategies for target-verify batches.
+"""Hypothesis strategies for target-verify batches (the public line; they live in the DSV4 family's package).
 
 ``verify_batches()`` draws whole batches aimed at every boundary of DESIGN.md;
 ``geometries()``, ``verify_lens()``, ``graph_tiers()``, ``variants()`` and
 ``divergences()`` and ``stale_mirrors()`` draw their parts.  ``boundary_hits(batch)`` names the
-boundaries a batch reaches (the vocabulary is ``COVERAGE_EVENTS``).
+boundaries a batch reaches (the vocabulary is ``COVERAGE_EVENTS``).  The DSA family's strategies:
+``metadata_builders.families.dsa.strategies``.
 """
 
 from __future__ import annotations
 
-from strategies._batches import MAX_CONTEXT, graph_tiers, variants, verify_batches, verify_lens
-from strategies._coverage import COVERAGE_EVENTS, boundary_hits, coverage_events, divergence_kind, host_extend_lens
-from strategies._divergences import DIVERGENCE_KINDS, STALE_MIRROR_KINDS, divergences, stale_mirrors
-from strategies._geometry import (
-    COMPRESSED_PAGE_SIZES,
-    HUGE_RING_SIZES,
-    LOW_RATIO_CHOICES,
-    UPSTREAM,
-    compressions,
-    geometries,
-)
+from metadata_builders.families.dsv4 import strategies as _family
+from metadata_builders.families.dsv4.strategies import *  # noqa: F403 - the public line re-exports the family's names
 
-__all__ = [
-    "COMPRESSED_PAGE_SIZES",
-    "COVERAGE_EVENTS",
-    "DIVERGENCE_KINDS",
-    "HUGE_RING_SIZES",
-    "LOW_RATIO_CHOICES",
-    "MAX_CONTEXT",
-    "STALE_MIRROR_KINDS",
-    "UPSTREAM",
-    "boundary_hits",
-    "compressions",
-    "coverage_events",
-    "divergence_kind",
-    "divergences",
-    "geometries",
-    "graph_tiers",
-    "host_extend_lens",
-    "stale_mirrors",
-    "variants",
-    "verify_batches",
-    "verify_lens",
-]
+__all__ = list(_family.__all__)

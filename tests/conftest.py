@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from metadata_builders.builders import get_builder
+from metadata_builders.families.dsv4.builders import get_builder
 
 
 @pytest.fixture(scope="module")

@@ -145,9 +145,10 @@ def _sneaky_module(tmp_path, monkeypatch):
 
 def test_hidden_item_in_a_user_builder_breaks_the_sync_contract():
     """An extra .item() in a path that claims sync-free is reported by P7 with its stage."""
-    from metadata_builders import GraphTier, PropertyFailure, get_builder
-    from metadata_builders.properties import check_p7_capture_safety
     from _examples import make_batch
+
+    from metadata_builders import GraphTier, PropertyFailure, get_builder
+    from metadata_builders.families.dsv4.properties import check_p7_capture_safety
 
     sneaky = get_builder("tests_support_sneaky:SneakyBuilder", "cpu")
     batch = make_batch([5, 3], [1, 2], 2, graph=GraphTier(2, 4), is_dspark=True)
@@ -221,13 +222,13 @@ def test_reads_carry_the_inputs_they_depend_on():
 
 def test_a_builders_construction_buffers_are_device_memory():
     """Buffers a builder allocates with device= in __init__ (under get_builder) are audited when read."""
-    from metadata_builders.builders import _construct
+    from metadata_builders.builders.loading import construct
 
     class WithState:
         def __init__(self, device=DEVICE_NAME):
             self.buf = torch.zeros(4, dtype=torch.int64, device=device)
 
-    builder = _construct(WithState, "cpu")
+    builder = construct(WithState, "cpu")
     audit = DeviceAudit()
     with audit:
         builder.buf.max().item()
@@ -443,9 +444,9 @@ def test_the_function_level_concludes_what_the_dispatch_level_would(name, call, 
 
 def test_the_bundled_builder_never_needs_the_dispatch_level(monkeypatch):
     """hip builds every example on the function level alone, to the same result as op by op."""
-    from metadata_builders import get_builder, variants_for
     from _examples import EXAMPLES
 
+    from metadata_builders import get_builder, variants_for
     from metadata_builders.audit.core import _DispatchLayer
 
     hip = get_builder("hip", "cpu")

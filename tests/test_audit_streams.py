@@ -93,8 +93,8 @@ def test_what_the_stream_model_saw_is_a_line_of_checks_output() -> None:
     ``check`` prints them (``streams_line``), and says so when the builder staged nothing pinned."""
     from types import SimpleNamespace
 
-    from metadata_builders.properties import collecting_tallies
-    from metadata_builders.runs.report import streams_line
+    from metadata_builders.families.dsv4.properties import collecting_tallies
+    from metadata_builders.families.dsv4.runs.report import streams_line
 
     with collecting_tallies() as counts:
         assert _builds([[3, 1], [2, 2], [2, 2]]) == [[], [("stale_async_copy", 2)], []]

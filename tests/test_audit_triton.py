@@ -21,16 +21,15 @@ triton = pytest.importorskip("triton")
 tl = pytest.importorskip("triton.language")
 
 import torch
-
 from _examples import EXAMPLES
 
-from metadata_builders.audit import triton as audit_triton
 from metadata_builders.audit import DeviceAudit
-from metadata_builders.builders import AuditedBuilder
+from metadata_builders.audit import triton as audit_triton
 from metadata_builders.errors import PropertyFailure
-from metadata_builders.harness.graph_recorder import GraphRecorder
+from metadata_builders.families.dsv4.builders import AuditedBuilder
 from metadata_builders.families.dsv4.hip import HipBuilder
-from metadata_builders.properties import check_p5_graph_vs_eager, check_p7_capture_safety
+from metadata_builders.families.dsv4.properties import check_p5_graph_vs_eager, check_p7_capture_safety
+from metadata_builders.harness.graph_recorder import GraphRecorder
 
 pytestmark = pytest.mark.triton
 

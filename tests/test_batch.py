@@ -480,12 +480,12 @@ def test_every_mode_of_the_batch_model_is_built() -> None:
 
 def _idle_not_built(monkeypatch) -> None:
     """As when a mode reaches the batch model before its builders: ``idle`` taken out of the built modes."""
-    import metadata_builders.cli
+    import metadata_builders.families.dsv4.__main__ as family_cli
     import metadata_builders.families.dsv4.variants
 
     built = tuple(m for m in metadata_builders.families.dsv4.variants.BUILT_MODES if m != "idle")
     monkeypatch.setattr(metadata_builders.families.dsv4.variants, "BUILT_MODES", built)
-    monkeypatch.setattr(metadata_builders.cli, "BUILT_MODES", built)
+    monkeypatch.setattr(family_cli, "BUILT_MODES", built)
 
 
 def test_a_mode_no_builder_builds_yet_is_said_loudly_never_built_as_target_verify(monkeypatch) -> None:

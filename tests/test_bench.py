@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from metadata_builders.tools.bench import ratio_rows
+from metadata_builders.families.dsv4.tools.bench import ratio_rows
 
 
 def test_the_ratio_table_is_each_builders_rate_and_how_many_times_slower_the_others_ran() -> None:

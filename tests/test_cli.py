@@ -9,7 +9,7 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from metadata_builders.cli import main
-from metadata_builders.properties import PROPERTIES
+from metadata_builders.families.dsv4.properties import PROPERTIES
 
 BUGGY = '''
 from metadata_builders.families.dsv4.hip import HipBuilder
@@ -207,9 +207,10 @@ def test_a_builder_whose_init_raises_is_one_line(newcomer, capsys):
 
 def test_a_build_that_returns_a_dict_names_the_contract(newcomer, capsys):
     """``build()`` returning a dict fails naming the contract and the fix, not ``'dict' has no attribute``."""
+    from _examples import EXAMPLES
+
     from metadata_builders import Variant, get_builder
     from metadata_builders.errors import BuilderContractError
-    from _examples import EXAMPLES
 
     builder = get_builder(f"{newcomer}:ReturnsDict", "cpu")
     with pytest.raises(BuilderContractError) as info:
@@ -284,7 +285,7 @@ def test_a_builder_package_in_the_working_directory_imports_as_python_m_would(tm
     path lacks the working directory), and the printed command carries ``PYTHONPATH=<that folder>``."""
     import sys
 
-    from metadata_builders.builders.registry import check_builder_name, replay_env
+    from metadata_builders.families.dsv4.builders.registry import check_builder_name, replay_env
 
     package = tmp_path / "newcomer_pkg_cwd"
     package.mkdir()
@@ -300,7 +301,7 @@ def test_a_builder_package_in_the_working_directory_imports_as_python_m_would(tm
 
 def test_the_printed_replay_command_names_the_file_absolutely(tmp_path, monkeypatch) -> None:
     """It runs as printed from any directory (a relative path only worked where ``check`` ran)."""
-    from metadata_builders.runs.report import replay_command
+    from metadata_builders.families.dsv4.runs.report import replay_command
 
     monkeypatch.chdir(tmp_path)
     assert replay_command(".metadata-builders/failures/P4-x.json", "hip", env="") == \
@@ -312,7 +313,7 @@ def test_the_gate_folder_in_a_users_repository_ignores_itself(tmp_path) -> None:
     of the last one as the head's uncommitted change."""
     import argparse
 
-    from metadata_builders.gate.command import _failures_dir
+    from metadata_builders.families.dsv4.gate.command import _failures_dir
 
     path = _failures_dir(argparse.Namespace(failures_dir=None, base="main", repo=str(tmp_path)))
     assert path == str(tmp_path / "build" / "metadata-builders" / "failures")
@@ -332,7 +333,7 @@ def test_a_crash_inside_torch_is_placed_at_the_builder_line_that_called_it() -> 
     import torch
 
     from metadata_builders.errors import Origin
-    from metadata_builders.properties.spec import raised_failure
+    from metadata_builders.families.dsv4.properties.spec import raised_failure
 
     def out_graph() -> None:
         torch.zeros(1).copy_(torch.zeros(2))
@@ -352,7 +353,7 @@ def test_a_crash_inside_torch_is_placed_at_the_builder_line_that_called_it() -> 
 def test_a_failure_line_names_its_mode_and_its_label_claims_no_knob_the_mode_has_not(tmp_path, capsys) -> None:
     """The first failure of a property names its mode, and a draft-decode variant is labelled by its path alone
     (no ``mirror=host`` on a mode with no mirror knob)."""
-    code = main(["check", "--builder", "metadata_builders.tools.mutants:draft_decode_step_slice_step_major",
+    code = main(["check", "--builder", "metadata_builders.families.dsv4.mutants:draft_decode_step_slice_step_major",
                  "--properties", "P1", "--profile", "ci", "--workers", "1", "--failures-dir", str(tmp_path)])
     out = capsys.readouterr().out
     assert code == 1
@@ -366,7 +367,7 @@ def test_replay_of_a_file_that_did_not_reproduce_says_so_first_and_last(tmp_path
     and last lines say it did not reproduce, and the exit is 1 (docs/FAILURES.md section 4)."""
     from _examples import EXAMPLES
 
-    from metadata_builders.runs.report import write_replay_file
+    from metadata_builders.families.dsv4.runs.report import write_replay_file
 
     path = write_replay_file(str(tmp_path), "P2", EXAMPLES["single_request"], None, "hip",
                              {"reproduces_on_fresh_builder": False})

@@ -11,13 +11,13 @@ import textwrap
 
 import pytest
 
-from metadata_builders.families.dsv4.batch import MODES
-from metadata_builders.builders import AuditedBuilder, MemoBuilder, capabilities_of, get_builder
-from metadata_builders.builders import capabilities as capabilities_module
-from metadata_builders.builders.capabilities import DECLARED, declared_modes
-from metadata_builders.builders.contract import JUDGED
 from metadata_builders.cli import main as cli_main
 from metadata_builders.errors import BuilderContractError, InvalidDeclaration
+from metadata_builders.families.dsv4.batch import MODES
+from metadata_builders.families.dsv4.builders import AuditedBuilder, MemoBuilder, capabilities_of, get_builder
+from metadata_builders.families.dsv4.builders import capabilities as capabilities_module
+from metadata_builders.families.dsv4.builders.capabilities import DECLARED, declared_modes
+from metadata_builders.families.dsv4.builders.contract import JUDGED
 
 MALFORMED = {
     "empty": "()",
@@ -67,7 +67,7 @@ def test_no_declaration_is_target_verify_alone_and_a_declaration_is_kept() -> No
 def test_a_capture_geometry_is_declared_or_the_released_rule_and_nothing_else() -> None:
     """``capture_geometry``: none declared is ``token_slots`` (the released runner's rule, so a builder keeps its
     verdicts); a declaration is kept; a value of neither rule is refused naming the class and the value."""
-    from metadata_builders.builders.capabilities import declared_capture_geometry
+    from metadata_builders.families.dsv4.builders.capabilities import declared_capture_geometry
 
     assert declared_capture_geometry(type("Plain", (), {}), "x") == "token_slots"
     assert declared_capture_geometry(type("Fixed", (), {"capture_geometry": "request_slots"}), "x") == "request_slots"
@@ -130,9 +130,9 @@ def _no_inference(*args, **kwargs):
 def test_a_bundled_builders_capabilities_come_from_its_declarations(monkeypatch) -> None:
     """``hip``, the reference (audited, as a subclass is) and the mutant builder: every capability declared, no
     method inspected to infer one."""
+    from metadata_builders.families.dsv4.mutants.catalogue import MUTANTS
+    from metadata_builders.families.dsv4.mutants.patching import mutant_builder_class
     from metadata_builders.families.dsv4.reference import ReferenceBuilder
-    from metadata_builders.tools.mutants.catalogue import MUTANTS
-    from metadata_builders.tools.mutants.patching import mutant_builder_class
 
     monkeypatch.setattr(capabilities_module, "_inferred", _no_inference)
     monkeypatch.setattr(capabilities_module, "_graph_contract", _no_inference)
@@ -163,7 +163,7 @@ def test_a_declaration_its_methods_do_not_back_is_one_line_naming_class_field_an
 
 def test_the_plugin_and_the_gate_refuse_an_unbacked_declaration_without_constructing(tmp_path, monkeypatch) -> None:
     """``check_declarations`` (the plugin's and the gate's first look) refuses it from the class alone."""
-    from metadata_builders.builders.registry import check_declarations
+    from metadata_builders.families.dsv4.builders.registry import check_declarations
 
     (tmp_path / "claimsmod.py").write_text(textwrap.dedent("""
         class Claims:

@@ -7,20 +7,19 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
+from _examples import kv_tables
 from hypothesis import HealthCheck, given, settings
 from hypothesis.errors import InvalidArgument
 
-from _examples import kv_tables
-
 from metadata_builders import Compression, Geometry, GraphTier, VerifyBatch
-from metadata_builders.builders import AuditedBuilder, get_builder
-from metadata_builders.families.dsv4.hip import HipBuilder
 from metadata_builders.errors import InvalidBatch, InvalidVariant, PropertyFailure
-from metadata_builders.harness.inputs import make_inputs, refill_inputs
+from metadata_builders.families.dsv4.builders import AuditedBuilder, get_builder
+from metadata_builders.families.dsv4.hip import HipBuilder
+from metadata_builders.families.dsv4.inputs import make_inputs, refill_inputs
 from metadata_builders.families.dsv4.metadata import COMMON_FIELD_NAMES, fields_for
-from metadata_builders.properties import PROPERTIES, check_p1_reference, check_p5_graph_vs_eager
-from metadata_builders.properties.kv import check_p10_kv_state
-from metadata_builders.properties.spec import verdict
+from metadata_builders.families.dsv4.properties import PROPERTIES, check_p1_reference, check_p5_graph_vs_eager
+from metadata_builders.families.dsv4.properties.kv import check_p10_kv_state
+from metadata_builders.families.dsv4.properties.spec import verdict
 from metadata_builders.families.dsv4.reference.decode import decode_fields
 from metadata_builders.families.dsv4.variants import Variant, check_variant, variants_for
 from strategies import verify_batches
@@ -155,7 +154,7 @@ def test_the_properties_judge_the_decode_modes_or_say_why_not(mode: str) -> None
 def test_a_builder_that_declares_no_decode_mode_is_not_judged_on_one() -> None:
     """A builder written before the decode modes declares target verify and draft extend: on a draft-decode batch
     every property is ``not applicable``, never red."""
-    from metadata_builders.builders.audited import AuditedBuilder
+    from metadata_builders.families.dsv4.builders.audited import AuditedBuilder
     from metadata_builders.families.dsv4.hip import HipBuilder
 
     class NoDecode(HipBuilder):
@@ -232,9 +231,9 @@ def test_drawn_idle_batches_build_alike(batch: VerifyBatch) -> None:
 def test_p10_judges_what_a_draft_step_stores_where_the_reference_would_too() -> None:
     """A draft-decode child that misses its step offset stores its token's K one position early: P10 sees the ring
     row the step's own token should hold left empty, whatever the reference says (``p10.live_row_lost``)."""
-    from metadata_builders.properties.kv import check_p10_kv_state
     from metadata_builders.errors import PropertyFailure
-    from metadata_builders.tools.mutants import mutant_builder
+    from metadata_builders.families.dsv4.mutants import mutant_builder
+    from metadata_builders.families.dsv4.properties.kv import check_p10_kv_state
 
     with pytest.raises(PropertyFailure) as info:
         check_p10_kv_state(mutant_builder("draft_decode_step_offset_off_by_one"), _batch())

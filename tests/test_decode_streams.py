@@ -225,11 +225,12 @@ def test_a_stream_read_past_its_buffer_is_a_check_of_its_own() -> None:
     import dataclasses
 
     from _examples import make_batch
+
     from metadata_builders import Geometry
-    from metadata_builders.builders import AuditedBuilder
+    from metadata_builders.families.dsv4.builders import AuditedBuilder
     from metadata_builders.families.dsv4.hip import HipBuilder
-    from metadata_builders.properties import PROPERTIES
-    from metadata_builders.properties.spec import verdict
+    from metadata_builders.families.dsv4.properties import PROPERTIES
+    from metadata_builders.families.dsv4.properties.spec import verdict
 
     class PastTheBuffer(HipBuilder):
         def index_streams(self, inputs, fields):

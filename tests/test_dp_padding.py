@@ -14,12 +14,12 @@ from hypothesis.errors import InvalidArgument
 from metadata_builders import GraphTier, InvalidBatch, VerifyBatch, get_builder, variants_for
 from metadata_builders.cli import main as cli_main
 from metadata_builders.families.dsv4.batch import Divergence
+from metadata_builders.families.dsv4.inputs import forward_num_tokens, make_inputs
+from metadata_builders.families.dsv4.mutants import mutant_builder
+from metadata_builders.families.dsv4.properties import check_p1_reference, focuses_for, run_all
+from metadata_builders.families.dsv4.strategies._dp import check_dp_pad
 from metadata_builders.families.dsv4.variants import Variant
-from metadata_builders.harness.inputs import forward_num_tokens, make_inputs
-from metadata_builders.properties import check_p1_reference, focuses_for, run_all
-from metadata_builders.tools.mutants import mutant_builder
 from strategies import verify_batches
-from strategies._dp import check_dp_pad
 
 PADDED = make_batch([5, 3, 7], [2, 1, 3], 3).replace(dp_pad_rows=2)
 """Three uniform EAGLE requests of 3 tokens, and the two pad rows a DP rank appended to match another's five."""

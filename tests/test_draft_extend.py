@@ -6,17 +6,16 @@ Upstream's own ``init_forward_metadata_draft_extend`` against the reference: ``t
 from __future__ import annotations
 
 import pytest
+from _examples import kv_tables
 from hypothesis import HealthCheck, given, settings
 from hypothesis.errors import InvalidArgument
 
-from _examples import kv_tables
-
 from metadata_builders import Geometry, GraphTier, VerifyBatch
-from metadata_builders.builders import get_builder
 from metadata_builders.errors import InvalidVariant
+from metadata_builders.families.dsv4.builders import get_builder
 from metadata_builders.families.dsv4.metadata import DRAFT_EXTEND_FIELD_NAMES, fields_for
-from metadata_builders.properties import PROPERTIES
-from metadata_builders.properties.spec import verdict
+from metadata_builders.families.dsv4.properties import PROPERTIES
+from metadata_builders.families.dsv4.properties.spec import verdict
 from metadata_builders.families.dsv4.variants import Variant, check_variant, variants_for
 from strategies import verify_batches
 
@@ -86,7 +85,7 @@ def test_a_draft_extend_builder_that_floors_pad_lengths_fails_p1_only() -> None:
     against the reference.  P5 holds, rightly: the floored pad token still reads nothing (its SWA index row is all
     -1, positions before 0), so the pad stays inert.  Each property's own planted bugs in the bundled builder are
     the draft_extend_* mutants (docs/MUTANTS.md)."""
-    from metadata_builders.builders.audited import AuditedBuilder
+    from metadata_builders.families.dsv4.builders.audited import AuditedBuilder
     from metadata_builders.families.dsv4.hip import HipBuilder
 
     class Floored(HipBuilder):
@@ -112,7 +111,7 @@ def test_a_draft_extend_builder_that_floors_pad_lengths_at_0_passes_p1() -> None
     """A pad token's length ``<= 0`` is one class for P1 (decision 2026-12-04, DESIGN.md section 3): a builder that
     floors the causal lengths at 0 -- upstream's ``-1, 0, 1`` become ``0, 0, 1``, positions ``-1`` -- passes P1, and
     P5 and P10 judge that the floored pad token reads nothing.  A floor at 1 stays another class (above)."""
-    from metadata_builders.builders.audited import AuditedBuilder
+    from metadata_builders.families.dsv4.builders.audited import AuditedBuilder
     from metadata_builders.families.dsv4.hip import HipBuilder
 
     class FlooredAt0(HipBuilder):
@@ -165,7 +164,7 @@ def test_p5_fails_a_pad_token_with_a_nonpositive_length_and_a_live_index() -> No
     """DESIGN section 3's rule for the draft modes' pad tokens, judged by P5 on every graph build: a length <= 0 must
     come with an index row of -1 only.  A builder whose pad tokens read slot 0's position 0 through a clamped
     offset (the live index an unsigned reader of -1 would reach) fails it; upstream's values (L2) hold."""
-    from metadata_builders.builders.audited import AuditedBuilder
+    from metadata_builders.families.dsv4.builders.audited import AuditedBuilder
     from metadata_builders.families.dsv4.hip import HipBuilder
 
     class LiveIndex(HipBuilder):
@@ -185,10 +184,10 @@ def test_p10_judges_what_the_prefill_store_keeps() -> None:
     """Draft extend stores its SWA K through the unified prefill store, whose guard ``pos <= pf_final_pos - win``
     keeps a request's last window.  A final position one past (``pf_final_pos = seq_lens``, the gate's ``pr`` plant)
     makes the guard skip the oldest position the next decode step reads: P10 red, the ring row named."""
-    from metadata_builders.builders.audited import AuditedBuilder
-    from metadata_builders.families.dsv4.hip import HipBuilder
     from metadata_builders.errors import PropertyFailure
-    from metadata_builders.properties.kv import check_p10_kv_state
+    from metadata_builders.families.dsv4.builders.audited import AuditedBuilder
+    from metadata_builders.families.dsv4.hip import HipBuilder
+    from metadata_builders.families.dsv4.properties.kv import check_p10_kv_state
 
     class FinalPosOnePast(HipBuilder):
         def build(self, inputs):
@@ -211,7 +210,7 @@ def test_p10_judges_what_the_prefill_store_keeps() -> None:
 def test_a_builder_that_declares_target_verify_only_is_not_judged_on_draft_extend() -> None:
     """A user's target-verify builder (no ``modes``) must not go red on a mode it never claimed: each property is
     ``not applicable`` on a draft-extend batch, saying which modes the builder declares."""
-    from metadata_builders.builders.audited import AuditedBuilder
+    from metadata_builders.families.dsv4.builders.audited import AuditedBuilder
     from metadata_builders.families.dsv4.hip import HipBuilder
 
     class VerifyOnly(HipBuilder):
@@ -228,7 +227,7 @@ def test_batches_for_draws_target_verify_unless_asked_for_more_modes() -> None:
     """A user's hand-written ``@given(batch=batches_for("P1"))`` test of a target-verify builder never meets a
     draft-extend batch; a builder that declares the mode asks for it."""
     from metadata_builders.errors import UsageError
-    from metadata_builders.properties import batches_for
+    from metadata_builders.families.dsv4.properties import batches_for
 
     seen: set[str] = set()
 

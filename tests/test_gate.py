@@ -17,7 +17,7 @@ import pytest
 
 from metadata_builders.cli import main
 
-MUTANT = "metadata_builders.tools.mutants:dropped_dspark_gate"
+MUTANT = "metadata_builders.families.dsv4.mutants:dropped_dspark_gate"
 FAST = ["--properties", "P4", "--examples", "15", "--workers", "0", "--no-pictures"]
 
 

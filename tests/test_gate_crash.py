@@ -13,12 +13,12 @@ import json
 import os
 
 import pytest
-
-from metadata_builders.families.dsv4.batch import VerifyBatch
-from metadata_builders.cli import main
-from metadata_builders.gate import build_corpus
-from metadata_builders.properties import PROPERTIES
 from _modules import importable_module
+
+from metadata_builders.cli import main
+from metadata_builders.families.dsv4.batch import VerifyBatch
+from metadata_builders.families.dsv4.gate import build_corpus
+from metadata_builders.families.dsv4.properties import PROPERTIES
 
 MISBEHAVING = '''
 import os, signal, time

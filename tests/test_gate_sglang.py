@@ -35,7 +35,7 @@ release; each branch plants one realistic regression:
 | ``pr-runner`` | ``decode_cuda_graph_runner.py``, ``load_batch`` (the runner the adapter plays: | none: NOT |
 |               | issue 45 item 5) | JUDGED, by name |
 
-The gate runs both kernel routes of ``--builder sglang`` (metadata_builders/builders/registry.py).
+The gate runs both kernel routes of ``--builder sglang`` (metadata_builders/families/dsv4/builders/registry.py).
 """
 
 from __future__ import annotations

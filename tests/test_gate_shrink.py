@@ -9,9 +9,9 @@ import json
 from _examples import EXAMPLES
 from hypothesis import HealthCheck, given, settings
 
-from metadata_builders.families.dsv4.batch import VerifyBatch
 from metadata_builders.cli import main
-from metadata_builders.gate.shrink import shrink, simpler
+from metadata_builders.families.dsv4.batch import VerifyBatch
+from metadata_builders.families.dsv4.gate.shrink import shrink, simpler
 from strategies import verify_batches
 
 
@@ -48,7 +48,7 @@ def test_the_gates_replay_file_is_the_shrunk_example_and_replays_red(tmp_path, m
     """End to end: the ring taken modulo the window, P10: the replay file holds a shrunk batch (meta.shrunk), on a
     ring of upstream's size, and replays red at head, green on hip."""
     monkeypatch.setenv("METADATA_BUILDERS_CACHE", str(tmp_path / "cache"))
-    head = "metadata_builders.tools.mutants:ring_modulo_by_window"
+    head = "metadata_builders.families.dsv4.mutants:ring_modulo_by_window"
     failures = tmp_path / "f"
     assert main(["gate", "--base-builder", "hip", "--head-builder", head, "--properties", "P10", "--per-kind", "3",
                  "--workers", "0", "--no-pictures", "--failures-dir", str(failures)]) == 1

@@ -15,14 +15,14 @@ import subprocess
 import sys
 
 import pytest
+from _modules import importable_module
 
 from metadata_builders.cli import main
 from metadata_builders.errors import Origin
-from metadata_builders.gate import PER_KIND, build_corpus, corpus_focuses, shorten
-from metadata_builders.properties import PROPERTIES
-from _modules import importable_module
+from metadata_builders.families.dsv4.gate import PER_KIND, build_corpus, corpus_focuses, shorten
+from metadata_builders.families.dsv4.properties import PROPERTIES
 
-MUTANT = "metadata_builders.tools.mutants:dropped_dspark_gate"
+MUTANT = "metadata_builders.families.dsv4.mutants:dropped_dspark_gate"
 FAST = ["--properties", "P4", "--examples", "6", "--workers", "0", "--no-pictures"]
 
 HEADS = '''
@@ -149,7 +149,7 @@ def test_a_long_sync_list_is_cut_between_entries() -> None:
 
 def test_the_new_at_head_line_of_a_sync_regression_ends_on_a_whole_entry(tmp_path, capsys) -> None:
     """End to end: a head that syncs everywhere prints whole sync entries only."""
-    head = "metadata_builders.tools.mutants:uniform_total_host_loop"
+    head = "metadata_builders.families.dsv4.mutants:uniform_total_host_loop"
     assert main(["gate", "--base-builder", "hip", "--head-builder", head, "--properties", "P7", "--examples", "4",
                  "--workers", "0", "--no-pictures", "--failures-dir", str(tmp_path / "f")]) == 1
     line = next(row for row in capsys.readouterr().out.splitlines() if row.startswith("P7 NEW at head:"))
@@ -225,7 +225,7 @@ def test_base_results_are_cached_by_side_and_harness(tmp_path, capsys) -> None:
     assert main([*args, "--head-builder", MUTANT]) == 1
     first = capsys.readouterr().out
     assert "from the cache" not in first and len(os.listdir(cache)) == 2
-    other = "metadata_builders.tools.mutants:tier_cap_ignored"
+    other = "metadata_builders.families.dsv4.mutants:tier_cap_ignored"
     main([*args, "--head-builder", other])
     again = capsys.readouterr().out
     assert "base: 6 outcomes from the cache" in again and "head: 6 outcomes from the cache" not in again
@@ -269,7 +269,7 @@ def test_a_markdown_summary_for_the_pull_request_page(tmp_path, monkeypatch, cap
 
 def test_both_f2c_batches_are_labelled_f2c() -> None:
     """P1 judges a diverging batch without its divergence: an F2c batch drawn with one is F2c too, as on the other."""
-    from metadata_builders.runs.findings import Seen, _absorbs_past_width, known_finding
+    from metadata_builders.families.dsv4.runs.findings import Seen, _absorbs_past_width, known_finding
 
     p6 = [p for p in PROPERTIES if p.name == "P6"]
     diverging = [b for b in build_corpus(p6, 30) if _absorbs_past_width(b.without_divergence())]
@@ -285,7 +285,7 @@ def test_a_stale_length_reaching_the_decode_streams_is_f8_only_under_divergence(
     """The streams' segments read back leave their buffer (check ``p<N>.stream_out_of_bounds``): F8 on a diverged
     batch, for P6 and P8 (which build it diverged); on a clean batch it is a new failure, not F8; a builder that
     merely raised in the same function is no F8 (recognised by check id, never by where it raised)."""
-    from metadata_builders.runs.findings import Seen, known_finding
+    from metadata_builders.families.dsv4.runs.findings import Seen, known_finding
 
     batch = next(b for b in build_corpus([p for p in PROPERTIES if p.name == "P6"], 10) if b.divergence is not None)
     raised = Origin("StreamOutOfBounds", "metadata_builders/families/dsv4/reference/streams.py", 233,
@@ -299,7 +299,7 @@ def test_a_stale_length_reaching_the_decode_streams_is_f8_only_under_divergence(
 
 def test_f11_is_known_only_where_the_installed_release_keeps_c4_state_in_the_swa_pool(monkeypatch) -> None:
     """A c4 plan difference is F11 on 0.5.18/0.5.19 (their semantics); on any later release it is a bug."""
-    import metadata_builders.runs.findings as findings
+    import metadata_builders.families.dsv4.runs.findings as findings
     from metadata_builders.families.dsv4.batch import VerifyBatch
 
     d = json.loads((pathlib.Path(__file__).parent / "regressions" / "sglang"
@@ -319,7 +319,7 @@ def test_f11_is_known_only_where_the_installed_release_keeps_c4_state_in_the_swa
 def test_f12_is_known_where_p8_builds_the_diverged_batch() -> None:
     """P8 builds a batch with its divergence: upstream's assertion on the stale ragged total is F12 there."""
     from metadata_builders.families.dsv4.batch import VerifyBatch
-    from metadata_builders.runs.findings import Seen, known_finding
+    from metadata_builders.families.dsv4.runs.findings import Seen, known_finding
 
     d = json.loads((pathlib.Path(__file__).parent / "regressions" / "sglang"
                     / "f12_compression_asserts_on_stale_ragged_device_total.json").read_text())
@@ -407,9 +407,9 @@ def test_base_ref_and_base_builder_together_are_one_line(mini_sglang, capsys) ->
 
 def test_a_gate_that_judged_nothing_is_never_green() -> None:
     """Every batch not applicable or not judged: the verdict line says NOTHING JUDGED, not GREEN."""
-    from metadata_builders.gate.model import Side
-    from metadata_builders.gate.summary import GateResult
-    from metadata_builders.gate.verdicts import PropertyVerdict
+    from metadata_builders.families.dsv4.gate.model import Side
+    from metadata_builders.families.dsv4.gate.summary import GateResult
+    from metadata_builders.families.dsv4.gate.verdicts import PropertyVerdict
 
     pv = PropertyVerdict("P5", "graph = eager")
     pv.batches, pv.counts["not judged"] = 4, 4

@@ -17,7 +17,7 @@ import sys
 import pytest
 
 from metadata_builders.cli import main
-from metadata_builders.gate.watched import WATCHED, Change, SideTrace, change_of, is_watched, not_run
+from metadata_builders.families.dsv4.gate.watched import WATCHED, Change, SideTrace, change_of, is_watched, not_run
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 FAST = ["--properties", "P4", "--examples", "6", "--workers", "0", "--no-pictures"]
@@ -208,7 +208,7 @@ def test_every_watched_path_list_is_the_one_in_watched_py() -> None:
 
 def test_the_dsa_familys_files_are_watched_and_left_to_its_own_gate() -> None:
     """pad.py (the DSA family's): watched, judged by ``gate --family dsa``; the DSV4 gate names nothing of it."""
-    from metadata_builders.gate.watched import DSA_WATCHED
+    from metadata_builders.families.dsv4.gate.watched import DSA_WATCHED
 
     pad = "python/sglang/kernels/ops/attention/pad.py"
     assert set(DSA_WATCHED) <= set(WATCHED)

@@ -15,17 +15,17 @@ from hypothesis import example, given, settings
 
 from metadata_builders import VerifyMetadata, get_builder, variants_for
 from metadata_builders.audit import DeviceAudit
-from metadata_builders.builders import AuditedBuilder
 from metadata_builders.errors import BuilderContractError, CaptureSync, PropertyFailure
-from metadata_builders.harness.graph_recorder import GraphRecorder
+from metadata_builders.families.dsv4.builders import AuditedBuilder
 from metadata_builders.families.dsv4.hip import HipBuilder, target_verify
-from metadata_builders.properties import (
+from metadata_builders.families.dsv4.mutants import mutant_builder
+from metadata_builders.families.dsv4.properties import (
     check_p5_graph_vs_eager,
     check_p7_capture_safety,
     replay_sequence,
     run_all,
 )
-from metadata_builders.tools.mutants import mutant_builder
+from metadata_builders.harness.graph_recorder import GraphRecorder
 from strategies import verify_batches
 
 HIP = get_builder("hip")

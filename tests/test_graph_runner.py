@@ -15,9 +15,9 @@ from _examples import EXAMPLES, make_batch
 
 from metadata_builders import GraphTier, get_builder
 from metadata_builders.errors import PropertyFailure
-from metadata_builders.harness.graph_runner import GraphRunner, RunnerSpec
-from metadata_builders.properties import check_p5_graph_vs_eager
-from metadata_builders.properties.runner import _check_geometry, check_runner_replays, runner_sequence
+from metadata_builders.families.dsv4.graph_runner import GraphRunner, RunnerSpec
+from metadata_builders.families.dsv4.properties import check_p5_graph_vs_eager
+from metadata_builders.families.dsv4.properties.runner import _check_geometry, check_runner_replays, runner_sequence
 from metadata_builders.families.dsv4.tier import capture_verify_lens, ragged_capture_slots, runner_tiers
 from metadata_builders.families.dsv4.variants import variants_for
 
@@ -142,7 +142,7 @@ def test_a_builder_brings_its_runners_capture_layout_and_p5_holds_it_to_the_tier
     """A builder with ``capture_verify_lens`` (the sglang adapter: upstream's ``build_capture_verify_lens``) captures
     on its own layout; one that does not cover the tier -- 9 tokens on 4 slots as ``[2, 2, 2, 2]`` -- is red on
     ``p5.capture_geometry`` even though every replay equals a fresh build (the out-graph re-pads it)."""
-    from metadata_builders.builders import AuditedBuilder
+    from metadata_builders.families.dsv4.builders import AuditedBuilder
 
     assert not HIP.capabilities.capture_layout
     builder = AuditedBuilder(_EvenSplitCapture(), "cpu", "even-split")
@@ -159,9 +159,9 @@ def test_what_the_runner_captured_sums_over_a_run_and_check_prints_it() -> None:
     check's own result never carries the counts (``check_p5_graph_vs_eager(...) == []`` stays a user's test)."""
     import hypothesis
 
-    from metadata_builders.properties import PROPERTIES, collecting_tallies
-    from metadata_builders.runs.report import runner_line
-    from metadata_builders.runs.runner import run_property
+    from metadata_builders.families.dsv4.properties import PROPERTIES, collecting_tallies
+    from metadata_builders.families.dsv4.runs.report import runner_line
+    from metadata_builders.families.dsv4.runs.runner import run_property
 
     batch = EXAMPLES["ragged_tier_slack_spread_over_pad_rows"]
     with collecting_tallies() as counts:
@@ -259,8 +259,8 @@ class _StaleDeclarationHip(type(HIP.inner)):  # declares #39257's rule, its runn
 def test_p5s_runner_captures_with_the_declared_geometry() -> None:
     """A builder declaring ``request_slots`` is captured tier by tier with the requests that generate each tier --
     no two tiers share bs -- and ``hip``'s backend holds under that runner too; the default stays the released rule."""
-    from metadata_builders.builders import AuditedBuilder
-    from metadata_builders.properties import collecting_tallies
+    from metadata_builders.families.dsv4.builders import AuditedBuilder
+    from metadata_builders.families.dsv4.properties import collecting_tallies
 
     assert HIP.capabilities.capture_geometry == "token_slots" and HIP.capabilities.capture_slots
     fixed = AuditedBuilder(_FixedRunnerHip(), "cpu", "fixed-runner")
@@ -281,7 +281,7 @@ def test_p5s_runner_captures_with_the_declared_geometry() -> None:
 def test_a_runner_that_follows_one_rule_while_the_builder_declares_the_other_is_red(cls, follows, declared) -> None:
     """The builder's own runner rule (``ragged_capture_slots``) is held to its declaration on every tier of P5's
     runner, before anything is captured: ``p5.capture_convention``, naming the rule the runner follows."""
-    from metadata_builders.builders import AuditedBuilder
+    from metadata_builders.families.dsv4.builders import AuditedBuilder
 
     builder = AuditedBuilder(cls(), "cpu", cls.__name__)
     batch = EXAMPLES["ragged_tier_slack_spread_over_pad_rows"]  # 3 drafts, max_bs 4: tiers 12, 9, 6, 3

@@ -17,14 +17,14 @@ import pytest
 from _examples import EXAMPLES, make_batch
 
 from metadata_builders import Geometry, GraphTier, VerifyBatch, get_builder
-from metadata_builders.builders import AuditedBuilder
 from metadata_builders.cli import main as cli_main
 from metadata_builders.errors import PropertyFailure
+from metadata_builders.families.dsv4.builders import AuditedBuilder
 from metadata_builders.families.dsv4.hip import HipBuilder
-from metadata_builders.properties import PROPERTIES, check_p9_no_hidden_state, history_for
-from metadata_builders.runs.report import write_replay_file
-from metadata_builders.runs.reproduce import reproduce
-from metadata_builders.tools.mutants import mutant_builder
+from metadata_builders.families.dsv4.mutants import mutant_builder
+from metadata_builders.families.dsv4.properties import PROPERTIES, check_p9_no_hidden_state, history_for
+from metadata_builders.families.dsv4.runs.report import write_replay_file
+from metadata_builders.families.dsv4.runs.reproduce import reproduce
 
 P1 = next(spec for spec in PROPERTIES if spec.name == "P1")
 P9 = next(spec for spec in PROPERTIES if spec.name == "P9")
@@ -90,7 +90,7 @@ def test_reproduce_finds_the_shortest_history_that_fails() -> None:
 def test_a_replay_file_carries_its_history_and_replays_red(tmp_path) -> None:
     """The file with meta.history fails P1 on replay; the same batch without it holds P1."""
     largest = history_for(CAPPED_WITH_A_SPARE_SLOT)[-1]
-    name = "metadata_builders.tools.mutants:stateful_scratch_tail"
+    name = "metadata_builders.families.dsv4.mutants:stateful_scratch_tail"
     with_history = write_replay_file(str(tmp_path / "h"), "P1", CAPPED_WITH_A_SPARE_SLOT, None, name,
                                      {"history": [largest.to_dict()]})
     alone = write_replay_file(str(tmp_path / "a"), "P1", CAPPED_WITH_A_SPARE_SLOT, None, name)
@@ -140,7 +140,7 @@ def test_check_writes_a_replay_file_that_reproduces_on_a_fresh_builder(tmp_path,
 def test_largest_form_skips_spare_slots_the_table_cannot_hold() -> None:
     """A table two columns wide cannot take a new request verifying two tokens: no largest form, no IndexError
     (found by `check --profile ci` on a fresh clone: P9 raised in requests_in_spare_slots)."""
-    from metadata_builders.properties.sequences import requests_in_spare_slots
+    from metadata_builders.families.dsv4.properties.sequences import requests_in_spare_slots
 
     batch = VerifyBatch(seq_lens=[1], req_pool_indices=[1], verify_lens=[1], num_draft_tokens=2, out_cache_loc=[1],
                         req_to_token=[[0, 1], [0, 1], [2, 3]], full_to_swa=[0, 1, 2, 3, -1],
@@ -151,7 +151,7 @@ def test_largest_form_skips_spare_slots_the_table_cannot_hold() -> None:
 def test_the_gate_judges_a_batch_on_one_seasoned_builder_and_p1_on_a_fresh_one() -> None:
     """The gate shares one builder per batch, seasoned with P9's history, so P9's builds are P1's; a P1 failure
     only that history causes is judged again on a fresh builder (held), and P9 reports it."""
-    from metadata_builders.gate.evaluate import _outcomes, seasoned
+    from metadata_builders.families.dsv4.gate.evaluate import _outcomes, seasoned
 
     builder = mutant_builder("stateful_scratch_tail")
     memo = seasoned(builder, CAPPED_WITH_A_SPARE_SLOT)
@@ -165,8 +165,8 @@ def test_the_gate_judges_a_batch_on_one_seasoned_builder_and_p1_on_a_fresh_one()
 
 def test_p9_on_a_seasoned_memo_reuses_its_builds(monkeypatch) -> None:
     """On the gate's seasoned memo, P9 builds nothing P1 has not built (no second twin, no second history)."""
-    from metadata_builders.builders import MemoBuilder
-    from metadata_builders.gate.evaluate import seasoned
+    from metadata_builders.families.dsv4.builders import MemoBuilder
+    from metadata_builders.families.dsv4.gate.evaluate import seasoned
 
     memo = seasoned(get_builder("hip"), CAPPED_WITH_A_SPARE_SLOT)
     P1.check(memo, CAPPED_WITH_A_SPARE_SLOT)

@@ -12,16 +12,16 @@ import dataclasses
 from typing import Any, Callable
 
 import pytest
+from _examples import EXAMPLES, make_batch
 from hypothesis import assume, given, settings
 
-from _examples import EXAMPLES, make_batch
 from metadata_builders import Geometry, GraphTier, get_builder
-from metadata_builders.families.dsv4.kv_state import Ring, layout_tokens, ring_unfit
 from metadata_builders.errors import PropertyFailure
-from metadata_builders.properties import check_p1_reference, check_p5_graph_vs_eager
-from metadata_builders.properties.kv import check_p10_kv_state
+from metadata_builders.families.dsv4.kv_state import Ring, layout_tokens, ring_unfit
+from metadata_builders.families.dsv4.properties import check_p1_reference, check_p5_graph_vs_eager
+from metadata_builders.families.dsv4.properties.kv import check_p10_kv_state
 from metadata_builders.families.dsv4.reference import ReferenceBuilder
-from metadata_builders.runs.findings import known_finding
+from metadata_builders.families.dsv4.runs.findings import known_finding
 from strategies import verify_batches
 
 STREAMS = Geometry(page_size=4, swa_window=4, ring_size=6, unified_swa_window=4, page_index_align=4)
@@ -98,7 +98,7 @@ def test_a_ring_narrower_than_the_window_and_the_drafts_is_not_judged() -> None:
 
 def test_absorbed_slack_is_a_shared_mistake_only_p10_sees() -> None:
     """The mutant pads and declares full_coverage: P1 and P5 hold (the reference agrees); P10 names the row."""
-    mutant = get_builder("metadata_builders.tools.mutants:last_row_absorbs_the_slack")
+    mutant = get_builder("metadata_builders.families.dsv4.mutants:last_row_absorbs_the_slack")
     batch = _absorbing()
     check_p1_reference(mutant, batch)
     check_p5_graph_vs_eager(mutant, batch)
@@ -111,7 +111,7 @@ def test_absorbed_slack_is_a_shared_mistake_only_p10_sees() -> None:
 
 def test_the_ring_stride_taken_as_the_window_loses_live_rows() -> None:
     """ATOM #817's class: positions wrap by the window, so a draft token's store lands on a row still read."""
-    failure = _p10(get_builder("metadata_builders.tools.mutants:ring_modulo_by_window"), EXAMPLES["ring_wrap"])
+    failure = _p10(get_builder("metadata_builders.families.dsv4.mutants:ring_modulo_by_window"), EXAMPLES["ring_wrap"])
     assert failure.check in ("p10.real_writes_collide", "p10.live_row_lost", "p10.window_read")
 
 
@@ -164,7 +164,7 @@ def test_one_mistake_in_the_reference_and_the_builder_alike_only_p10_sees(monkey
 
     monkeypatch.setattr(spec, "decode_streams", by_window)
     batch = dataclasses.replace(EXAMPLES["ring_wrap"], geometry=STREAMS)
-    mutant = get_builder("metadata_builders.tools.mutants:ring_modulo_by_window")
+    mutant = get_builder("metadata_builders.families.dsv4.mutants:ring_modulo_by_window")
     check_p1_reference(mutant, batch)
     failure = _p10(mutant, batch)
     assert failure.prop == "P10" and failure.check.startswith("p10.")
@@ -262,8 +262,8 @@ def test_compressed_pools_it_cannot_address_are_counted_not_judged_and_the_rest_
     ``P10 stores:`` line), never silently held, and the other requests and every padding token are still judged."""
     from types import SimpleNamespace
 
-    from metadata_builders.properties import collecting_tallies
-    from metadata_builders.runs.report import stores_line
+    from metadata_builders.families.dsv4.properties import collecting_tallies
+    from metadata_builders.families.dsv4.runs.report import stores_line
 
     batch = _compressed_batch()
     rows = [list(r) for r in batch.req_to_token]
@@ -285,8 +285,8 @@ def test_p10_says_whether_it_judged_a_store_kernel_of_the_builders_or_the_harnes
     builder's kernel is counted in tests/test_sglang_consumers.py); no collector open, nothing counted."""
     from types import SimpleNamespace
 
-    from metadata_builders.properties import collecting_tallies
-    from metadata_builders.runs.report import stores_line
+    from metadata_builders.families.dsv4.properties import collecting_tallies
+    from metadata_builders.families.dsv4.runs.report import stores_line
 
     batch = dataclasses.replace(make_batch([5, 6], [1, 2], 3), geometry=STREAMS)
     hip = get_builder("hip")
@@ -352,8 +352,8 @@ def test_a_state_ring_too_small_for_a_steps_live_states_is_counted_not_judged() 
     from types import SimpleNamespace
 
     from metadata_builders.families.dsv4.kv_state import state_unfit
-    from metadata_builders.properties import collecting_tallies
-    from metadata_builders.runs.report import stores_line
+    from metadata_builders.families.dsv4.properties import collecting_tallies
+    from metadata_builders.families.dsv4.runs.report import stores_line
 
     batch = _compressed_batch()
     small = dataclasses.replace(batch.geometry.compression, c128_ring_size=128)
@@ -401,8 +401,8 @@ def test_the_page_read_skip_is_counted_on_an_uncompressed_geometry_too() -> None
     from types import SimpleNamespace
 
     from metadata_builders.families.dsv4.kv_state import unpaged_slots
-    from metadata_builders.properties import collecting_tallies
-    from metadata_builders.runs.report import stores_line
+    from metadata_builders.families.dsv4.properties import collecting_tallies
+    from metadata_builders.families.dsv4.runs.report import stores_line
 
     batch = dataclasses.replace(make_batch([5, 6], [1, 2], 3), geometry=STREAMS)
     table = [list(row) for row in batch.req_to_token]
@@ -421,8 +421,8 @@ def test_p10s_draft_extend_focus_draws_the_geometries_it_judges() -> None:
     """P10 judges draft extend only where ``swa_window == unified_swa_window`` (its prefill store keeps the unified
     window, its reads take ``swa_window``); its draft-extend focus draws exactly those, so what is ``not applicable``
     there is a ring too small for a step, never the windows (before, about half the focus was)."""
-    from metadata_builders.properties import focuses_for
-    from metadata_builders.properties.kv import p10_applies
+    from metadata_builders.families.dsv4.properties import focuses_for
+    from metadata_builders.families.dsv4.properties.kv import p10_applies
 
     focus = next(f for f in focuses_for("P10") if f.mode == "draft_extend")
     seen: list[str | None] = []

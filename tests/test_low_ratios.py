@@ -5,17 +5,17 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
+from _sglang_support import compressed
 from hypothesis import HealthCheck, assume, find, given, settings
 from hypothesis import strategies as st
 
 from metadata_builders import GraphTier, get_builder, variants_for
-from metadata_builders.families.dsv4.batch import Compression, Geometry, VerifyBatch
 from metadata_builders.errors import InvalidBatch
+from metadata_builders.families.dsv4.batch import Compression, Geometry, VerifyBatch
 from metadata_builders.families.dsv4.metadata import FIELDS, fields_for
-from metadata_builders.properties import check_p1_reference
+from metadata_builders.families.dsv4.properties import check_p1_reference
 from metadata_builders.families.dsv4.reference.low_ratios import indexer_page_table, low_ratio_groups
 from strategies import LOW_RATIO_CHOICES, compressions, verify_batches
-from _sglang_support import compressed
 
 LOW = [choice for choice in dict.fromkeys(LOW_RATIO_CHOICES) if choice]
 
@@ -128,8 +128,9 @@ def test_hip_equals_reference_on_generated_batches(batch: VerifyBatch, low_ratio
 def test_p5_compares_the_indexer_page_table_on_the_eager_builds_columns() -> None:
     """The graph sizes the page table by the tier, and the low-ratio indexer's table with it (found by the suite
     on a fresh clone: one request, one token, page 128, ratio 1); P5 compares eager's columns, as for page_table."""
-    from metadata_builders.properties import check_p5_graph_vs_eager
     from _examples import make_batch
+
+    from metadata_builders.families.dsv4.properties import check_p5_graph_vs_eager
 
     geometry = Geometry(page_size=128, swa_window=1, ring_size=1, unified_swa_window=1, page_index_align=64,
                         compression=Compression(index_topk=512, c4_ring_size=8, c128_ring_size=128,

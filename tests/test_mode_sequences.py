@@ -8,14 +8,20 @@ from __future__ import annotations
 import pytest
 from _examples import EXAMPLES, make_batch
 
-from metadata_builders.families.dsv4.batch import GraphTier
 from metadata_builders.errors import InvalidBatch
-from metadata_builders.properties import PROPERTIES
-from metadata_builders.properties.runner import runner_sequence
-from metadata_builders.properties.sequences import (busy_on_tier, fewer_requests_batch, filled_tier_batch,
-                                                    idle_on_tier, other_modes_batches, replay_sequence)
-from metadata_builders.runs.reproduce import _candidates, reproduce
-from metadata_builders.tools.mutants import mutant_builder
+from metadata_builders.families.dsv4.batch import GraphTier
+from metadata_builders.families.dsv4.mutants import mutant_builder
+from metadata_builders.families.dsv4.properties import PROPERTIES
+from metadata_builders.families.dsv4.properties.runner import runner_sequence
+from metadata_builders.families.dsv4.properties.sequences import (
+    busy_on_tier,
+    fewer_requests_batch,
+    filled_tier_batch,
+    idle_on_tier,
+    other_modes_batches,
+    replay_sequence,
+)
+from metadata_builders.families.dsv4.runs.reproduce import _candidates, reproduce
 
 DRAFT_DECODE = make_batch([7, 3], [1, 2], 4, num_slots=4).replace(
     mode="draft_decode", draft_step=1, out_cache_loc=[19, 20, 21, 27, 28, 29], graph=GraphTier(3, 3))
@@ -69,7 +75,7 @@ def test_the_runner_half_runs_on_every_decode_mode_with_one_token_tiers(batch) -
 def test_p5_holds_on_hip_across_decode_and_idle_replays() -> None:
     """The bundled builder shares the DECODE_OR_IDLE bucket (and the draft runner's) as upstream does."""
     from metadata_builders import get_builder
-    from metadata_builders.properties import verdict
+    from metadata_builders.families.dsv4.properties import verdict
 
     p5 = next(spec for spec in PROPERTIES if spec.name == "P5")
     for batch in (DECODE, DRAFT_DECODE, idle_on_tier(DECODE), idle_on_tier(DRAFT_DECODE)):
@@ -102,7 +108,7 @@ def test_a_step_kept_on_the_builder_reproduces_from_its_replay_history() -> None
     extend = make_batch([7, 3], [1, 2], 4, num_slots=4).replace(mode="draft_extend")
     others = [extend.replace(seq_lens=[7, 3 - k % 3]) for k in range(1, 9)]
     for earlier in [DRAFT_DECODE.replace(graph=None), *others]:
-        from metadata_builders.properties.state import play_history
+        from metadata_builders.families.dsv4.properties.state import play_history
 
         play_history(builder, [earlier])
     p1 = next(spec for spec in PROPERTIES if spec.name == "P1")
@@ -117,8 +123,8 @@ def test_the_runners_fill_value_is_the_builders_and_a_change_to_it_is_red(tmp_pa
     """A runner that fills pad rows with 0 instead of upstream's 1 (the backend's answer to
     ``get_cuda_graph_seq_len_fill_value()``): the inputs' pad rows hold 0, and P1 is red on a graph batch."""
     from metadata_builders import get_builder
-    from metadata_builders.harness.inputs import make_inputs
-    from metadata_builders.properties import verdict
+    from metadata_builders.families.dsv4.inputs import make_inputs
+    from metadata_builders.families.dsv4.properties import verdict
     from metadata_builders.families.dsv4.variants import variants_for
 
     (tmp_path / "fillzero.py").write_text(
@@ -152,8 +158,8 @@ def test_the_adapter_asks_upstream_for_the_fill_value(monkeypatch) -> None:
 def test_a_dspark_draft_workers_history_is_its_own_backends() -> None:
     """A DSpark draft worker's backend builds its block verify alone, gamma every step: P9's history plays no other
     mode and no other draft count; the gate's shrinker keeps configured = gamma + 1 as it lowers gamma."""
-    from metadata_builders.properties import history_for
-    from metadata_builders.properties.sequences import other_draft_count_batch, with_draft_count
+    from metadata_builders.families.dsv4.properties import history_for
+    from metadata_builders.families.dsv4.properties.sequences import other_draft_count_batch, with_draft_count
 
     draft = make_batch([5, 3, 7], [2, 1, 3], 3, is_dspark=True, graph=GraphTier(4, 12)).replace(
         speculative_num_draft_tokens=4)

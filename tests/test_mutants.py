@@ -32,11 +32,19 @@ from metadata_builders import (
     get_builder,
     variants_for,
 )
-from metadata_builders.builders import AuditedBuilder
-from metadata_builders.families.dsv4.hip import pipeline as hip_module
 from metadata_builders.cli import SUBCOMMANDS, build_parser
 from metadata_builders.cli import main as cli_main
-from metadata_builders.properties import (
+from metadata_builders.families.dsv4.builders import AuditedBuilder
+from metadata_builders.families.dsv4.hip import pipeline as hip_module
+from metadata_builders.families.dsv4.mutants import (
+    MUTANTS,
+    MutantBuilder,
+    MutantDoesNotApply,
+    MutantSpec,
+    mutant_builder,
+    mutated_source,
+)
+from metadata_builders.families.dsv4.properties import (
     PROPERTIES,
     check_p1_reference,
     check_p5_graph_vs_eager,
@@ -45,16 +53,8 @@ from metadata_builders.properties import (
     run_all,
     same_tier_batch,
 )
-from metadata_builders.properties.state import play_history
-from metadata_builders.runs.runner import run_property
-from metadata_builders.tools.mutants import (
-    MUTANTS,
-    MutantBuilder,
-    MutantDoesNotApply,
-    MutantSpec,
-    mutant_builder,
-    mutated_source,
-)
+from metadata_builders.families.dsv4.properties.state import play_history
+from metadata_builders.families.dsv4.runs.runner import run_property
 
 EXTRA_BATCHES: dict[str, VerifyBatch] = {
     "dspark_host_mirror_run_ahead": EXAMPLES["single_request"].replace(is_dspark=True, divergence=Divergence((3,))),
@@ -244,8 +244,8 @@ def _first_look(builder, batch: VerifyBatch) -> list:
 def _runner_look(builder, batch: VerifyBatch, variant) -> list:
     """Every tier of P5's runner captured on the builder, then its interleaved replays (what a backend shows
     only across tiers: the per-tier store and its keys)."""
-    from metadata_builders.harness.graph_runner import GraphRunner
-    from metadata_builders.properties.runner import runner_sequence
+    from metadata_builders.families.dsv4.graph_runner import GraphRunner
+    from metadata_builders.families.dsv4.properties.runner import runner_sequence
 
     spec, sequence = runner_sequence(batch, builder.capabilities.capture_geometry)
     if not sequence:
@@ -266,7 +266,7 @@ def _runner_look(builder, batch: VerifyBatch, variant) -> list:
 
 def test_catalogue_has_at_least_fifteen_documented_mutants() -> None:
     """At least 15 mutants, each with a stage, a bug class and a docstring on its factory."""
-    from metadata_builders.tools import mutants
+    from metadata_builders.families.dsv4 import mutants
 
     assert len(MUTANTS) >= 15
     for name, spec in MUTANTS.items():
@@ -287,7 +287,7 @@ def test_each_mutant_is_one_edit_of_the_current_hip_source(name: str) -> None:
     import inspect
     import textwrap
 
-    from metadata_builders.tools.mutants.patching import _original_stage
+    from metadata_builders.families.dsv4.mutants.patching import _original_stage
 
     spec = MUTANTS[name]
     assert mutated_source(spec) != textwrap.dedent(inspect.getsource(_original_stage(spec.stage)))
@@ -296,7 +296,7 @@ def test_each_mutant_is_one_edit_of_the_current_hip_source(name: str) -> None:
 def test_every_builder_method_a_mutant_edits_is_one_the_mutant_builder_routes() -> None:
     """A ``HipBuilder.<method>`` mutant edits a method the mutant builder must route to its mutated copy; one it
     does not define itself runs the pristine method and the mutant survives without ever running."""
-    from metadata_builders.tools.mutants.patching import mutant_builder_class
+    from metadata_builders.families.dsv4.mutants.patching import mutant_builder_class
 
     routed = set(vars(mutant_builder_class()))
     unrouted = [m.name for m in MUTANTS.values() if m.stage.startswith("HipBuilder.")
@@ -389,8 +389,8 @@ def test_the_mutated_stage_is_restored_after_every_build() -> None:
 
 
 def test_mutants_load_as_module_attr_builders() -> None:
-    """get_builder('metadata_builders.tools.mutants:<name>') gives the audited mutant, device passed through."""
-    builder = get_builder("metadata_builders.tools.mutants:causal_start_off_by_one", device="cpu")
+    """get_builder('metadata_builders.families.dsv4.mutants:<name>') gives the audited mutant, device passed through."""
+    builder = get_builder("metadata_builders.families.dsv4.mutants:causal_start_off_by_one", device="cpu")
     assert isinstance(builder.inner, MutantBuilder)
     assert builder.inner.spec is MUTANTS["causal_start_off_by_one"]
     assert "P1" in _failures(builder, EXAMPLES["single_request"])
@@ -470,7 +470,7 @@ def test_a_recorded_killer_is_tried_first_and_the_verdict_is_the_same(tmp_path, 
     P1..P6's full runs; a wrong or missing record falls back to the plain order; an unreadable table is a usage
     error."""
     from metadata_builders.errors import UsageError
-    from metadata_builders.tools.mutants.runner import property_order, recorded_killers
+    from metadata_builders.families.dsv4.mutants.runner import property_order, recorded_killers
 
     assert [p.name for p in property_order("P7")][:2] == ["P7", "P1"]
     assert [p.name for p in property_order(None)][0] == [p.name for p in property_order("P99")][0] == "P1"
@@ -497,7 +497,7 @@ def test_the_random_baseline_never_kills_hip() -> None:
     """Baseline batches are valid and hip passes every property on them (no false kills in the benchmark)."""
     import random
 
-    from metadata_builders.tools.power import first_failure, random_batches
+    from metadata_builders.families.dsv4.tools.power import first_failure, random_batches
 
     batches = random_batches(random.Random(0), graph=True)
     for _ in range(3):
@@ -528,14 +528,15 @@ def test_the_tools_import_each_other_one_way_only() -> None:
     (No import cycle at all among the harness's modules: tests/test_layout.py.)
     """
     tools = ROOT / "metadata_builders" / "tools"
-    assert "metadata_builders.tools.mutants" in set().union(*map(_imported, (tools / "power").glob("*.py")))
+    assert "metadata_builders.families.dsv4.mutants" in set().union(*map(_imported, (tools / "power").glob("*.py")))
     for path in (tools / "mutants").glob("*.py"):
         assert not {n for n in _imported(path) if n.endswith((".power", ".bench"))}, path.name
 
 
 def test_the_catalogue_imports_without_torch() -> None:
     """Importing the mutants package (catalogue and factories included) does not import torch."""
-    code = "import sys, metadata_builders.tools.mutants as m; m.dropped_dspark_gate; print('torch' in sys.modules)"
+    code = ("import sys, metadata_builders.families.dsv4.mutants as m; m.dropped_dspark_gate; "
+            "print('torch' in sys.modules)")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
     assert result.stdout.strip() == "False"
 
@@ -581,7 +582,7 @@ _STALE = MutantSpec("stale_in_a_worker", "core_metadata", "test", "test", "this 
 @pytest.mark.skipif(multiprocessing.get_start_method() != "fork", reason="the stale mutant reaches workers by fork")
 def test_a_mutant_that_no_longer_applies_in_a_worker_arrives_as_itself(monkeypatch, capsys) -> None:
     """With --jobs 2 a worker's MutantDoesNotApply reaches the command whole (not a broken pool): exit 2."""
-    from metadata_builders.tools.mutants.runner import _run_jobs
+    from metadata_builders.families.dsv4.mutants.runner import _run_jobs
 
     monkeypatch.setitem(MUTANTS, _STALE.name, _STALE)
     with pytest.raises(MutantDoesNotApply) as info:
@@ -628,14 +629,15 @@ def test_each_mtp_step_mutant_has_a_replay_file_that_reproduces(tmp_path, capsys
 
     path = tmp_path / f"{name}.json"
     path.write_text(BATCHES[WITNESSES[name]].to_json())
-    assert main(["replay", str(path), "--builder", f"metadata_builders.tools.mutants:{name}"]) == 1
+    assert main(["replay", str(path), "--builder", f"metadata_builders.families.dsv4.mutants:{name}"]) == 1
     assert "FAILED" in capsys.readouterr().out
     assert main(["replay", str(path), "--builder", "hip"]) == 0
 
 
 ISSUE_41_FILES = sorted(pathlib.Path(__file__).parent.joinpath("regressions", "mutants").glob("*.json"))
 """The ``ci`` profile's counterexample of each mutant of the in-graph block's fields (``check --builder
-metadata_builders.tools.mutants:NAME --profile ci``'s replay file): a pad's paged SWA target marked -1, the low-ratio
+metadata_builders.families.dsv4.mutants:NAME --profile ci``'s replay file): a pad's paged SWA target marked -1, the
+low-ratio
 positions taken from the lengths, a decode step's low ratios with prefill lengths."""
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-
 DUMMY_DEVICE_PLUGIN = '''
 def pytest_addoption(parser):
     parser.addoption("--device", default="chromium", help="a browser, as pytest-playwright's --device")
@@ -65,7 +64,7 @@ def test_the_documented_example_is_green_on_a_correct_builder(pytester: pytest.P
     run of ``check``: 7 of P1, 1 of P6, 6 of P7, 6 of P10), no deadline trouble.  The ``dev`` profile (30 examples a
     focus): the same properties at the ``ci`` profile's 100 on ``hip`` are ``.ci/run``'s ``check --profile ci``, and
     the ``ci`` profile in force under ``CI`` is its own test; this one cost 196 s of a worker at ``ci`` (issue 44)."""
-    from metadata_builders.properties import focuses_for
+    from metadata_builders.families.dsv4.properties import focuses_for
 
     _example_project(pytester)
     result = pytester.runpytest_subprocess("-p", "metadata_builders.plugin", "--mb-builder", "hip", "--mb-device",
@@ -78,8 +77,8 @@ def test_the_documented_example_is_red_on_the_dropped_dspark_gate(pytester: pyte
     """The same file on the dropped dspark gate: the P6 test fails (its strategy draws divergences)."""
     _example_project(pytester)
     result = pytester.runpytest_subprocess("-p", "metadata_builders.plugin", "--mb-builder",
-                                           "metadata_builders.tools.mutants:dropped_dspark_gate", "--mb-device", "cpu",
-                                           "--mb-profile", "ci", "-p", "no:cacheprovider",
+                                           "metadata_builders.families.dsv4.mutants:dropped_dspark_gate",
+                                           "--mb-device", "cpu", "--mb-profile", "ci", "-p", "no:cacheprovider",
                                            "-k", "diverging")
     result.assert_outcomes(failed=1)
     assert len(result.outlines) < 400, "a failure prints a readable report, not the tables' repr"
@@ -136,14 +135,15 @@ def test_a_property_failure_reads_as_check_prints_it(pytester: pytest.Pytester) 
     pytester.makepyfile(test_gate="""
         from hypothesis import given, settings
         from metadata_builders import batches_for
-        from metadata_builders.properties import check_p4_gate
+        from metadata_builders.families.dsv4.properties import check_p4_gate
 
         @settings(max_examples=30, deadline=None, database=None, derandomize=True)
         @given(batch=batches_for("P4"))
         def test_keeps_the_dspark_gate(builder, batch):
             check_p4_gate(builder, batch)
     """)
-    args = ("-p", "metadata_builders.plugin", "--mb-builder", "metadata_builders.tools.mutants:dropped_dspark_gate")
+    args = ("-p", "metadata_builders.plugin",
+            "--mb-builder", "metadata_builders.families.dsv4.mutants:dropped_dspark_gate")
     result = pytester.runpytest_subprocess(*args)
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*PropertyFailure: P4 *field=decision.used_output_size*",
@@ -158,10 +158,10 @@ def test_the_documented_example_is_red_on_a_draft_decode_bug(pytester: pytest.Py
     reads its step's locations step-major -- a bug ``check`` fails on P1 -- is red, not "4 passed"."""
     _example_project(pytester)
     result = pytester.runpytest_subprocess("-p", "metadata_builders.plugin", "--mb-builder",
-                                           "metadata_builders.tools.mutants:draft_decode_step_slice_step_major",
+                                           "metadata_builders.families.dsv4.mutants:draft_decode_step_slice_step_major",
                                            "--mb-device", "cpu", "--mb-profile", "ci", "-p", "no:cacheprovider",
                                            "-k", "reference")
-    from metadata_builders.properties import focuses_for
+    from metadata_builders.families.dsv4.properties import focuses_for
 
     result.assert_outcomes(failed=1, passed=len(focuses_for("P1")) - 1)
     result.stdout.fnmatch_lines(["FAILED*test_every_variant_equals_the_reference*draft_decode*"])
@@ -180,7 +180,7 @@ def test_a_focus_of_a_mode_the_builder_does_not_declare_is_skipped_saying_so(pyt
     result = pytester.runpytest_subprocess("-p", "metadata_builders.plugin", "--mb-builder", "mine:VerifyOnly",
                                            "--mb-profile", "dev", "-p", "no:cacheprovider", "-k", "reference",
                                            "-rs")
-    from metadata_builders.properties import focuses_for
+    from metadata_builders.families.dsv4.properties import focuses_for
 
     verify = sum(f.mode == "target_verify" for f in focuses_for("P1"))
     result.assert_outcomes(passed=verify, skipped=len(focuses_for("P1")) - verify)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import given
 
-from metadata_builders.properties import (
+from metadata_builders.families.dsv4.properties import (
     Partial,
     check_p1_reference,
     check_p2_mirror,

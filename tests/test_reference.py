@@ -15,8 +15,7 @@ import pytest
 from _examples import EXAMPLES, GEOMETRY, make_batch
 
 from metadata_builders import GraphTier, ReferenceBuilder, Variant, get_builder, variants_for
-from metadata_builders.families.dsv4.metadata import first_difference
-from metadata_builders.families.dsv4.metadata import fields_for
+from metadata_builders.families.dsv4.metadata import fields_for, first_difference
 
 PAD4 = [-1, -1, -1, -1]
 """swa_window 4 right-padded to page_index_align 8."""
@@ -553,7 +552,7 @@ def test_hip_equals_reference_on_every_variant(name: str) -> None:
 
 def test_uniform_tier_wider_than_its_rows_leaves_an_inert_uncovered_tail():
     """A uniform tier with more tokens than padded_bs*num_draft pads the rest as inert tail tokens."""
-    from metadata_builders.properties import run_all
+    from metadata_builders.families.dsv4.properties import run_all
 
     batch = make_batch([5, 3, 7], [2, 1, 3], 3, graph=GraphTier(4, 14))
     md = get_builder("reference").build(batch, Variant("graph"))

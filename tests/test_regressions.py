@@ -10,7 +10,7 @@ import pytest
 
 from metadata_builders import StaleMirror, VerifyBatch, variants_for
 from metadata_builders.cli import main as cli_main
-from metadata_builders.properties import run_all
+from metadata_builders.families.dsv4.properties import run_all
 from metadata_builders.families.dsv4.reference import ReferenceBuilder
 
 HERE = os.path.join(os.path.dirname(__file__), "regressions")

@@ -21,12 +21,12 @@ from metadata_builders import (
     VerifyBatch,
     VerifyMetadata,
     get_builder,
+    render,
     variants_for,
 )
-from metadata_builders import render
 from metadata_builders.errors import PlotExtraMissing
 from metadata_builders.families.dsv4.metadata import first_difference
-from metadata_builders.render import (
+from metadata_builders.families.dsv4.render import (
     MAX_ROWS,
     MAX_TOKENS_PER_ROW,
     Analysis,
@@ -36,7 +36,7 @@ from metadata_builders.render import (
     render_html,
     render_png,
 )
-from metadata_builders.render.analysis import every_difference
+from metadata_builders.families.dsv4.render.analysis import every_difference
 
 matplotlib = pytest.importorskip("matplotlib")
 np = pytest.importorskip("numpy")
@@ -386,7 +386,7 @@ def test_the_page_inlines_the_packaged_style_and_script() -> None:
     """The page carries render/assets/page.css and page.js inline: installed, they ship as package data."""
     from importlib import resources
 
-    assets = resources.files("metadata_builders.render").joinpath("assets")
+    assets = resources.files("metadata_builders.families.dsv4.render").joinpath("assets")
     page = html_page(analyse(RUN_AHEAD, "hip", "cpu"))
     css = assets.joinpath("page.css").read_text(encoding="utf-8")
     js = assets.joinpath("page.js").read_text(encoding="utf-8")
@@ -435,14 +435,14 @@ def test_render_files_without_matplotlib_writes_the_page_alone(without_matplotli
 
 def test_importing_render_does_not_import_matplotlib() -> None:
     """matplotlib is imported only when a PNG is drawn, so the package works without it."""
-    code = "import sys, metadata_builders.render; sys.exit('matplotlib' in sys.modules)"
+    code = "import sys, metadata_builders.families.dsv4.render; sys.exit('matplotlib' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0
 
 
 def test_a_sync_failure_is_what_the_picture_says() -> None:
     """A hidden ``.item()`` (a P7 failure, fields all equal): the verdict names the broken sync contract, not good
     news."""
-    from metadata_builders.tools.mutants import mutant_builder
+    from metadata_builders.families.dsv4.mutants import mutant_builder
 
     a = analyse(EXAMPLES["uniform_eagle_batch_of_three"], builder=mutant_builder("uniform_total_item_sync"))
     assert a.disagreements == () and not a.is_clean
@@ -457,7 +457,7 @@ def test_a_kv_store_failure_is_what_the_picture_says() -> None:
     import json
 
     from metadata_builders import VerifyBatch
-    from metadata_builders.tools.mutants import mutant_builder
+    from metadata_builders.families.dsv4.mutants import mutant_builder
 
     path = Path(__file__).parent / "regressions" / "sglang" / "f16_absorbed_slack_overwrites_live_swa_ring_row.json"
     batch = VerifyBatch.from_dict(json.loads(path.read_text()))
@@ -494,15 +494,15 @@ def test_a_picture_drawn_for_a_failure_names_it_first_and_is_never_good_news(tmp
     assert any("Tensor.item@verify_extension" in line for line in analysis.failure)
     page = render.html_page(analysis)
     assert 'class="verdict bad"' in page and "P7 FAILED" in page and "not in these builds" in page
-    from metadata_builders.render.png import _side_text
+    from metadata_builders.families.dsv4.render.png import _side_text
 
     assert _side_text(analysis).startswith("P7 FAILED")
 
 
 def test_a_hidden_state_picture_builds_the_history_first(tmp_path: Path) -> None:
     """A failure that needs earlier batches: the picture's builds come after them, so the disagreement shows."""
-    from metadata_builders.properties import history_for
-    from metadata_builders.tools.mutants import mutant_builder
+    from metadata_builders.families.dsv4.mutants import mutant_builder
+    from metadata_builders.families.dsv4.properties import history_for
 
     batch = make_batch([5, 3], [2, 1], 3, verify_lens=[2, 1], num_slots=4, graph=GraphTier(3, 8, cap=2))
     largest = history_for(batch)[-1]
@@ -515,6 +515,6 @@ def test_a_hidden_state_picture_builds_the_history_first(tmp_path: Path) -> None
 
 def test_the_uncovered_tail_is_not_called_a_capped_tiers() -> None:
     """Under pad_rows_only an uncapped tier without pad rows has an uncovered tail too: the legend says so."""
-    from metadata_builders.render._style import KIND_LABELS
+    from metadata_builders.families.dsv4.render._style import KIND_LABELS
 
     assert "capped" not in KIND_LABELS["uncovered"]

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import hypothesis
 
-from metadata_builders.properties import PROPERTIES
-from metadata_builders.runs.runner import DRAFT_WORKER, build_of, run_property
-from metadata_builders.tools.mutants import mutant_builder
+from metadata_builders.families.dsv4.mutants import mutant_builder
+from metadata_builders.families.dsv4.properties import PROPERTIES
+from metadata_builders.families.dsv4.runs.runner import DRAFT_WORKER, build_of, run_property
 
 P1 = PROPERTIES[0]
 _QUICK = hypothesis.settings(max_examples=20, deadline=None, derandomize=True, database=None)
@@ -42,7 +42,7 @@ def test_the_mutant_catalogue_stops_at_the_first_kill() -> None:
 def test_a_draft_workers_bug_is_judged_past_a_finding_of_the_target_workers_verify() -> None:
     """The configured count read as the verify width fails only the DSpark draft worker's focus: the target worker's
     verify holds, and the modes table counts the draft worker's examples on a row of their own."""
-    from metadata_builders.runs.report import modes_table
+    from metadata_builders.families.dsv4.runs.report import modes_table
 
     run = run_property(P1, mutant_builder("dspark_draft_verifies_configured_count"), _QUICK)
     assert [build_of(found.batch) for found in run.failures] == [DRAFT_WORKER], run.failures

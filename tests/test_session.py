@@ -80,7 +80,7 @@ def test_the_plugin_in_process_leaves_torch_as_it_found_it(pytester: pytest.Pyte
     """A plugin run (in this process) on a memo-wanting builder: torch's flags are what they were."""
     pytester.makepyfile(test_uses="""
         from hypothesis import given, settings
-        from metadata_builders.properties import batches_for, check_p1_reference
+        from metadata_builders.families.dsv4.properties import batches_for, check_p1_reference
 
         @settings(max_examples=3)
         @given(batch=batches_for("P1"))

@@ -19,14 +19,14 @@ from pathlib import Path
 
 import pytest
 import torch
+from _examples import EXAMPLES, make_batch
+from _sglang_support import known_findings, plant
 from hypothesis import given, settings
 
 from metadata_builders import Divergence, Geometry, GraphTier, Variant, VerifyBatch, get_builder, variants_for
 from metadata_builders.errors import InvalidVariant, PropertyFailure
-from metadata_builders.runs.findings import known_finding
 from metadata_builders.families.dsv4.metadata import first_difference
-from metadata_builders.properties.kv import check_p10_kv_state
-from metadata_builders.properties import (
+from metadata_builders.families.dsv4.properties import (
     check_p1_reference,
     check_p2_mirror,
     check_p3_sync_free,
@@ -38,10 +38,10 @@ from metadata_builders.properties import (
     contract_role,
     p1_differences,
 )
+from metadata_builders.families.dsv4.properties.kv import check_p10_kv_state
 from metadata_builders.families.dsv4.reference import CONTRACT_STAGES, expected_host_syncs
+from metadata_builders.families.dsv4.runs.findings import known_finding
 from strategies import geometries, verify_batches
-from _examples import EXAMPLES, make_batch
-from _sglang_support import known_findings, plant
 
 pytestmark = pytest.mark.sglang
 
@@ -51,7 +51,7 @@ REGRESSIONS = Path(__file__).parent / "regressions" / "sglang"
 @pytest.fixture(scope="module")
 def sglang_torch_kernels(sglang):
     """The adapter keeping upstream's CPU dispatch (its torch reference kernels)."""
-    from metadata_builders.builders import AuditedBuilder
+    from metadata_builders.families.dsv4.builders import AuditedBuilder
     from metadata_builders.families.dsv4.sglang import SGLangBuilder
 
     return AuditedBuilder(SGLangBuilder("cpu", kernels="torch"), "cpu", "sglang-torch")
@@ -463,7 +463,7 @@ def test_the_configured_count_read_by_the_raw_verify_upgrade_fails_p1_on_the_dra
 
 def _as_failure(check):
     """A check whose builder raising is the property's failure, as a run reports it (``builder raised ...``)."""
-    from metadata_builders.properties.spec import raised_failure
+    from metadata_builders.families.dsv4.properties.spec import raised_failure
 
     def run(builder, batch):
         try:
@@ -563,13 +563,13 @@ def test_eager_batches_match_reference(sglang, upstream, batch: VerifyBatch) -> 
         check(sglang, batch)
 
 
-# -- the two kernel routes (metadata_builders/builders/registry.py) ----------------------------------------------
+# -- the two kernel routes (metadata_builders/families/dsv4/builders/registry.py) ------------------------------
 
 
 def test_sglang_stands_for_both_kernel_routes_each_a_builder_get_builder_resolves(upstream) -> None:
     """``--builder sglang`` is the triton route then the torch route (and the gate's ``gasm`` route, which ``check``
     names and does not run); each route's name resolves on its own."""
-    from metadata_builders.builders import routes_of
+    from metadata_builders.families.dsv4.builders import routes_of
 
     triton, torch_, gasm = routes_of("sglang")
     assert (gasm.label, gasm.prop("P1"), gasm.gate_only) == ("gasm", "P1-gasm", True)
@@ -716,8 +716,8 @@ def test_the_draft_extend_reference_is_upstreams_draft_extend(sglang, upstream, 
     """Mode ``draft_extend``'s reference (``reference/draft_extend.py``) field for field against upstream's own
     ``init_forward_metadata_draft_extend`` on the installed release, eager and with the graph runner's pad rows
     (``seq_len`` 1, slot 0, ``out_cache_loc`` 0): the harness's rows, upstream's numbers."""
-    from metadata_builders.families.dsv4.sglang import double
     from metadata_builders.families.dsv4.reference.draft_extend import FIELDS, draft_extend_fields
+    from metadata_builders.families.dsv4.sglang import double
 
     inputs, backend, verify = _draft_extend_backend(sglang, upstream, monkeypatch)
     batch = verify.replace(mode="draft_extend", graph=GraphTier(4, 12) if graph else None)
@@ -746,17 +746,16 @@ def test_the_adapter_builds_draft_extend_through_upstreams_entry_and_graph_phase
     its ``init_forward_metadata_out_graph`` with a ``DRAFT_EXTEND_V2`` forward batch on the graph path (the whole
     build out-graph, copied into the bucket's metadata), judged by every property that judges the mode -- all held,
     no field unobserved."""
-    from metadata_builders.properties import PROPERTIES
-    from metadata_builders.properties.spec import verdict
-
-    from metadata_builders.builders import AuditedBuilder
+    from metadata_builders.families.dsv4.builders import AuditedBuilder
+    from metadata_builders.families.dsv4.properties import PROPERTIES
+    from metadata_builders.families.dsv4.properties.spec import verdict
     from metadata_builders.families.dsv4.sglang import SGLangBuilder, torch_route
 
     # every release 0.5.18+ has the entry; P9 needs a factory (a fresh twin)
     builder = sglang if route == "triton" else AuditedBuilder(SGLangBuilder("cpu", kernels="torch"), "cpu",
                                                               "sglang[torch]", factory=torch_route)
     batch = make_batch([7, 3], [1, 2], 3, graph=GraphTier(4, 12)).replace(mode="draft_extend", geometry=Geometry())
-    from metadata_builders.runs.findings import known_finding
+    from metadata_builders.families.dsv4.runs.findings import known_finding
 
     one_page = builder.inner.upstream.capabilities.draft_extend_one_page
     for spec in PROPERTIES:

@@ -9,18 +9,18 @@ plans -- the input the CPU-mirror fix is about -- fails P1 and P2.
 from __future__ import annotations
 
 import pytest
+from _sglang_support import compressed, known_or_release_difference, plant
 
 from metadata_builders import Geometry, GraphTier, Variant, get_builder
-from metadata_builders.families.dsv4.batch import Compression
 from metadata_builders.errors import PropertyFailure
+from metadata_builders.families.dsv4.batch import Compression
 from metadata_builders.families.dsv4.metadata import STREAM_FIELD_NAMES, fields_for, first_difference
-from metadata_builders.properties import (
+from metadata_builders.families.dsv4.properties import (
     check_p1_reference,
     check_p2_mirror,
     check_p7_capture_safety,
     check_p8_inputs_untouched,
 )
-from _sglang_support import compressed, known_or_release_difference, plant
 
 pytestmark = pytest.mark.sglang
 
@@ -162,7 +162,7 @@ def test_planted_off_by_one_in_the_host_mirror_fails_p1_and_p2(sglang, upstream,
 
 def test_the_torch_route_builds_the_compressed_groups(upstream) -> None:
     """Upstream's CPU fallbacks feed the same compressed groups (the plan kernel is the model on both routes)."""
-    from metadata_builders.builders import AuditedBuilder
+    from metadata_builders.families.dsv4.builders import AuditedBuilder
     from metadata_builders.families.dsv4.sglang import SGLangBuilder
 
     torch_route = AuditedBuilder(SGLangBuilder("cpu", kernels="torch"), "cpu", "sglang-torch")

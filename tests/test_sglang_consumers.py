@@ -16,11 +16,11 @@ import linecache
 import types
 
 import pytest
+from _examples import EXAMPLES
 
 from metadata_builders import get_builder
 from metadata_builders.errors import PropertyFailure
-from metadata_builders.properties.kv import check_p10_kv_state
-from _examples import EXAMPLES
+from metadata_builders.families.dsv4.properties.kv import check_p10_kv_state
 
 pytestmark = pytest.mark.sglang
 
@@ -99,8 +99,8 @@ def test_a_store_kernel_that_wraps_at_the_window_is_red_on_p10_with_every_field_
 def test_p10_counts_the_builds_it_judged_through_upstreams_store_kernel(sglang, monkeypatch) -> None:
     """Every build's fp8 store judged through the kernel; where the kernel declines (a pool over its guard), the
     model, counted as such: a held P10 says which it judged."""
+    from metadata_builders.families.dsv4.properties import collecting_tallies
     from metadata_builders.families.dsv4.sglang import consumers
-    from metadata_builders.properties import collecting_tallies
 
     batch = _one_page(EXAMPLES["uniform_eagle_batch_of_three"])
     with collecting_tallies() as counts:
@@ -115,8 +115,8 @@ def test_p10_counts_the_builds_it_judged_through_upstreams_store_kernel(sglang, 
 
 def test_the_picture_of_a_store_kernel_bug_names_the_store(sglang, monkeypatch) -> None:
     """The failure's picture judges the kernel as P10 does: red on the KV stores, never 'metadata agrees'."""
+    from metadata_builders.families.dsv4.render import analyse
     from metadata_builders.families.dsv4.sglang import consumers
-    from metadata_builders.render import analyse
 
     if not sglang.inner.upstream.capabilities.exact_token_map:
         pytest.skip("0.5.18/0.5.19: F5 (the page table) disagrees first, so the picture leads with it")
@@ -137,7 +137,7 @@ def test_absorbed_slack_overwrites_a_live_compressor_state_f20(sglang) -> None:
     from pathlib import Path
 
     from metadata_builders import VerifyBatch
-    from metadata_builders.runs.findings import known_finding
+    from metadata_builders.families.dsv4.runs.findings import known_finding
 
     d = json.loads((Path(__file__).parent / "regressions" / "sglang" /
                     "f20_absorbed_slack_overwrites_live_c4_state.json").read_text())

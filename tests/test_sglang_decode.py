@@ -9,17 +9,17 @@ import dataclasses
 
 import pytest
 import torch
+from _examples import kv_tables
+from _sglang_support import known_findings
 from hypothesis import HealthCheck, given, settings
 
 from metadata_builders import Compression, Geometry, GraphTier, Variant, VerifyBatch, get_builder
 from metadata_builders.errors import PropertyFailure
 from metadata_builders.families.dsv4.metadata import FIELDS
-from metadata_builders.properties import check_p1_reference, check_p5_graph_vs_eager
+from metadata_builders.families.dsv4.properties import check_p1_reference, check_p5_graph_vs_eager
 from metadata_builders.families.dsv4.reference.decode import decode_plans
-from metadata_builders.runs.findings import known_finding
+from metadata_builders.families.dsv4.runs.findings import known_finding
 from strategies import verify_batches
-from _examples import kv_tables
-from _sglang_support import known_findings
 
 pytestmark = pytest.mark.sglang
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from _examples import make_batch
 
-from metadata_builders.properties import check_p1_reference
+from metadata_builders.families.dsv4.properties import check_p1_reference
 
 pytestmark = pytest.mark.sglang
 

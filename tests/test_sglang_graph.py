@@ -17,13 +17,13 @@ import textwrap
 from dataclasses import dataclass
 
 import pytest
+from _examples import EXAMPLES, make_batch
 
 from metadata_builders import GraphTier, Variant, get_builder
 from metadata_builders.errors import PropertyFailure
-from metadata_builders.properties._common import Partial
-from metadata_builders.runs.findings import known_finding
-from metadata_builders.properties import check_p5_graph_vs_eager, check_p7_capture_safety
-from _examples import EXAMPLES, make_batch
+from metadata_builders.families.dsv4.properties import check_p5_graph_vs_eager, check_p7_capture_safety
+from metadata_builders.families.dsv4.properties._common import Partial
+from metadata_builders.families.dsv4.runs.findings import known_finding
 
 pytestmark = pytest.mark.sglang
 
@@ -118,7 +118,7 @@ def test_a_runner_replay_is_wider_than_any_captured_row_f15(sglang) -> None:
     """F15: every tier is captured with rows <= captured_req_width (3); upstream's out-graph phase re-pads the live
     layout uncapped, so [1, 1, 1] replayed on the tier of 4 rows / 9 tokens is built [1, 1, 1, 6] (full_coverage),
     where hip (pad_rows_only) builds [1, 1, 1, 3]. P5 holds with a note: a convention, not a replay fault."""
-    from metadata_builders.harness.graph_runner import GraphRunner, RunnerSpec
+    from metadata_builders.families.dsv4.graph_runner import GraphRunner, RunnerSpec
 
     live = make_batch([5, 3, 7], [2, 1, 3], 3, verify_lens=[1, 1, 1], graph=GraphTier(4, 9, cap=3))
     variant = next(v for v in sglang.variants_supported(live) if v.path == "graph")
@@ -145,7 +145,7 @@ def test_replays_keep_the_captured_swa_loc_f14(sglang) -> None:
         check_p5_graph_vs_eager(sglang, batch)
     failure = info.value
     assert failure.field == "swa_loc" and known_finding(failure, batch) == "F14", str(failure)
-    from metadata_builders.properties.runner import check_runner_replays
+    from metadata_builders.families.dsv4.properties.runner import check_runner_replays
 
     with pytest.raises(PropertyFailure) as info:  # the runner half sees the same stale swa_loc: the same finding
         check_runner_replays(sglang, batch)
@@ -241,8 +241,8 @@ RUNNER_KEY_PLANT = GraphPlant(
                          ids=lambda p: p.method + ("[runner_key]" if p is RUNNER_KEY_PLANT else ""))
 def test_a_graph_replay_regression_in_upstream_fails_through_the_recorder(sglang, monkeypatch, plant) -> None:
     """Issue 18's bugs in upstream's two graph phases: red through the recorded replay, green unplanted."""
-    from metadata_builders.properties import PROPERTIES
-    from metadata_builders.properties.spec import verdict
+    from metadata_builders.families.dsv4.properties import PROPERTIES
+    from metadata_builders.families.dsv4.properties.spec import verdict
 
     up = sglang.inner.upstream
     if plant in (GEOMETRY_PLANT, RUNNER_KEY_PLANT) and not up.capabilities.replay_copies_swa_loc:

@@ -8,13 +8,13 @@ there every low-ratio field is listed as not observable.
 from __future__ import annotations
 
 import pytest
+from _sglang_support import compressed, known_or_release_difference
 
 from metadata_builders import GraphTier
-from metadata_builders.families.dsv4.batch import Compression
 from metadata_builders.errors import PropertyFailure
+from metadata_builders.families.dsv4.batch import Compression
 from metadata_builders.families.dsv4.metadata import FIELDS
-from metadata_builders.properties import check_p1_reference
-from _sglang_support import compressed, known_or_release_difference
+from metadata_builders.families.dsv4.properties import check_p1_reference
 
 pytestmark = pytest.mark.sglang
 
@@ -80,10 +80,14 @@ def test_low_ratio_graph_replays_run_upstreams_in_graph_block(sglang, upstream, 
     the model; the double hands them in, so P5, P7 and P9 judge the replay instead of crashing in the double.
     (Before the fix: every graph batch with a low ratio failed at both sides of the gate, hidden as pre-existing.)
     """
-    from metadata_builders.properties import check_p5_graph_vs_eager, check_p7_capture_safety, check_p9_no_hidden_state
+    from metadata_builders.families.dsv4.properties import (
+        check_p5_graph_vs_eager,
+        check_p7_capture_safety,
+        check_p9_no_hidden_state,
+    )
 
     batch = compressed([5, 126], [1, 3], 3, graph=GraphTier(4, 12), compression=Compression(low_ratios=LOW[low]))
-    from metadata_builders.runs.findings import known_finding
+    from metadata_builders.families.dsv4.runs.findings import known_finding
 
     for check in (check_p5_graph_vs_eager, check_p7_capture_safety, check_p9_no_hidden_state):
         try:

@@ -12,14 +12,14 @@ import os
 from pathlib import Path
 
 import pytest
+from _examples import make_batch
 
 from metadata_builders import Geometry, get_builder
 from metadata_builders.errors import PropertyFailure
-from metadata_builders.properties import PROPERTIES, check_p1_reference
-from metadata_builders.properties.spec import verdict
-from metadata_builders.runs.findings import known_finding
 from metadata_builders.families.dsv4.batch import VerifyBatch
-from _examples import make_batch
+from metadata_builders.families.dsv4.properties import PROPERTIES, check_p1_reference
+from metadata_builders.families.dsv4.properties.spec import verdict
+from metadata_builders.families.dsv4.runs.findings import known_finding
 
 pytestmark = pytest.mark.sglang
 

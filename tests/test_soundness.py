@@ -18,10 +18,10 @@ from _examples import EXAMPLES
 from hypothesis import Phase, given, settings
 
 from metadata_builders import VerifyBatch, get_builder
-from metadata_builders.builders import AuditedBuilder
 from metadata_builders.cli import main as cli_main
-from metadata_builders.properties import PROPERTIES, run_all
-from metadata_builders.tools.mutants import MUTANTS, MutantSpec
+from metadata_builders.families.dsv4.builders import AuditedBuilder
+from metadata_builders.families.dsv4.mutants import MUTANTS, MutantSpec
+from metadata_builders.families.dsv4.properties import PROPERTIES, run_all
 from strategies import verify_batches
 
 HERE = os.path.join(os.path.dirname(__file__), "regressions", "soundness")
@@ -50,7 +50,7 @@ def test_every_bug_row_has_a_replay_file() -> None:
 def test_each_bug_row_replays_red_on_its_property_and_green_on_hip(path: str, capsys) -> None:
     """``replay FILE --builder <mutant>`` exits 1 naming the killing property; with hip it exits 0."""
     batch, meta = _load(path)
-    mutant = f"metadata_builders.tools.mutants:{meta['mutant']}"
+    mutant = f"metadata_builders.families.dsv4.mutants:{meta['mutant']}"
     assert cli_main(["replay", path, "--builder", mutant, "--device", "cpu"]) == 1
     assert f"{meta['property']} FAILED" in capsys.readouterr().out
     assert cli_main(["replay", path, "--builder", "hip", "--device", "cpu"]) == 0
@@ -85,7 +85,7 @@ _QUICK = settings(max_examples=10, derandomize=True, database=None, deadline=Non
 @pytest.mark.parametrize("spec", CORRECT, ids=[s.name for s in CORRECT])
 def test_correct_variants_of_hip_pass_every_property(spec: MutantSpec) -> None:
     """Same reads spelled otherwise, or built otherwise without a read, hold on every property."""
-    from metadata_builders.tools.mutants import MutantBuilder
+    from metadata_builders.families.dsv4.mutants import MutantBuilder
 
     builder = AuditedBuilder(MutantBuilder(spec), "cpu", spec.name)
     for name in ("single_request", "uniform_eagle_batch_of_three", "ragged_tier_slack_spread_over_pad_rows",

@@ -22,18 +22,18 @@ from metadata_builders import (
 from metadata_builders.families.dsv4.metadata import first_difference
 from metadata_builders.families.dsv4.reference import tier_verify_lens
 from strategies import (
-    STALE_MIRROR_KINDS,
-    stale_mirrors,
     COVERAGE_EVENTS,
     DIVERGENCE_KINDS,
     HUGE_RING_SIZES,
     MAX_CONTEXT,
+    STALE_MIRROR_KINDS,
     boundary_hits,
     coverage_events,
     divergence_kind,
     divergences,
     geometries,
     graph_tiers,
+    stale_mirrors,
     variants,
     verify_batches,
     verify_lens,
@@ -183,7 +183,7 @@ def test_divergence_defaults_to_none(batch):
 @pytest.mark.parametrize("kind", DIVERGENCE_KINDS)
 def test_divergences_have_the_requested_kind(kind):
     """A drawn divergence is valid for its batch, and of the requested kind unless its rows cannot take it."""
-    from strategies._divergences import _possible_kinds
+    from metadata_builders.families.dsv4.strategies._divergences import _possible_kinds
 
     @FAST
     @given(st.data())

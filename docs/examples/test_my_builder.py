@@ -23,7 +23,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from metadata_builders.properties import (
+from metadata_builders import (
     check_p1_reference,
     check_p6_fault_model,
     check_p7_capture_safety,

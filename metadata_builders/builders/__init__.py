@@ -1,66 +1,12 @@
-"""Builders: the contract, running one under the harness, and the names they are known by.
+"""Builders as every family finds and makes them (DESIGN.md section 4.7).
 
-=============  ====================================================================================
-module         what it holds
-=============  ====================================================================================
-``contract``   the ``Builder`` / ``GraphPhases`` / ``GraphBuilder`` protocols a builder may offer
-``audited``    :class:`AuditedBuilder` (inputs, audit, capture and replay of one builder), the memo
-``capabilities`` what a builder can be judged on, read once from its class (never probed by a property)
-``registry``   the names (``reference``, ``hip``, ``sglang``, ``module:attr``), their routes, :func:`get_builder`
-=============  ====================================================================================
+=================  ==============================================================================
+module             what it holds
+=================  ==============================================================================
+``loading``        ``module:attr`` found, imported and constructed under the audit; one line on failure
+``declarations``   what a builder declares on its class (``modes``), validated once
+=================  ==============================================================================
 
-``get_builder`` wraps every builder but the reference in :class:`AuditedBuilder`,
-whose ``build(batch, variant)`` is what properties, the CLI and users call.
+A family's own builders -- its names, its audited wrapper, its capabilities -- live in its package (DSV4's:
+its ``builders`` package; ``get_builder`` is the facade's).
 """
-
-from __future__ import annotations
-
-from metadata_builders.builders.audited import AuditedBuilder, Captured, MemoBuilder, construct, plain_fields
-from metadata_builders.builders.contract import HISTORY, Builder, GraphBuilder, GraphPhases
-from metadata_builders.builders.capabilities import Capabilities, capabilities_of
-from metadata_builders.builders.registry import (
-    REGISTERED,
-    REGISTRY,
-    Registration,
-    Route,
-    check_builder_name,
-    check_declarations,
-    get_builder,
-    importable_anywhere,
-    importable_hint,
-    module_root,
-    registration,
-    replay_env,
-    routes_of,
-)
-from metadata_builders.devices import resolve_device
-
-_construct = construct  # the name tests and notebooks of 0.2 used
-
-__all__ = [
-    "HISTORY",
-    "REGISTERED",
-    "REGISTRY",
-    "AuditedBuilder",
-    "Builder",
-    "Capabilities",
-    "Captured",
-    "GraphBuilder",
-    "GraphPhases",
-    "MemoBuilder",
-    "Registration",
-    "Route",
-    "capabilities_of",
-    "check_builder_name",
-    "check_declarations",
-    "construct",
-    "get_builder",
-    "importable_anywhere",
-    "importable_hint",
-    "module_root",
-    "plain_fields",
-    "registration",
-    "replay_env",
-    "resolve_device",
-    "routes_of",
-]

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Sequence
+from types import ModuleType
 from typing import Any
 
 FAMILIES: tuple[str, ...] = ("dsv4", "dsa")
@@ -54,6 +55,13 @@ def family_main(family: str, argv: list[str]) -> int:
     return int(importlib.import_module(f"metadata_builders.families.{family}.__main__").main(argv))
 
 
+def family_module(family: str, module: str) -> ModuleType:
+    """One of a family's modules the core takes a piece from by name: ``__main__`` (its command line: ``main``,
+    ``synopsis``), ``plugin`` (what the pytest plugin needs of the default family).  The core imports no family
+    module itself; the family's name is data."""
+    return importlib.import_module(f"metadata_builders.families.{family}.{module}")
+
+
 def family_subject(family: str, builder: str | None, device: str) -> Any:
     """A family's builder ``builder`` (None: the family's bundled one), audited, on ``device``: the pytest plugin's
     ``builder`` fixture under ``--mb-family``.  Each family but the default provides it as
@@ -62,4 +70,5 @@ def family_subject(family: str, builder: str | None, device: str) -> Any:
     return importlib.import_module(f"metadata_builders.families.{family}.__main__").subject(builder, device)
 
 
-__all__ = ["DEFAULT_FAMILY", "FAMILIES", "FAMILY_HELP", "family_main", "family_subject", "split_family"]
+__all__ = ["DEFAULT_FAMILY", "FAMILIES", "FAMILY_HELP", "family_main", "family_module", "family_subject",
+           "split_family"]

@@ -2,7 +2,8 @@
 
 A CUDA/HIP graph runs no Python at replay: it re-runs the kernels it recorded, on
 the storages it recorded.  Upstream splits target verify into two phases, and so
-does the builder contract (DESIGN.md section 3, P5 and P7):
+does each family's builder contract (DESIGN.md section 3, P5 and P7; DSV4's below, run by its
+``builders.phases``; the DSA family drives its backend's capture and replay the same way):
 
 ==================  =====================================  ==========================================
 phase               upstream                               here
@@ -62,23 +63,19 @@ import dataclasses
 import functools
 import os
 import sys
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 from torch.overrides import TorchFunctionMode
 
-from metadata_builders.audit import triton as audit_triton
 from metadata_builders.audit import DeviceAudit, is_device_resident
+from metadata_builders.audit import triton as audit_triton
 from metadata_builders.audit.residency import _tensors
 from metadata_builders.errors import CaptureMismatch, CaptureSync, InvalidMetadata
-from metadata_builders.families.dsv4.metadata import Decision, VerifyMetadata
 
-if TYPE_CHECKING:
-    from metadata_builders.harness.inputs import VerifyInputs
-
-__all__ = ["GraphRecorder", "HostRead", "RecordedGraph", "capture_graph", "replay_graph"]
+__all__ = ["GraphRecorder", "HostRead", "RecordedGraph"]
 
 _TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__))
 _HERE = os.path.abspath(__file__).removesuffix("c")
@@ -155,10 +152,6 @@ class RecordedGraph:
                         raise CaptureMismatch(f"{call.name} in {call.stage}", tuple(captured.shape),
                                               tuple(fresh.shape))
                     captured.copy_(fresh)
-
-    def metadata(self, decision: Decision) -> VerifyMetadata:
-        """The replay's result: the captured fields (now holding the replay's values), out-graph's decision."""
-        return VerifyMetadata(dict(self.fields), decision, not_observable=self.not_observable)
 
 
 class GraphRecorder(TorchFunctionMode):
@@ -258,40 +251,15 @@ class GraphRecorder(TorchFunctionMode):
             origin = f"{origin} during capture" if origin else "that is not graph state"
             self.host_reads.append(HostRead(name, stage, _describe(t), origin))
 
-    def graph(self, result: Any) -> RecordedGraph:
-        """The recording, with the in-graph work's ``result`` (its fields, or a ``VerifyMetadata``)."""
-        fields, not_observable = (result.fields, result.not_observable) if isinstance(result, VerifyMetadata) \
-            else (dict(result), ())
+    def graph(self, fields: Mapping[str, Any], not_observable: Iterable[str] = ()) -> RecordedGraph:
+        """The recording, with the in-graph work's ``fields`` (name -> the tensor it made) and the fields it cannot
+        observe."""
         for name, value in fields.items():
             if not isinstance(value, torch.Tensor):
                 raise InvalidMetadata(f"fields[{name!r}]", "a tensor (in-graph work makes device memory)",
                                       type(value).__name__)
         return RecordedGraph(list(self.calls), dict(fields), tuple(not_observable), list(self.host_reads))
 
-
-def capture_graph(builder: Any, inputs: VerifyInputs) -> tuple[Any, RecordedGraph, Decision]:
-    """Capture on harness-made ``inputs``: allocate graph state, run out-graph work, record in-graph work.
-
-    Runs under its own :class:`DeviceAudit` (so memory the builder allocates is
-    placed); raises :class:`~metadata_builders.errors.CaptureSync` for a read back
-    inside the recording.  Returns (graph state, the recording, out-graph's decision).
-    """
-    make = getattr(builder, "graph_state", None)
-    with DeviceAudit() as audit:
-        state = make(inputs) if callable(make) else None
-        known = [state, inputs.tensors()]  # graph state is what exists before any phase ran
-        recorder = GraphRecorder(audit, known)
-        decision = builder.out_graph(state, inputs)
-        with recorder:
-            result = builder.in_graph(state, inputs)
-    return state, recorder.graph(result), decision
-
-
-def replay_graph(builder: Any, state: Any, inputs: VerifyInputs, graph: RecordedGraph) -> VerifyMetadata:
-    """One replay: out-graph work in Python, then the recording re-executed (call it under the audit)."""
-    decision = builder.out_graph(state, inputs)
-    graph.replay()
-    return graph.metadata(decision)
 
 
 # -- helpers ------------------------------------------------------------------------------------------

@@ -1,61 +1,13 @@
-"""Properties P1-P10 of docs/DESIGN.md section 3, as checks any builder can be put to.
+"""The property framework every family's properties run on (DESIGN.md section 4.7).
 
-Each ``check_*`` takes a builder (an audited one from
-:func:`~metadata_builders.get_builder`) and one batch, and raises
-:class:`~metadata_builders.errors.PropertyFailure` at the first violation,
-naming property, variant, field, index and both values.  It returns a list of
-notes: things that hold but a person should know (a divergence that corrupts
-metadata silently).  A note of type :class:`Partial` says the property could
-not fully run for this builder (no capture/replay, a variant it cannot
-express, a token map the audit never saw): the verdict is then ``partial``,
-never a silent ``held``.
+============  ===========================================================================================
+module        what it holds
+============  ===========================================================================================
+``spec``      :class:`PropertySpec` (a family's property row), :func:`verdict`, :class:`PropertyResult`
+``checks``    the check ids a failure carries (``"p5.replay_vs_fresh"``, ...): data findings match on
+``notes``     :class:`Partial` notes (what a check could not judge) and the tallies of what it exercised
+============  ===========================================================================================
 
-The checks are plain functions so the CLI, the pytest plugin and a user's own
-Hypothesis test all drive the same code.
+A family's properties live in its package (DSV4's: its ``properties``); the public
+``check_p*`` names are the facade's (``from metadata_builders import check_p1_reference``).
 """
-
-from __future__ import annotations
-
-from metadata_builders.properties._common import Partial, collecting_tallies
-from metadata_builders.properties.equality import check_p1_reference, check_p3_sync_free, check_p4_gate, p1_differences
-from metadata_builders.properties.faults import check_p6_fault_model
-from metadata_builders.properties.graph import check_p5_graph_vs_eager
-from metadata_builders.properties.kv import check_p10_kv_state
-from metadata_builders.properties.mirror import check_p2_mirror
-from metadata_builders.properties.sequences import (fewer_requests_batch, filled_tier_batch, replay_sequence,
-                                                   same_tier_batch)
-from metadata_builders.properties.spec import (PROPERTIES, Focus, PropertyResult, PropertySpec, batches_for,
-                                               focuses_for, run_all, verdict)
-from metadata_builders.properties.state import check_p8_inputs_untouched, check_p9_no_hidden_state, history_for
-from metadata_builders.properties.syncs import check_p7_capture_safety, check_sync_contract, contract_role
-
-__all__ = [
-    "PROPERTIES",
-    "Focus",
-    "Partial",
-    "PropertyResult",
-    "PropertySpec",
-    "batches_for",
-    "check_p10_kv_state",
-    "check_p1_reference",
-    "check_p2_mirror",
-    "check_p3_sync_free",
-    "check_p4_gate",
-    "check_p5_graph_vs_eager",
-    "check_p6_fault_model",
-    "check_p7_capture_safety",
-    "check_p8_inputs_untouched",
-    "check_p9_no_hidden_state",
-    "check_sync_contract",
-    "collecting_tallies",
-    "contract_role",
-    "fewer_requests_batch",
-    "filled_tier_batch",
-    "focuses_for",
-    "history_for",
-    "p1_differences",
-    "replay_sequence",
-    "run_all",
-    "same_tier_batch",
-    "verdict",
-]

@@ -2,7 +2,7 @@
 
 A :class:`~metadata_builders.errors.PropertyFailure` carries one of these ids in
 ``check`` (and, when the builder raised, an :class:`~metadata_builders.errors.Origin`).
-Known findings (:mod:`metadata_builders.runs.findings`), the gate and the tests match on
+Known findings (each family's ``findings``), the gate and the tests match on
 ``(property, check, field, where)`` and the batch's shape.  Worked example: P5's
 replay sequence finds replay 3 of 5 different from a fresh build of the same
 batch at ``swa_loc[4]``: ``check="p5.replay_vs_fresh"``, ``field="swa_loc"``;

@@ -14,7 +14,7 @@ from __future__ import annotations
 import torch
 
 from metadata_builders.families.dsv4.hip import HipBuilder, Layout
-from metadata_builders.harness.inputs import VerifyInputs
+from metadata_builders import VerifyInputs
 
 
 class MyRingBuilder(HipBuilder):

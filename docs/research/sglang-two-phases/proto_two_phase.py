@@ -23,22 +23,22 @@ from types import SimpleNamespace
 _ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 sys.path[:0] = [_ROOT, os.path.join(_ROOT, "tests")]
 
-import metadata_builders.families.dsv4.sglang  # noqa: F401  (TRITON_INTERPRET=1 before triton)
 import torch
-
 from _examples import EXAMPLES, make_batch
+
+import metadata_builders.families.dsv4.sglang  # noqa: F401  (TRITON_INTERPRET=1 before triton)
 from metadata_builders import GraphTier
 from metadata_builders.audit import DeviceAudit, device_handle
-from metadata_builders.builders import _mark_inputs
-from metadata_builders.harness.graph_recorder import GraphRecorder
-from metadata_builders.harness.inputs import make_inputs, refill_inputs
+from metadata_builders.families.dsv4.builders import _mark_inputs
+from metadata_builders.families.dsv4.inputs import make_inputs, refill_inputs
 from metadata_builders.families.dsv4.sglang.builder import SGLangBuilder
-from metadata_builders.families.dsv4.sglang.entry import PATCH_LOCK as _PATCH_LOCK
 from metadata_builders.families.dsv4.sglang.double import make_backend, upstream_patched
+from metadata_builders.families.dsv4.sglang.entry import PATCH_LOCK as _PATCH_LOCK
 from metadata_builders.families.dsv4.sglang.reading import read
 from metadata_builders.families.dsv4.sglang.releases import load_upstream
 from metadata_builders.families.dsv4.sglang.routing import kernel_routes
 from metadata_builders.families.dsv4.variants import Variant
+from metadata_builders.harness.graph_recorder import GraphRecorder
 
 DEVICE = "cpu"  # what make_inputs gets (the harness's device string)
 HANDLE = device_handle(DEVICE)  # what the builder/backend gets (names device memory on CPU)

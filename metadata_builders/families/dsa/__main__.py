@@ -47,8 +47,8 @@ def resolve_builder(name: str | None, device: str = "cpu") -> Callable[..., Any]
         return SGLangDSABuilder
     if ":" not in (name or ""):
         raise BuilderNotFound(name, 'expected "dsa-torch", "sglang" or "module:attr" (the DSA family)')
-    from metadata_builders.builders.capabilities import declared_modes
-    from metadata_builders.builders.registry import construct_named, load_factory
+    from metadata_builders.builders.declarations import declared_modes
+    from metadata_builders.builders.loading import construct_named, load_factory
     from metadata_builders.families.dsa.batch import MODES
 
     factory = load_factory(name)

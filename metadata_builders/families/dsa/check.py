@@ -45,7 +45,7 @@ def not_applicable(subject: Any, prop: str, mode: str) -> str | None:
     :class:`~metadata_builders.families.dsa.audited.DSASubject`): the property does not apply there
     (:data:`APPLIES`), or the builder does not declare the mode; None: it is judged.  What ``check`` skips, for a
     test of one's own (docs/examples/test_my_dsa_builder.py)."""
-    from metadata_builders.builders.capabilities import declared_modes
+    from metadata_builders.builders.declarations import declared_modes
 
     declared = declared_modes(type(subject.inner), subject.name, known=MODES, default=MODES)
     if mode not in declared:
@@ -227,7 +227,7 @@ def run_check(profile: str = "ci", *, builder: Callable[..., Any] | None = None,
     :data:`PROFILES` (``max_examples`` overrides its examples per search); ``failures_dir``: write each failing
     (shrunk) batch there as a replay file; ``stop_at_first``: stop at the first failure (the mutant run).
     """
-    from metadata_builders.builders.capabilities import declared_modes
+    from metadata_builders.builders.declarations import declared_modes
     from metadata_builders.families.dsa.properties import PROPERTIES
     from metadata_builders.families.dsa.strategies import dsa_batches
 

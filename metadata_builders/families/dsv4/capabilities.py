@@ -1,6 +1,7 @@
 """What a DSV4 builder offers, as data: :class:`Capabilities`, read once from its class's declarations (class
 variables with defaults, docs/BUILDERS.md "Declaring capabilities") by the core's
-:func:`metadata_builders.builders.capabilities_of`, which infers from methods only what no class declares (a builder
+:func:`metadata_builders.families.dsv4.builders.capabilities_of`, which infers from methods only what no class
+declares (a builder
 of the user's that declares nothing); the reference, run unaudited, states its own (``ReferenceBuilder.capabilities``).
 """
 

@@ -3,7 +3,7 @@
 P10 (docs/DESIGN.md section 3) judges a build by what its metadata makes upstream's
 kernels do to the KV state, not by its values: a rule wrong the same way in the
 reference and in a builder still fails it.  This module is the state; the judging
-is :mod:`metadata_builders.properties.kv`.  Besides the ring it models the compressed pools'
+is :mod:`metadata_builders.families.dsv4.properties.kv`.  Besides the ring it models the compressed pools'
 addressing, the compressor-state rings and the paged SWA pool (:class:`PagedSwa`).
 
 **The ring.**  ``rows = num_slots * ring_size``; position ``p`` of request slot ``s``

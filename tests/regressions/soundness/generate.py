@@ -17,11 +17,11 @@ from __future__ import annotations
 import os
 import sys
 
+from metadata_builders.families.dsv4.mutants import MUTANTS, mutant_builder
+from metadata_builders.families.dsv4.properties import PROPERTIES
+from metadata_builders.families.dsv4.runs.reproduce import reproduce
+from metadata_builders.families.dsv4.runs.runner import run_property
 from metadata_builders.runs.profiles import load_profile
-from metadata_builders.properties import PROPERTIES
-from metadata_builders.runs.reproduce import reproduce
-from metadata_builders.runs.runner import run_property
-from metadata_builders.tools.mutants import MUTANTS, mutant_builder
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 

@@ -15,16 +15,15 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import torch
 
 from metadata_builders.families.dsv4.batch import DECODE_MODES
-from metadata_builders.families.dsv4.hip import compression
+from metadata_builders.families.dsv4.hip import compression, pipeline
 from metadata_builders.families.dsv4.hip import decode as hip_decode
-from metadata_builders.families.dsv4.hip import pipeline
 from metadata_builders.families.dsv4.hip.state import DecodeState, DraftExtendState, GraphState, Layout, MultiStepState
 from metadata_builders.families.dsv4.metadata import Decision, VerifyMetadata
 
 if TYPE_CHECKING:
     from metadata_builders.families.dsv4.capabilities import GraphContract
+    from metadata_builders.families.dsv4.inputs import VerifyInputs
     from metadata_builders.families.dsv4.tier import CaptureGeometry, Padding
-    from metadata_builders.harness.inputs import VerifyInputs
 
 __all__ = ["HipBuilder", "Stages", "draft_extend", "target_verify"]
 

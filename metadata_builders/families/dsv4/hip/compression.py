@@ -32,7 +32,7 @@ from metadata_builders.families.dsv4.hip import low_ratios as hip_low_ratios
 
 if TYPE_CHECKING:
     from metadata_builders.families.dsv4.batch import Compression
-    from metadata_builders.harness.inputs import VerifyInputs
+    from metadata_builders.families.dsv4.inputs import VerifyInputs
 
 __all__ = ["compress_plans", "compressed_attention", "compression_groups", "device_plan", "host_plan",
            "indexer_metadata", "sparse_buffers"]

@@ -27,7 +27,7 @@ from metadata_builders.families.dsv4.hip.state import DecodeState, Layout, Multi
 from metadata_builders.families.dsv4.metadata import Decision, VerifyMetadata, fields_for
 
 if TYPE_CHECKING:
-    from metadata_builders.harness.inputs import VerifyInputs
+    from metadata_builders.families.dsv4.inputs import VerifyInputs
 
 __all__ = ["captured_raw", "copy_raw", "decode", "decode_plans", "from_raw_decode", "multi_step_state", "raw_decode",
            "refresh", "refresh_children", "step_out_cache_loc"]

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 import torch
 
 if TYPE_CHECKING:
-    from metadata_builders.harness.inputs import VerifyInputs
+    from metadata_builders.families.dsv4.inputs import VerifyInputs
 
 __all__ = ["INDEX_PAGE_SIZE", "low_ratio_compression", "low_ratio_groups", "low_ratio_indexer", "low_ratio_positions",
            "low_ratio_sparse"]

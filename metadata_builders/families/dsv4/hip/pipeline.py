@@ -2,7 +2,7 @@
 the harness.
 
 Each function is one stage of ``DeepseekV4HipRadixBackend`` and receives what upstream's caller hands the backend
-(:class:`~metadata_builders.harness.inputs.VerifyInputs`), so a backend engineer recognises it:
+(:class:`~metadata_builders.families.dsv4.inputs.VerifyInputs`), so a backend engineer recognises it:
 ``host_mirror`` (``init_forward_metadata_target_verify``'s mirror or the ``tolist`` fallback),
 ``verify_extension`` (``init_forward_metadata_target_verify_old``: ``+ draft``, ragged layout, tier padding),
 ``causal_expansion`` (``ExpandPrefillCausally``), ``core_metadata`` (``make_core_attn_metadata``),
@@ -26,13 +26,13 @@ from typing import TYPE_CHECKING
 import torch
 import torch.nn.functional as F
 
+from metadata_builders.families.dsv4.errors import StaleMirror
 from metadata_builders.families.dsv4.hip.state import GraphState, Layout
 from metadata_builders.families.dsv4.hip.streams import decode_index_streams_torch
-from metadata_builders.errors import StaleMirror
 from metadata_builders.families.dsv4.variants import apply_gate
 
 if TYPE_CHECKING:
-    from metadata_builders.harness.inputs import VerifyInputs
+    from metadata_builders.families.dsv4.inputs import VerifyInputs
 
 __all__ = ["causal_expansion", "core_metadata", "decode_streams", "draft_extend_layout", "graph_key", "host_mirror",
            "index_streams", "pad_verify_lens_to_bucket", "prefill_state", "swa_out_cache_loc", "token_map",

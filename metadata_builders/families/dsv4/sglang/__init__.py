@@ -1,7 +1,7 @@
 """Builder ``"sglang"``: the installed SGLang's own target-verify code on a backend double.
 
 It receives what upstream's caller hands the backend
-(:class:`~metadata_builders.harness.inputs.VerifyInputs`, made by the harness) and runs
+(:class:`~metadata_builders.families.dsv4.inputs.VerifyInputs`, made by the harness) and runs
 ``DeepseekV4HipRadixBackend`` methods unchanged -- the public
 ``init_forward_metadata_target_verify`` (and through it ``..._old``,
 ``init_forward_metadata_prefill``, ``make_core_attn_metadata``,

@@ -29,12 +29,11 @@ from __future__ import annotations
 
 import inspect
 import sys
-
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from metadata_builders.audit import launch_memo
-from metadata_builders.families.dsv4.batch import DECODE_MODES
 from metadata_builders.errors import InvalidVariant
+from metadata_builders.families.dsv4.batch import DECODE_MODES
 from metadata_builders.families.dsv4.sglang import decode, graph
 from metadata_builders.families.dsv4.sglang.compression import unobservable
 from metadata_builders.families.dsv4.sglang.coverage import record
@@ -43,8 +42,13 @@ from metadata_builders.families.dsv4.sglang.entry import PATCH_LOCK, entry_and_i
 from metadata_builders.families.dsv4.sglang.reading import read, read_mode, streams_unobservable
 from metadata_builders.families.dsv4.sglang.releases import load_upstream
 from metadata_builders.families.dsv4.sglang.routing import KERNEL_ROUTES, KernelRoute, kernel_routes
-from metadata_builders.families.dsv4.sglang.switches import (GROUPED_ASM, grouped_asm, report_lines, switch_scope,
-                                                             switches_on)
+from metadata_builders.families.dsv4.sglang.switches import (
+    GROUPED_ASM,
+    grouped_asm,
+    report_lines,
+    switch_scope,
+    switches_on,
+)
 from metadata_builders.families.dsv4.variants import variants_for
 
 if TYPE_CHECKING:
@@ -52,11 +56,11 @@ if TYPE_CHECKING:
 
     from metadata_builders.families.dsv4.batch import VerifyBatch
     from metadata_builders.families.dsv4.capabilities import GraphContract
-    from metadata_builders.families.dsv4.tier import CaptureGeometry, Padding
-    from metadata_builders.harness.inputs import VerifyInputs
+    from metadata_builders.families.dsv4.inputs import VerifyInputs
     from metadata_builders.families.dsv4.metadata import Decision, VerifyMetadata
     from metadata_builders.families.dsv4.sglang.graph import UpstreamGraph
     from metadata_builders.families.dsv4.sglang.releases import Upstream
+    from metadata_builders.families.dsv4.tier import CaptureGeometry, Padding
     from metadata_builders.families.dsv4.variants import Variant
 
 __all__ = ["SGLangBuilder", "gasm_route", "target_verify", "through_dispatcher", "torch_route"]

@@ -50,7 +50,7 @@ from metadata_builders.families.dsv4.sglang.routing import patched
 
 if TYPE_CHECKING:
     from metadata_builders.families.dsv4.batch import Compression, Geometry
-    from metadata_builders.harness.inputs import VerifyInputs
+    from metadata_builders.families.dsv4.inputs import VerifyInputs
     from metadata_builders.families.dsv4.sglang.releases import Upstream
 
 __all__ = ["INDEXER_PAGE_SIZE", "LOW_RATIO_INDEX_PAGE_SIZE", "ROCM_ENV", "SPARSE_TOPKS", "compression_attributes",

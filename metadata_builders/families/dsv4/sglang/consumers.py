@@ -1,6 +1,6 @@
 """Upstream's KV store kernels run on id-valued pools: the consumer P10 judges, not only its model.
 
-P10 (:mod:`metadata_builders.properties.kv`) derives each store a target-verify
+P10 (:mod:`metadata_builders.families.dsv4.properties.kv`) derives each store a target-verify
 step makes from the metadata, as upstream's kernels consume it.  Where the
 kernel itself runs on CPU (Triton, under the interpreter), the SGLang builder
 hands P10 the kernel instead of the formula, so a bug in the consumer is judged

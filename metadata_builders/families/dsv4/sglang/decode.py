@@ -41,8 +41,8 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
-from metadata_builders.families.dsv4.batch import DECODE_MODES
 from metadata_builders.errors import UpstreamNotFound
+from metadata_builders.families.dsv4.batch import DECODE_MODES
 from metadata_builders.families.dsv4.metadata import Decision, VerifyMetadata, fields_for
 from metadata_builders.families.dsv4.sglang.compression import unobservable
 from metadata_builders.families.dsv4.sglang.coverage import record
@@ -53,8 +53,8 @@ from metadata_builders.families.dsv4.sglang.graph import (
     _phase,
     live_out_cache_loc,
     runner_backend,
-    warm_up,
     runner_positions,
+    warm_up,
 )
 from metadata_builders.families.dsv4.sglang.reading import (
     compression_fields,
@@ -66,7 +66,7 @@ from metadata_builders.families.dsv4.sglang.reading import (
 if TYPE_CHECKING:
     import torch
 
-    from metadata_builders.harness.inputs import VerifyInputs
+    from metadata_builders.families.dsv4.inputs import VerifyInputs
     from metadata_builders.families.dsv4.sglang.releases import Upstream
 
 __all__ = ["decode", "graph_state", "in_graph", "out_graph", "read_decode"]

@@ -27,7 +27,7 @@ from metadata_builders.families.dsv4.sglang.routing import patched
 if TYPE_CHECKING:
     import torch
 
-    from metadata_builders.harness.inputs import VerifyInputs
+    from metadata_builders.families.dsv4.inputs import VerifyInputs
     from metadata_builders.families.dsv4.sglang.releases import Upstream
 
 __all__ = ["make_backend", "upstream_patched"]

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from metadata_builders.errors import InvalidVariant
 
 if TYPE_CHECKING:
-    from metadata_builders.harness.inputs import VerifyInputs
+    from metadata_builders.families.dsv4.inputs import VerifyInputs
     from metadata_builders.families.dsv4.sglang.releases import Upstream
 
 __all__ = ["PATCH_LOCK", "entry_and_is_dspark", "ragged_layout"]

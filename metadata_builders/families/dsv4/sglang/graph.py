@@ -64,7 +64,7 @@ if TYPE_CHECKING:
 
     import torch
 
-    from metadata_builders.harness.inputs import VerifyInputs
+    from metadata_builders.families.dsv4.inputs import VerifyInputs
     from metadata_builders.families.dsv4.metadata import VerifyMetadata
 
 __all__ = ["UpstreamGraph", "dispatched", "eager_in_graph", "graph_state", "in_graph", "live_out_cache_loc",

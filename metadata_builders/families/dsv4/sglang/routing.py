@@ -31,7 +31,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
 if TYPE_CHECKING:
-    from metadata_builders.harness.inputs import VerifyInputs
+    from metadata_builders.families.dsv4.inputs import VerifyInputs
     from metadata_builders.families.dsv4.sglang.releases import Upstream
 
 __all__ = ["KERNEL_ROUTES", "KernelRoute", "kernel_routes", "patched"]
