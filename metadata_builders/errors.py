@@ -30,7 +30,6 @@ __all__ = [
     "Origin",
     "PlotExtraMissing",
     "PropertyFailure",
-    "StaleMirror",
     "StreamOutOfBounds",
     "UnknownMutant",
     "UpstreamNotFound",

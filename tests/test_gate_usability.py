@@ -472,3 +472,17 @@ def test_a_head_builder_in_the_current_directory_imports_as_check_imports_it(tmp
     out = capsys.readouterr().out
     assert code == 0, out
     assert "builders hip (base) and gatepkg_cwd.mine:Mine (head)" in out.splitlines()[0]
+
+
+def test_a_route_is_the_rows_data_and_a_finding_matches_the_property_alone() -> None:
+    """A gate row on another kernel route is (property, route) as data: ``P1-torch`` is a label made from it, the
+    property stays ``P1`` for everything that matches on it (known findings, the shrinker's child, the verdict)."""
+    from metadata_builders.families.dsv4.gate.verdicts import PropertyVerdict
+    from metadata_builders.families.dsv4.runs.findings import Seen, _absorbs_past_width, known_finding
+
+    primary, torch_route = PropertyVerdict("P1", "every variant = reference"), PropertyVerdict("P1", "t", route="torch")
+    assert (primary.row, torch_route.row, torch_route.prop) == ("P1", "P1-torch", "P1")
+    batch = next(b for b in build_corpus([p for p in PROPERTIES if p.name == "P6"], 30)
+                 if _absorbs_past_width(b.without_divergence()))
+    assert known_finding(Seen("P1", "p1.oob_read", "audit.faults", "get_swa_page_indices"), batch) == "F2c"
+    assert known_finding(Seen("P1-torch", "p1.oob_read", "audit.faults", "get_swa_page_indices"), batch) is None

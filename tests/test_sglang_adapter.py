@@ -572,12 +572,12 @@ def test_sglang_stands_for_both_kernel_routes_each_a_builder_get_builder_resolve
     from metadata_builders.families.dsv4.builders import routes_of
 
     triton, torch_, gasm = routes_of("sglang")
-    assert (gasm.label, gasm.prop("P1"), gasm.gate_only) == ("gasm", "P1-gasm", True)
-    assert (triton.label, triton.builder, triton.prop("P1")) == ("triton", "sglang", "P1")
-    assert (torch_.label, torch_.prop("P1")) == ("torch", "P1-torch")
+    assert (gasm.label, gasm.primary, gasm.gate_only) == ("gasm", False, True)
+    assert (triton.label, triton.builder, triton.primary) == ("triton", "sglang", True)
+    assert (torch_.label, torch_.primary) == ("torch", False)
     built = get_builder(torch_.builder, "cpu")
     assert (built.inner.kernels, built.inner.upstream) == ("torch", upstream)
-    assert routes_of("hip") == routes_of("hip")[:1] and routes_of("hip")[0].prop("P1") == "P1"
+    assert routes_of("hip") == routes_of("hip")[:1] and routes_of("hip")[0].primary
 
 
 def test_the_torch_route_runs_upstreams_fallbacks_and_no_routed_kernel(sglang_torch_kernels, upstream,

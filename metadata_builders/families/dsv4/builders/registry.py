@@ -64,10 +64,6 @@ class Route:
     gate_only: bool = False
     """Run by the gate, not by ``check --builder NAME`` (whose report names it): its batches are rare in a drawn run."""
 
-    def prop(self, name: str) -> str:
-        """How property ``name`` is reported for this route: ``P1``, or ``P1-torch``."""
-        return name if self.primary else f"{name}-{self.label}"
-
 
 @dataclass(frozen=True, slots=True)
 class Registration:

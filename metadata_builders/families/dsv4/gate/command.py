@@ -257,9 +257,9 @@ def _gate(args: argparse.Namespace, run: _Run, base: Side, head: Side, start: fl
         if shrunk:
             _say("  shrunk " + ", ".join(f"{prop}'s example in {steps} step(s)" for prop, (_, steps) in shrunk.items())
                  + " (head still fails the same check, base holds)")
-        shrunk = {route.prop(prop): found_ for prop, found_ in shrunk.items()}
         for pv in found:
-            pv.prop = route.prop(pv.prop)
+            pv.route = "" if route.primary else route.label
+        shrunk = {pv.row: shrunk[pv.prop] for pv in found if pv.prop in shrunk}
         written = write_replays(found, crashed, run.corpus, _failures_dir(args), h, shrunk)
         verdicts, replays, crash = verdicts + found, replays + written, crash or crashed
     run.corpus, run.corpus_path, run.corpus_sha = run._main
@@ -358,7 +358,7 @@ def _write_junit(path: str, result: GateResult) -> None:
     """One testcase per property (and one for a crash at head), the not-judged part in its output."""
     from metadata_builders.families.dsv4.runs.report import write_junit
 
-    cases = [(f"{pv.prop} {pv.title}", pv.seconds, f"new failures: {pv.summary()}" if pv.blocking else None,
+    cases = [(f"{pv.row} {pv.title}", pv.seconds, f"new failures: {pv.summary()}" if pv.blocking else None,
               pv.summary() + (f"\nnot judged: {pv.not_judged()}" if pv.not_judged() else ""))
              for pv in result.verdicts]
     if result.crash is not None:

@@ -86,16 +86,16 @@ def write_replays(verdicts: list[PropertyVerdict], crash: Crash | None, corpus: 
             continue
         index, base_outcome, head_outcome = min(new, key=lambda e: (corpus[e[0]].size_key(), e[0]))
         what = _new_differences(base_outcome, head_outcome)
-        batch, steps = (shrunk or {}).get(pv.prop, (corpus[index], 0))
-        meta = {"property": pv.prop, "gate": "new", "head": head.label, "builder": head.builder, "new": what,
+        batch, steps = (shrunk or {}).get(pv.row, (corpus[index], 0))
+        meta = {"property": pv.row, "gate": "new", "head": head.label, "builder": head.builder, "new": what,
                 "signature": list(head_outcome.signature), "base_status": base_outcome.status,
                 "check": head_outcome.check}
         if steps:
             meta["shrunk"] = {"from_corpus_batch": index, "steps": steps, "note": "head still fails this check on "
                               "it and base holds (metadata_builders/families/dsv4/gate/shrink.py)"}
-        path = _write(directory, pv.prop, batch, f"{pv.prop} fails at head ({head.label}) with what base "
+        path = _write(directory, pv.row, batch, f"{pv.row} fails at head ({head.label}) with what base "
                       f"did not have: {what}", meta)
-        written.append(Replay(pv.prop, path, what, replay_command(path, head), head.builder))
+        written.append(Replay(pv.row, path, what, replay_command(path, head), head.builder))
     return written
 
 

@@ -48,7 +48,7 @@ class GateResult:
 
     @property
     def blocking(self) -> list[str]:
-        return (["crash"] if self.crash is not None else []) + [pv.prop for pv in self.verdicts if pv.blocking]
+        return (["crash"] if self.crash is not None else []) + [pv.row for pv in self.verdicts if pv.blocking]
 
     @property
     def judged(self) -> int:
@@ -62,7 +62,7 @@ class GateResult:
         return bool(self.blocking) or bool(self.unjudged_files) or bool(self.not_run)
 
     def rows(self) -> list[list[str]]:
-        rows = [[pv.prop, pv.title, "BLOCKS" if pv.blocking else "ok", pv.summary()] for pv in self.verdicts]
+        rows = [[pv.row, pv.title, "BLOCKS" if pv.blocking else "ok", pv.summary()] for pv in self.verdicts]
         if self.crash is not None:
             how = "alone" if self.crash.alone else "only after other batches"
             rows.insert(0, ["crash", "the head's process survives every batch", "BLOCKS",
@@ -72,7 +72,7 @@ class GateResult:
 
     def blind_spots(self) -> list[tuple[str, str]]:
         """(property, what it could not judge) for every property with a blind spot."""
-        return [(pv.prop, why) for pv in self.verdicts if (why := pv.not_judged()) is not None]
+        return [(pv.row, why) for pv in self.verdicts if (why := pv.not_judged()) is not None]
 
     def verdict_line(self) -> str:
         blocking = self.blocking
@@ -104,8 +104,8 @@ def _unjudged(pv: PropertyVerdict) -> str:
     """``P5 on 3/80 batches``, or ``P5 NOT JUDGED (80/80 batches)`` when most of the corpus went unjudged."""
     n = pv.counts["partial"] + pv.counts["not judged"]
     if pv.batches == 0 or pv.counts["not judged"] * 2 > pv.batches:
-        return f"{pv.prop} NOT JUDGED ({pv.counts['not judged']}/{pv.batches} batches)"
-    return f"{pv.prop} on {n}/{pv.batches} batches"
+        return f"{pv.row} NOT JUDGED ({pv.counts['not judged']}/{pv.batches} batches)"
+    return f"{pv.row} on {n}/{pv.batches} batches"
 
 
 def _pre_existing(result: GateResult) -> str | None:
@@ -113,7 +113,7 @@ def _pre_existing(result: GateResult) -> str | None:
     if not pre:
         return None
     return "already failing at base (not blocking): " + "; ".join(
-        f"{pv.prop} {pv.counts['pre-existing'] + pv.counts['changed']} batch(es)"
+        f"{pv.row} {pv.counts['pre-existing'] + pv.counts['changed']} batch(es)"
         + (f" [{', '.join(sorted(pv.findings))}]" if pv.findings else " [no known finding: see docs/FINDINGS.md]")
         for pv in pre)
 
@@ -123,7 +123,7 @@ def text(result: GateResult) -> str:
     from metadata_builders.families.dsv4.runs.report import format_table, modes_table
 
     out = ["", format_table(["property", "what", "gate", "verdicts (batches)"], result.rows())]
-    if (by_mode := modes_table([(pv.prop, pv.by_mode) for pv in result.verdicts])) is not None:
+    if (by_mode := modes_table([(pv.row, pv.by_mode) for pv in result.verdicts])) is not None:
         out += ["", by_mode]
     for replay in result.replays:
         label = "crash at head" if replay.prop == "crash" else f"{replay.prop} NEW at head"
@@ -134,7 +134,7 @@ def text(result: GateResult) -> str:
         out += ["", pre]
     fixed = [pv for pv in result.verdicts if pv.counts["fixed"]]
     if fixed:
-        out.append("fixed at head: " + "; ".join(f"{pv.prop} {pv.counts['fixed']} batch(es)" for pv in fixed))
+        out.append("fixed at head: " + "; ".join(f"{pv.row} {pv.counts['fixed']} batch(es)" for pv in fixed))
     spots = result.blind_spots()
     if spots:
         out += ["", "not judged (a blind spot of this builder, not a verdict):"]
@@ -172,7 +172,7 @@ def markdown(result: GateResult, *, relative_to: str | None) -> str:
            (f"base = `{result.base.label}`, head = `{result.head.label}`; {result.batches} batches; "
             f"{result.seconds:.0f}s"), "", "| property | what | gate | verdicts (batches) |", "|---|---|---|---|"]
     out += ["| " + " | ".join(_cell(c) for c in row) + " |" for row in result.rows()]
-    if (by_mode := modes_table([(pv.prop, pv.by_mode) for pv in result.verdicts])) is not None:
+    if (by_mode := modes_table([(pv.row, pv.by_mode) for pv in result.verdicts])) is not None:
         out += ["", "```", by_mode, "```"]
     spots = result.blind_spots()
     out += ["", "### Not judged", ""]

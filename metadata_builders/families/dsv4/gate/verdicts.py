@@ -38,7 +38,10 @@ class PropertyVerdict:
     """One property across the corpus: how many batches fell under each verdict."""
 
     prop: str
+    """The property (``P1``): what it judged, whichever route ran it."""
     title: str
+    route: str = ""
+    """The kernel route that ran it when not the builder's primary one (``torch``), else ``""``."""
     batches: int = 0
     counts: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     examples: dict[str, list[tuple[int, Outcome, Outcome]]] = field(default_factory=lambda: defaultdict(list))
@@ -51,6 +54,12 @@ class PropertyVerdict:
     """What the property took at head, over the corpus (CPU seconds of the evaluating processes)."""
     by_mode: Counter = field(default_factory=Counter)
     """Mode of the MTP step -> batches of the corpus the property judged (any verdict but ``not applicable``)."""
+
+    @property
+    def row(self) -> str:
+        """The gate's row: ``P1``, or ``P1-torch`` for another route (a label made once from the data, never parsed
+        back)."""
+        return f"{self.prop}-{self.route}" if self.route else self.prop
 
     @property
     def blocking(self) -> bool:

@@ -19,9 +19,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from metadata_builders.errors import Origin
+from metadata_builders.properties.checks import CheckId
 
 if TYPE_CHECKING:
     from metadata_builders.families.dsv4.batch import VerifyBatch
@@ -34,7 +35,7 @@ class Seen:
     """What a failure is, as data: a ``PropertyFailure`` or a gate outcome reduced to its identity."""
 
     prop: str
-    check: str = ""
+    check: CheckId | Literal[""] = ""
     field: str = ""
     where: str = ""
     """The pipeline stage (a fault's, a sync's), or ``""``."""
@@ -310,11 +311,12 @@ def known_finding(failure: Seen | Any, batch: VerifyBatch) -> str | None:
     A finding is matched on the batch the property judged: P1 and P5 judge a
     diverging batch without its divergence, so an F2c batch drawn with one is F2c
     for them as for any other F2c batch (P6 judges it diverged: F7 there; P8
-    builds it diverged too: F12).  A property's name with a route suffix
-    (``P1-torch``) is that property's failure on another route.
+    builds it diverged too: F12).  The property is a name (``P1``), whichever kernel route failed it: a route is
+    the gate row's data (:attr:`~metadata_builders.families.dsv4.gate.verdicts.PropertyVerdict.route`), never a
+    suffix read back.
     """
     seen = failure if isinstance(failure, Seen) else Seen.of(failure)
-    prop = seen.prop.partition("-")[0]
+    prop = seen.prop
     judged = batch if prop in JUDGES_DIVERGENCE or batch.divergence is None else batch.without_divergence()
     for finding in FINDINGS:
         if prop in finding.props and finding.matches(seen, judged):
