@@ -28,7 +28,7 @@ fi
 # metadata kernels and glue, the compressor and its plan kernel), and the runners and speculative workers that hand
 # the backend its inputs, which the harness plays instead of running: a change to one of those is gated and then
 # named as not judged (the gate measures what it ran). The one list is metadata_builders/families/dsv4/gate/watched.py's WATCHED
-# (tests/test_gate_watched.py holds this array and the workflow's paths: filter to it).
+# (tests/dsv4/test_gate_watched.py holds this array and the workflow's paths: filter to it).
 watched=(
   python/sglang/srt/layers/attention/deepseek_v4_backend_hip_radix.py
   python/sglang/srt/layers/attention/deepseek_v4_backend.py

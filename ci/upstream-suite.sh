@@ -4,9 +4,9 @@
 # Usage: [SUITE=premerge|nightly] [TESTS="tests/ ..."] PYTHON=.venv-sglang/bin/python bash ci/upstream-suite.sh [extra pytest arguments...]
 # TESTS: the paths (and --ignore options) to collect, default tests/ (ci/nightly.sh --family dsa: tests/dsa).
 # SUITE=premerge (the default, .ci/run) leaves out the tests marked `slow` (the gate plants whose verdict kind
-# another plant already covers, tests/test_gate_sglang.py); SUITE=nightly (ci/nightly.sh) runs them all.
+# another plant already covers, tests/dsv4/test_gate_sglang.py); SUITE=nightly (ci/nightly.sh) runs them all.
 # Run in an environment with SGLang installed (bash ci/install-sglang.sh). Two xdist workers, whole files each
-# (--dist loadfile): tests/test_gate_sglang.py's end-to-end gate runs (each a gate with two workers of its own) stay
+# (--dist loadfile): tests/dsv4/test_gate_sglang.py's end-to-end gate runs (each a gate with two workers of its own) stay
 # in one worker, one at a time, while the other files share the second core.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -20,7 +20,7 @@ __all__ = ["main", "synopsis"]
 
 
 def synopsis(width: int = 112) -> str:
-    """The README's CLI synopsis: the default family's, made from its parsers (``tests/test_docs.py`` holds the
+    """The README's CLI synopsis: the default family's, made from its parsers (``tests/core/test_docs.py`` holds the
     README to it)."""
     return family_module(DEFAULT_FAMILY, "__main__").synopsis(width)
 

@@ -14,7 +14,7 @@ example: ``check --builder sglang`` opens one session per property run; the
 SGLang builder asks for the launch memo (``launch_memo.want()``) when it is made,
 so the session turns torch's deterministic algorithms on; a ``build()`` inside is
 a nested session (nothing to do); when the run ends the flags are back to what
-the user had, ``tests/test_session.py`` checks.
+the user had, ``tests/core/test_session.py`` checks.
 """
 
 from __future__ import annotations

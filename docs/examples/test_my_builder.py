@@ -14,7 +14,7 @@ saying so).  ``focus.batches`` draws what ``check`` draws for that focus: P6's
 diverge from the host's belief (``verify_batches()`` alone draws none, so a P6
 test on it could not see the dspark gate dropped).  The plugin loads its own
 Hypothesis profile (deadlines off; ``ci`` when ``CI`` is set, ``--mb-profile`` to
-choose) unless you chose one of yours.  tests/test_plugin.py runs this very file
+choose) unless you chose one of yours.  tests/core/test_plugin.py runs this very file
 against the bundled builder (green), the dropped dspark gate (red on P6) and a
 draft-decode bug (red on P1).
 """

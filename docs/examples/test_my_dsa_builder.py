@@ -12,7 +12,7 @@ the installed SGLang's own ``DeepseekSparseAttnBackend``).  One test per (proper
 ``check`` draws for that mode (divergences, stale mirrors, graph tiers, wide tables) and judges one property on a
 fresh twin of the builder, as ``check`` does per example (P9 brings its own histories; a twin carries no state
 of the previous example).  A (property, mode) that ``check`` does not judge -- the builder does not declare the
-mode, or the property does not apply there -- is skipped, saying why.  tests/test_plugin.py runs this very file on
+mode, or the property does not apply there -- is skipped, saying why.  tests/core/test_plugin.py runs this very file on
 the bundled builder (green) and on a catalogue mutant, the tracker's #30378 (red on P1).
 """
 

@@ -32,7 +32,7 @@ the same loud value every time, instead of whatever an earlier build left.
 The audit is unaffected: it judges a launch by its arguments, around the call
 (:func:`metadata_builders.audit.core.kernel_launch`), and the graph recorder keeps
 a launch before it runs (:mod:`metadata_builders.audit.triton`'s watchers).
-``METADATA_BUILDERS_LAUNCH_MEMO=0`` turns it off; ``tests/test_launch_memo.py``
+``METADATA_BUILDERS_LAUNCH_MEMO=0`` turns it off; ``tests/core/test_launch_memo.py``
 pins what it must not remember.
 """
 

@@ -19,7 +19,7 @@ Nothing is lost by what is not here: a callable bound before the audit
 (``from torch import arange``), an operator (``a + b``: torch hands the mode
 ``Tensor.add`` by name, which is the wrapper, mapped back by :func:`original`)
 and everything else still reach the layer through the mode, as before.
-``tests/test_audit.py`` runs every audit test with and without the shortcuts.
+``tests/core/test_audit.py`` runs every audit test with and without the shortcuts.
 """
 
 from __future__ import annotations

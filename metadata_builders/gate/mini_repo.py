@@ -14,7 +14,7 @@ and gate it as a pull request::
     metadata-builders gate --base main --head my-change     # --builder sglang, both routes
 
 A worktree of any commit imports the whole release with that commit's files,
-so the gate's sides differ exactly by the edit.  ``tests/test_gate_sglang.py``
+so the gate's sides differ exactly by the edit.  ``tests/dsv4/test_gate_sglang.py``
 plants its regressions in such a repository.
 """
 

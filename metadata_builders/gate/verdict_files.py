@@ -5,7 +5,7 @@ suite and writes, next to its JUnit XML, a machine-readable verdict file::
 
     {"schema": "metadata-builders/verdicts@1", "release": "0.5.23", "family": "dsv4", "shard": "1/2",
      "seconds": 412.0, "counts": {"held": 40, "failed": 1, "known-finding": 0, "skipped": 2},
-     "rows": [{"id": "tests/test_gate_sglang.py::test_pr_red", "status": "failed", "finding": null,
+     "rows": [{"id": "tests/dsv4/test_gate_sglang.py::test_pr_red", "status": "failed", "finding": null,
                "message": "first line of the failure"}, ...]}
 
 A row's ``status`` is ``held`` (passed), ``failed`` (failed or errored: blocks), ``known-finding`` (failed

@@ -3,7 +3,7 @@
 Each file is a replay file (schema ``metadata-builders/verify-batch@1``) with a
 one-line ``why`` and, under ``meta.expect``, what the harness must observe on the
 matching variants: the device-model faults and whether ``output_size`` was used.
-``tests/test_regressions.py`` checks every expectation; ``metadata-builders
+``tests/dsv4/test_regressions.py`` checks every expectation; ``metadata-builders
 replay FILE`` prints the same faults.
 """
 

@@ -279,7 +279,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def synopsis(width: int = 112) -> str:
-    """The README's CLI synopsis, made from the parsers themselves (``tests/test_docs.py`` holds the README to it):
+    """The README's CLI synopsis, made from the parsers themselves (``tests/core/test_docs.py`` holds the README to it):
     one entry per subcommand, each option as ``[--flag METAVAR]``, wrapped under the subcommand's name."""
     parser = build_parser()
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))  # noqa: SLF001 - argparse's own

@@ -8,7 +8,7 @@ an in-place update of the caller's ``seq_lens``, a ``.to("cpu")``, a mirror chec
 sum, a reused scratch buffer, an int64 field, host staging on ``mirror=device``.
 Each failure is replayed on a fresh builder first; one that needs the batches
 built before it carries them (``meta.history``).  ``meta`` names the mutant and
-the property that killed it; ``tests/test_soundness.py`` replays each file
+the property that killed it; ``tests/dsv4/test_soundness.py`` replays each file
 against the mutant (red, that property) and the bundled builder (green).
 """
 

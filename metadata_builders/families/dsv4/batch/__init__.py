@@ -19,7 +19,7 @@ module          what it holds
 ``checks``      the value checks the others share (ints, lists of ints, known keys)
 ==============  ==============================================================================
 
-The package knows nothing of the builders (``tests/test_layout.py`` checks it).
+The package knows nothing of the builders (``tests/core/test_layout.py`` checks it).
 """
 
 from __future__ import annotations

@@ -76,7 +76,7 @@ WATCHED: tuple[str, ...] = (
     *DSA_WATCHED,
 )
 """Paths of SGLang's repository (files, or folders with everything under them) whose change triggers the gate: the
-one list ``ci/premerge.sh`` and ``ci/workflows/metadata-builders-gate.yml`` repeat (tests/test_gate_watched.py)."""
+one list ``ci/premerge.sh`` and ``ci/workflows/metadata-builders-gate.yml`` repeat (tests/dsv4/test_gate_watched.py)."""
 
 
 def is_watched(path: str, family: str | None = None) -> bool:

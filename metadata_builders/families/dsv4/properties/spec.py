@@ -19,7 +19,8 @@ from metadata_builders.families.dsv4.properties.mirror import check_p2_mirror
 from metadata_builders.families.dsv4.properties.state import check_p8_inputs_untouched, check_p9_no_hidden_state
 from metadata_builders.families.dsv4.properties.syncs import check_p7_capture_safety
 from metadata_builders.families.dsv4.variants import BUILT_MODES
-from metadata_builders.properties.spec import PropertyResult, PropertySpec, Status, raised_failure, run_all, verdict  # noqa: F401
+from metadata_builders.properties import spec as _core
+from metadata_builders.properties.spec import PropertyResult, PropertySpec, Status, raised_failure, verdict  # noqa: F401
 
 
 def _always(batch: VerifyBatch) -> str | None:
@@ -247,3 +248,6 @@ def _under_test(spec: PropertySpec) -> Any:
     return under_test()
 
 
+def run_all(builder: Any, batch: VerifyBatch, props: Iterable[PropertySpec] = PROPERTIES) -> dict[str, PropertyResult]:
+    """Run each property (every DSV4 property by default) on one batch: name -> :class:`PropertyResult`."""
+    return _core.run_all(builder, batch, props)

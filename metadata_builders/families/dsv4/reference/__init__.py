@@ -1,6 +1,6 @@
 """The specification in code: the whole target-verify metadata in pure Python, by group.
 
-This package never imports torch (``tests/test_reference_no_torch.py`` runs it
+This package never imports torch (``tests/dsv4/test_reference_no_torch.py`` runs it
 where importing torch fails).  Where DESIGN.md is silent it follows upstream
 ``deepseek_v4_backend_hip_radix.py`` and says so in the docstring.
 

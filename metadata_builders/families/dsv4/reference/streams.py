@@ -2,7 +2,7 @@
 
 Fields of group ``streams`` (:data:`metadata_builders.families.dsv4.metadata.STREAM_FIELD_NAMES`),
 judged where ``swa_window == unified_swa_window``; checked against upstream's
-Triton ``build_decode_streams`` in ``tests/test_decode_streams.py``.
+Triton ``build_decode_streams`` in ``tests/dsv4/test_decode_streams.py``.
 
 Target verify runs the unified-KV *decode* kernel: each verify token is its own
 query, so ``_attach_unified_kv_decode_streams`` (called from

@@ -252,7 +252,7 @@ def _modelled_faults(reference: Any, batch: VerifyBatch, variant: Variant) -> li
 
     The model also counts a literal gather's out-of-bounds reads (``oob_read``,
     F2c), which no correct builder performs: left out, as
-    ``tests/test_reference.py::test_hip_equals_reference_on_every_variant`` does.
+    ``tests/dsv4/test_reference.py::test_hip_equals_reference_on_every_variant`` does.
     """
     return [(f.kind, f.count) for f in reference.build(batch, variant).audit.faults if f.kind != "oob_read"]
 

@@ -13,7 +13,7 @@ from metadata_builders.cli import main as cli_main
 from metadata_builders.families.dsv4.properties import run_all
 from metadata_builders.families.dsv4.reference import ReferenceBuilder
 
-HERE = os.path.join(os.path.dirname(__file__), "regressions")
+HERE = os.path.join(os.path.dirname(os.path.dirname(__file__)), "regressions")
 FILES = sorted(glob.glob(os.path.join(HERE, "*.json")))
 
 

@@ -19,7 +19,7 @@ import pytest
 from metadata_builders.cli import main
 from metadata_builders.families.dsv4.gate.watched import WATCHED, Change, SideTrace, change_of, is_watched, not_run
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 FAST = ["--properties", "P4", "--examples", "6", "--workers", "0", "--no-pictures"]
 RUNNER = "python/sglang/srt/model_executor/runner/decode_cuda_graph_runner.py"
 RAGGED = "python/sglang/srt/speculative/ragged_verify.py"

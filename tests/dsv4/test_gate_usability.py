@@ -302,7 +302,7 @@ def test_f11_is_known_only_where_the_installed_release_keeps_c4_state_in_the_swa
     import metadata_builders.families.dsv4.runs.findings as findings
     from metadata_builders.families.dsv4.batch import VerifyBatch
 
-    d = json.loads((pathlib.Path(__file__).parent / "regressions" / "sglang"
+    d = json.loads((pathlib.Path(__file__).parents[1] / "regressions" / "sglang"
                     / "f11_c4_state_in_swa_pool_before_0_5_20.json").read_text())
     batch = VerifyBatch.from_dict(d)
     def seen(field):
@@ -321,7 +321,7 @@ def test_f12_is_known_where_p8_builds_the_diverged_batch() -> None:
     from metadata_builders.families.dsv4.batch import VerifyBatch
     from metadata_builders.families.dsv4.runs.findings import Seen, known_finding
 
-    d = json.loads((pathlib.Path(__file__).parent / "regressions" / "sglang"
+    d = json.loads((pathlib.Path(__file__).parents[1] / "regressions" / "sglang"
                     / "f12_compression_asserts_on_stale_ragged_device_total.json").read_text())
     batch = VerifyBatch.from_dict(d)
     origin = Origin("AssertionError", "/x/deepseek_v4_backend_hip_radix.py", 589, "init_compression_metadata")

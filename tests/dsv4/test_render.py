@@ -43,8 +43,8 @@ np = pytest.importorskip("numpy")
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 RED = (0xD6 / 255, 0x27 / 255, 0x28 / 255)
-REGRESSIONS = sorted(glob.glob(os.path.join(os.path.dirname(__file__), "regressions", "*.json")))
-AMD_FAULT = os.path.join(os.path.dirname(__file__), "regressions", "eagle_host_mirror_run_ahead.json")
+REGRESSIONS = sorted(glob.glob(os.path.join(os.path.dirname(os.path.dirname(__file__)), "regressions", "*.json")))
+AMD_FAULT = os.path.join(os.path.dirname(os.path.dirname(__file__)), "regressions", "eagle_host_mirror_run_ahead.json")
 """The README's picture: EAGLE, host mirror, device lengths one token ahead."""
 
 UNIFORM_EAGLE = make_batch([5, 3, 7], [2, 1, 3], 2, graph=GraphTier(4, 8))
@@ -245,7 +245,8 @@ def test_big_batches_are_capped_per_row_and_in_rows() -> None:
 
 def test_the_fault_models_out_of_bounds_read_is_not_expected_of_the_builder() -> None:
     """The fault model's oob_read (a literal gather past the table, F2c) is no fault a correct builder must show."""
-    f2c = os.path.join(os.path.dirname(__file__), "regressions", "sglang", "f2c_capped_absorb_past_table_width.json")
+    f2c = os.path.join(os.path.dirname(os.path.dirname(__file__)), "regressions", "sglang",
+                       "f2c_capped_absorb_past_table_width.json")
     batch = _load(f2c)
     batch = batch.replace(divergence=Divergence(list(batch.extend_lens)))
     reference = ReferenceBuilder("absorb_then_clamp")  # an absorbing convention: the last real row reads past the table
@@ -459,7 +460,7 @@ def test_a_kv_store_failure_is_what_the_picture_says() -> None:
     from metadata_builders import VerifyBatch
     from metadata_builders.families.dsv4.mutants import mutant_builder
 
-    path = Path(__file__).parent / "regressions" / "sglang" / "f16_absorbed_slack_overwrites_live_swa_ring_row.json"
+    path = Path(__file__).parents[1] / "regressions" / "sglang" / "f16_absorbed_slack_overwrites_live_swa_ring_row.json"
     batch = VerifyBatch.from_dict(json.loads(path.read_text()))
     a = analyse(batch, builder=mutant_builder("last_row_absorbs_the_slack"))
     assert a.disagreements == () and not a.is_clean

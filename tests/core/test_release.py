@@ -7,7 +7,7 @@ import re
 
 import metadata_builders
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 WORKFLOWS = sorted((ROOT / "ci" / "workflows").glob("*.yml"))
 
 

@@ -4,7 +4,7 @@ The SGLang builder hands P10 the kernel instead of its model
 (:mod:`metadata_builders.families.dsv4.sglang.consumers`): where the kernel stores each
 token is read back from an id-valued pool.  On the released code the kernel stores
 where the model says; a bug planted in a copy of the kernel is red on P10 while
-every metadata field is equal (tests/test_gate_sglang.py plants the same bug
+every metadata field is equal (tests/dsv4/test_gate_sglang.py plants the same bug
 through the gate).
 """
 
@@ -139,7 +139,7 @@ def test_absorbed_slack_overwrites_a_live_compressor_state_f20(sglang) -> None:
     from metadata_builders import VerifyBatch
     from metadata_builders.families.dsv4.runs.findings import known_finding
 
-    d = json.loads((Path(__file__).parent / "regressions" / "sglang" /
+    d = json.loads((Path(__file__).parents[1] / "regressions" / "sglang" /
                     "f20_absorbed_slack_overwrites_live_c4_state.json").read_text())
     batch = VerifyBatch.from_dict({k: v for k, v in d.items() if k not in ("why", "meta")})
     if sglang.inner.upstream.release not in d["meta"]["fails_on"]:

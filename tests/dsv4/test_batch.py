@@ -335,7 +335,7 @@ def test_absorbed_slack_past_the_table_width_is_valid_input() -> None:
 
     No pad rows, no cap: row 2 (seq_len 7, 2 verify tokens) absorbs 10 - 6 = 4 more, ending at
     position 12 of a 12-wide row.  The batch is valid; the reference reports the literal gather's
-    out-of-bounds read (tests/test_reference.py).
+    out-of-bounds read (tests/dsv4/test_reference.py).
     """
     batch = VerifyBatch.from_dict(_ragged_dict(graph={"padded_bs": 3, "graph_num_tokens": 10, "cap": None}))
     assert batch.graph == GraphTier(3, 10, None)

@@ -45,7 +45,7 @@ from strategies import geometries, verify_batches
 
 pytestmark = pytest.mark.sglang
 
-REGRESSIONS = Path(__file__).parent / "regressions" / "sglang"
+REGRESSIONS = Path(__file__).parents[1] / "regressions" / "sglang"
 
 
 @pytest.fixture(scope="module")

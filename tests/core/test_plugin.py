@@ -51,7 +51,7 @@ def test_an_unknown_builder_is_one_usage_line_before_any_test_runs(pytester: pyt
 
 # -- the plugin in someone else's project ------------------------------------------------------------------
 
-EXAMPLE = __import__("pathlib").Path(__file__).resolve().parents[1] / "docs" / "examples" / "test_my_builder.py"
+EXAMPLE = __import__("pathlib").Path(__file__).resolve().parents[2] / "docs" / "examples" / "test_my_builder.py"
 
 
 def _example_project(pytester: pytest.Pytester) -> None:

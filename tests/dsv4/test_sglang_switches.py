@@ -29,7 +29,7 @@ _switches = pytest.importorskip("metadata_builders.families.dsv4.sglang.switches
 GROUPED_ASM, SWITCHES, not_judged = _switches.GROUPED_ASM, _switches.SWITCHES, _switches.not_judged
 report_lines, variants = _switches.report_lines, _switches.variants
 
-REGRESSIONS = Path(__file__).parent / "regressions" / "sglang"
+REGRESSIONS = Path(__file__).parents[1] / "regressions" / "sglang"
 GASM = "metadata_builders.families.dsv4.sglang:gasm_route"
 P1 = next(p for p in PROPERTIES if p.name == "P1")
 

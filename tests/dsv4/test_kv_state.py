@@ -282,7 +282,7 @@ def test_compressed_pools_it_cannot_address_are_counted_not_judged_and_the_rest_
 
 def test_p10_says_whether_it_judged_a_store_kernel_of_the_builders_or_the_harness_model() -> None:
     """A held P10 names what it judged the fp8 store by: ``hip`` brings no store kernel, so the model (the SGLang
-    builder's kernel is counted in tests/test_sglang_consumers.py); no collector open, nothing counted."""
+    builder's kernel is counted in tests/dsv4/test_sglang_consumers.py); no collector open, nothing counted."""
     from types import SimpleNamespace
 
     from metadata_builders.families.dsv4.properties import collecting_tallies

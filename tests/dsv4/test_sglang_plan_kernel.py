@@ -20,7 +20,7 @@ import torch
 from metadata_builders.audit import DeviceAudit, is_device_resident
 from metadata_builders.families.dsv4.metadata import canonical_plan
 
-_ADAPTER = Path(__file__).parents[1] / "metadata_builders" / "families" / "dsv4" / "sglang"
+_ADAPTER = Path(__file__).parents[2] / "metadata_builders" / "families" / "dsv4" / "sglang"
 
 
 def _load(file: str):

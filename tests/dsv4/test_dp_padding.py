@@ -24,7 +24,7 @@ from strategies import verify_batches
 PADDED = make_batch([5, 3, 7], [2, 1, 3], 3).replace(dp_pad_rows=2)
 """Three uniform EAGLE requests of 3 tokens, and the two pad rows a DP rank appended to match another's five."""
 
-REPLAY = pathlib.Path(__file__).parent / "regressions" / "mutants" / "eager" / "eager_plan_before_dp_pad.json"
+REPLAY = pathlib.Path(__file__).parents[1] / "regressions" / "mutants" / "eager" / "eager_plan_before_dp_pad.json"
 
 
 def test_dp_pad_rows_round_trip_and_are_written_only_when_set() -> None:

@@ -1,7 +1,7 @@
 """P5 as a graph runner runs it: the runner's tiers, its one set of buffers, and the checks that judge its replays.
 
-The mutants ``ragged_tiers_keyed_by_bs`` and ``replay_keyed_by_live_requests`` (tests/test_mutants.py) and the
-upstream plant ``RUNNER_KEY_PLANT`` (tests/test_sglang_graph.py) show the runner half red on a planted bug; here
+The mutants ``ragged_tiers_keyed_by_bs`` and ``replay_keyed_by_live_requests`` (tests/dsv4/test_mutants.py) and the
+upstream plant ``RUNNER_KEY_PLANT`` (tests/dsv4/test_sglang_graph.py) show the runner half red on a planted bug; here
 the arithmetic, the capture geometry, and each check's own failure.
 """
 
@@ -125,7 +125,8 @@ def test_the_capture_geometry_of_sglang_34384_replays_exactly_f19() -> None:
     from metadata_builders import VerifyBatch
     from metadata_builders.families.dsv4.tier import capture_verify_lens, ragged_capture_slots
 
-    path = pathlib.Path(__file__).parent / "regressions" / "sglang" / "f19_capture_geometry_34384_replays_exactly.json"
+    path = (pathlib.Path(__file__).parents[1] / "regressions" / "sglang"
+            / "f19_capture_geometry_34384_replays_exactly.json")
     batch = VerifyBatch.from_dict(json.loads(path.read_text()))
     spec, sequence = runner_sequence(batch)
     assert spec == RunnerSpec(tuple(range(1, 9)), 6, True) and sequence[0].graph == GraphTier(8, 42, 6)

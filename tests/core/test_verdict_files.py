@@ -129,7 +129,7 @@ def test_shards_partition_the_selection_deterministically(pytester: pytest.Pytes
     ids = [f"tests/test_x.py::test_{i}" for i in range(200)]
     shards = [[i for i in ids if shard_of(i, 3) == k] for k in (1, 2, 3)]
     assert sorted(i for shard in shards for i in shard) == sorted(ids) and all(shards)
-    node = "tests/test_gate_sglang.py::test_pr_red"
+    node = "tests/dsv4/test_gate_sglang.py::test_pr_red"
     assert shard_of(node, 4) == shard_of(node, 4)
     pytester.makepyfile(test_many="\n".join(f"def test_{i}(): pass" for i in range(12)))
     seen = []

@@ -274,7 +274,7 @@ def test_a_graph_replay_regression_in_upstream_fails_through_the_recorder(sglang
 
 def test_the_runner_captures_on_upstreams_own_capture_layout(sglang) -> None:
     """The adapter brings upstream's ``build_capture_verify_lens``: a change to it is what the captures run on
-    (tests/test_gate_sglang.py plants one); on the released code it is the harness's model on every runner tier."""
+    (tests/dsv4/test_gate_sglang.py plants one); on the released code it is the harness's model on every runner tier."""
     from metadata_builders.families.dsv4.tier import capture_verify_lens, runner_tiers
 
     assert sglang.capabilities.capture_layout

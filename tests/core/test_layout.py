@@ -17,7 +17,7 @@ import pytest
 import metadata_builders.errors as errors
 import metadata_builders.families.dsv4.errors as dsv4_errors
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 PACKAGES = ("metadata_builders", "strategies")
 MAX_FUNCTION_LINES = 80
 MAX_MODULE_LINES = 500

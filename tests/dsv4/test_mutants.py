@@ -508,7 +508,7 @@ def test_the_random_baseline_never_kills_hip() -> None:
 
 # -- the house: where the tools live and who imports whom ------------------------------------------------
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
 def _imported(path: pathlib.Path) -> set[str]:
@@ -525,7 +525,7 @@ def _imported(path: pathlib.Path) -> set[str]:
 def test_the_tools_import_each_other_one_way_only() -> None:
     """power imports the mutants package; no module of the mutants package imports power or bench.
 
-    (No import cycle at all among the harness's modules: tests/test_layout.py.)
+    (No import cycle at all among the harness's modules: tests/core/test_layout.py.)
     """
     tools = ROOT / "metadata_builders" / "tools"
     assert "metadata_builders.families.dsv4.mutants" in set().union(*map(_imported, (tools / "power").glob("*.py")))
@@ -634,7 +634,7 @@ def test_each_mtp_step_mutant_has_a_replay_file_that_reproduces(tmp_path, capsys
     assert main(["replay", str(path), "--builder", "hip"]) == 0
 
 
-ISSUE_41_FILES = sorted(pathlib.Path(__file__).parent.joinpath("regressions", "mutants").glob("*.json"))
+ISSUE_41_FILES = sorted(pathlib.Path(__file__).parents[1].joinpath("regressions", "mutants").glob("*.json"))
 """The ``ci`` profile's counterexample of each mutant of the in-graph block's fields (``check --builder
 metadata_builders.families.dsv4.mutants:NAME --profile ci``'s replay file): a pad's paged SWA target marked -1, the
 low-ratio

@@ -24,7 +24,7 @@ from metadata_builders.families.dsv4.mutants import MUTANTS, MutantSpec
 from metadata_builders.families.dsv4.properties import PROPERTIES, run_all
 from strategies import verify_batches
 
-HERE = os.path.join(os.path.dirname(__file__), "regressions", "soundness")
+HERE = os.path.join(os.path.dirname(os.path.dirname(__file__)), "regressions", "soundness")
 BUG_FILES = sorted(glob.glob(os.path.join(HERE, "*.json")))
 HIP = get_builder("hip")
 

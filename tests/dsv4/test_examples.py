@@ -10,7 +10,7 @@ import pytest
 
 from metadata_builders.cli import main
 
-EXAMPLES = Path(__file__).resolve().parents[1] / "docs" / "examples"
+EXAMPLES = Path(__file__).resolve().parents[2] / "docs" / "examples"
 
 
 @pytest.fixture()
