@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from metadata_builders.families.dsv4.batch import SCHEMA, Compression, Divergence, Geometry, GraphTier, VerifyBatch
     from metadata_builders.families.dsv4.builders import AuditedBuilder, Builder, GraphPhases, get_builder
     from metadata_builders.families.dsv4.errors import StaleMirror
+    from metadata_builders.families.dsv4.hip import HipBuilder, Layout
     from metadata_builders.families.dsv4.inputs import VerifyInputs
     from metadata_builders.families.dsv4.metadata import (
         FIELD_NAMES,
@@ -65,9 +66,11 @@ __all__ = [
     "Geometry",
     "GraphPhases",
     "GraphTier",
+    "HipBuilder",
     "InputChange",
     "InvalidBatch",
     "InvalidVariant",
+    "Layout",
     "MetadataBuildersError",
     "Mismatch",
     "PropertyFailure",
@@ -126,9 +129,11 @@ _PUBLIC: dict[str, str] = {
     "get_builder": "metadata_builders.families.dsv4.builders",
     "GraphPhases": "metadata_builders.families.dsv4.builders",
     "GraphTier": "metadata_builders.families.dsv4.batch",
+    "HipBuilder": "metadata_builders.families.dsv4.hip",
     "InputChange": "metadata_builders.families.dsv4.metadata",
     "InvalidBatch": "metadata_builders.errors",
     "InvalidVariant": "metadata_builders.errors",
+    "Layout": "metadata_builders.families.dsv4.hip",
     "MetadataBuildersError": "metadata_builders.errors",
     "Mismatch": "metadata_builders.families.dsv4.metadata",
     "PropertyFailure": "metadata_builders.errors",

@@ -20,10 +20,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from metadata_builders.families.dsa.batch import MODES
-from metadata_builders.families.dsa.check import not_applicable
-from metadata_builders.families.dsa.properties import PROPERTIES
-from metadata_builders.families.dsa.strategies import dsa_batches
+from metadata_builders.families.dsa import MODES, PROPERTIES, dsa_batches, not_applicable
 
 
 @pytest.mark.parametrize("mode", MODES)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import torch
 
-from metadata_builders.families.dsv4.hip import HipBuilder, Layout
+from metadata_builders import HipBuilder, Layout
 from metadata_builders import VerifyInputs
 
 

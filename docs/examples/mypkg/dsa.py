@@ -17,8 +17,7 @@ from typing import Any
 
 import torch
 
-from metadata_builders.families.dsa.builder import DSABuilder
-from metadata_builders.families.dsa.inputs import DSAInputs
+from metadata_builders.families.dsa import DSABuilder, DSAInputs
 
 
 def real_page_table(page_table_1: torch.Tensor, page_size: int) -> torch.Tensor:
