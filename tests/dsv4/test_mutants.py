@@ -32,8 +32,8 @@ from metadata_builders import (
     get_builder,
     variants_for,
 )
-from metadata_builders.cli import SUBCOMMANDS, build_parser
 from metadata_builders.cli import main as cli_main
+from metadata_builders.families.dsv4.__main__ import SUBCOMMANDS, build_parser
 from metadata_builders.families.dsv4.builders import AuditedBuilder
 from metadata_builders.families.dsv4.hip import pipeline as hip_module
 from metadata_builders.families.dsv4.mutants import (

@@ -21,10 +21,10 @@ from metadata_builders import (
     VerifyBatch,
     VerifyMetadata,
     get_builder,
-    render,
     variants_for,
 )
 from metadata_builders.errors import PlotExtraMissing
+from metadata_builders.families.dsv4 import render
 from metadata_builders.families.dsv4.metadata import first_difference
 from metadata_builders.families.dsv4.render import (
     MAX_ROWS,
