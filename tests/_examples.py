@@ -91,3 +91,8 @@ EXAMPLES: dict[str, VerifyBatch] = {
     ),
 }
 """Every named example, by name (the ``ids`` of parametrised tests)."""
+
+RAGGED = "ragged_tier_slack_spread_over_pad_rows"
+"""seq_lens [5, 3, 7], slots [2, 1, 3], verify [3, 1, 2], draft 3, tier 5 rows / 11 tokens."""
+UNIFORM = "uniform_eagle_batch_of_three"
+"""seq_lens [5, 3, 7], slots [2, 1, 3], draft 2, tier 4 rows / 8 tokens."""

@@ -1,7 +1,8 @@
 """The fixtures tests of several files share (one definition each; a test module imports no other test module).
 
-``sglang`` and ``upstream`` are the installed SGLang's audited builder and what the adapter found in the release;
-tests that take them are marked ``sglang`` (skipped, saying why, where SGLang cannot be imported).
+``sglang`` and ``upstream`` are the installed SGLang's audited builder and what the adapter found in the release,
+``sglang_torch_kernels`` the adapter on upstream's torch reference kernels; tests that take them are marked ``sglang``
+(skipped, saying why, where SGLang cannot be imported).
 """
 
 from __future__ import annotations
@@ -21,3 +22,12 @@ def sglang():
 def upstream(sglang):
     """What the adapter found in the installed release (its version, capabilities, module)."""
     return sglang.inner.upstream
+
+
+@pytest.fixture(scope="module")
+def sglang_torch_kernels(sglang):
+    """The adapter keeping upstream's CPU dispatch (its torch reference kernels)."""
+    from metadata_builders.families.dsv4.builders import AuditedBuilder
+    from metadata_builders.families.dsv4.sglang import SGLangBuilder
+
+    return AuditedBuilder(SGLangBuilder("cpu", kernels="torch"), "cpu", "sglang-torch")

@@ -234,6 +234,49 @@ def test_no_module_is_over_500_lines() -> None:
     assert not long, long
 
 
+TESTS = ROOT / "tests"
+
+
+def _test_files() -> list[pathlib.Path]:
+    """Every test module (``test_*.py``), test helper module (``_*.py``) and ``conftest.py`` under ``tests/``."""
+    return sorted(p for p in TESTS.rglob("*.py") if p.name.startswith(("test_", "_")) or p.name == "conftest.py")
+
+
+def test_no_test_module_is_over_500_lines() -> None:
+    """The tests read in one sitting too: no test module, helper module or conftest.py passes 500 lines."""
+    lengths = {str(path.relative_to(ROOT)): len(path.read_text().splitlines()) for path in _test_files()}
+    long = {name: n for name, n in lengths.items() if n > MAX_MODULE_LINES}
+    assert not long, long
+
+
+def _test_modules_imported(source: str) -> list[str]:
+    """The test modules (a dotted part ``test_*``) that ``source`` imports: ``import test_x``, ``from test_x import
+    ...``, ``from tests.dsv4.test_x import ...``, ``from tests.dsv4 import test_x``, ``from . import test_x``."""
+    names = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            names += [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            names += [f"{node.module or ''}.{alias.name}".lstrip(".") for alias in node.names]
+    return sorted(name for name in names if any(part.startswith("test_") for part in name.split(".")))
+
+
+@pytest.mark.parametrize("source", ["import test_batch", "from test_batch import RAGGED",
+                                    "from tests.dsv4.test_batch import RAGGED", "from tests.dsv4 import test_batch",
+                                    "from . import test_batch"])
+def test_an_import_of_a_test_module_is_seen(source: str) -> None:
+    assert _test_modules_imported(source) != []
+
+
+def test_no_test_module_imports_another() -> None:
+    """A helper two test modules share lives in a helper module (``tests/_*.py``) or, a fixture, in conftest.py;
+    no module under ``tests/`` imports a test module (the soundness test's ``tests.regressions.soundness.generate``
+    is a generator script, not a test module)."""
+    bad = {str(path.relative_to(ROOT)): found for path in _test_files()
+           if (found := _test_modules_imported(path.read_text()))}
+    assert not bad, bad
+
+
 ERRORS = [cls for module in (errors, dsv4_errors) for _, cls in inspect.getmembers(module, inspect.isclass)
           if issubclass(cls, errors.MetadataBuildersError) and cls.__module__ == module.__name__]
 

@@ -1,7 +1,7 @@
 """Mode ``draft_extend`` end to end: the variants, the bundled ``hip`` builder against the reference, the properties
 that judge it (P1, P5, P7, P8, P9) and why the others do not, the strategies and the per-mode table.
 
-Upstream's own ``init_forward_metadata_draft_extend`` against the reference: ``tests/dsv4/test_sglang_adapter.py``."""
+Upstream's own ``init_forward_metadata_draft_extend`` against the reference: ``tests/dsv4/test_sglang_findings.py``."""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@
 Builders stand in for SGLang here (``--base-builder``/``--head-builder``, and a
 miniature git repository whose ``python/`` tree holds a builder module), so the
 verdict logic and the git mechanics are tested without SGLang installed;
-tests/dsv4/test_sglang_adapter.py runs the gate on a real SGLang release.
+tests/dsv4/test_gate_sglang.py runs the gate on a real SGLang release.
 """
 
 from __future__ import annotations

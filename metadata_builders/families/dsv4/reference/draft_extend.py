@@ -26,7 +26,7 @@ Worked example -- slots 1 and 2 with prefixes 7 and 3, ``n = 3``, a 4-row graph 
     pf_final_pos       = [9, 9, 9, 5, 5, 5, 0, 0, 0, 0, 0, 0]
     page_table[t]      = [req_to_token[slot][0] // page_size]        # one column: max_seq_len = page_size
 
-(upstream 0.5.23 gives exactly these: ``tests/dsv4/test_sglang_adapter.py``).
+(upstream 0.5.23 gives exactly these: ``tests/dsv4/test_sglang_findings.py``).
 """
 
 from __future__ import annotations
