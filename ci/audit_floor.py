@@ -36,9 +36,9 @@ def main() -> int:
 
     from metadata_builders.audit import DeviceAudit
     from metadata_builders.audit import function_level as fl
-    from metadata_builders.builders import get_builder
+    from metadata_builders.families.dsv4.builders import get_builder
     from metadata_builders.families.dsv4.variants import variants_for
-    from metadata_builders.tools.bench import _audit_session, _bare, bench_batches
+    from metadata_builders.families.dsv4.tools.bench import _audit_session, _bare, bench_batches
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=150)
