@@ -252,7 +252,7 @@ class PropertyFailure(MetadataBuildersError, AssertionError):
 
     Carries the property (``"P1"`` .. ``"P9"``), the variant label, the field,
     the first differing index and the two values, never a whole tensor; and its
-    identity as data: ``check`` (a :data:`~metadata_builders.checks.CheckId`, such
+    identity as data: ``check`` (a :data:`~metadata_builders.properties.checks.CheckId`, such
     as ``"p5.replay_vs_fresh"``; ``"raised"`` when the builder raised) and, for a
     raised failure, its :class:`Origin`.  Findings, the gate and tests match on
     those, never on the message's wording.

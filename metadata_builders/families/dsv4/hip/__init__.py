@@ -14,7 +14,7 @@ module             what it holds
 ``streams``        the decode index streams
 =================  ==============================================================================
 
-The mutant catalogue edits these modules' functions by name (``metadata_builders/tools/mutants``):
+The mutant catalogue edits these modules' functions by name (``metadata_builders/families/dsv4/mutants``):
 a stage is called through its module's globals, so a mutated copy put in its place is what runs.
 """
 
