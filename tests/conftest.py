@@ -31,3 +31,18 @@ def sglang_torch_kernels(sglang):
     from metadata_builders.families.dsv4.sglang import SGLangBuilder
 
     return AuditedBuilder(SGLangBuilder("cpu", kernels="torch"), "cpu", "sglang-torch")
+
+
+@pytest.fixture()
+def no_mypkg():
+    """No ``mypkg`` imported before or after the test: the documented examples' package (docs/examples/mypkg) and a
+    test's own ``mypkg`` in a temporary folder share the name, and whichever a worker imported first would be found."""
+    import sys
+
+    def forget() -> None:
+        for name in [m for m in sys.modules if m == "mypkg" or m.startswith("mypkg.")]:
+            del sys.modules[name]
+
+    forget()
+    yield
+    forget()

@@ -77,7 +77,7 @@ def test_cli_names_a_factory_that_cannot_make_a_builder_in_one_line(capsys) -> N
     assert "has no build" in capsys.readouterr().err
 
 
-def test_the_documented_dsa_builder_holds_and_its_off_by_one_is_red(monkeypatch, capsys) -> None:
+def test_the_documented_dsa_builder_holds_and_its_off_by_one_is_red(monkeypatch, capsys, no_mypkg) -> None:
     """docs/examples/mypkg/dsa.py, as docs/BUILDERS.md runs it: green, draft decode named as not run; the planted
     off-by-one red on P1 at ``real_page_table``."""
     from pathlib import Path

@@ -6,7 +6,6 @@ its methods do not back is refused in one line, and inference is left to builder
 
 from __future__ import annotations
 
-import sys
 import textwrap
 
 import pytest
@@ -29,7 +28,7 @@ MALFORMED = {
 
 
 @pytest.fixture()
-def mypkg(tmp_path, monkeypatch):
+def mypkg(tmp_path, monkeypatch, no_mypkg):
     """A package of the user's own in a folder outside the repository, the current directory (as ``check`` is run)."""
     package = tmp_path / "mypkg"
     package.mkdir()
@@ -42,8 +41,6 @@ def mypkg(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.syspath_prepend(str(tmp_path))
     yield "mypkg.badmodes"
-    for name in [m for m in sys.modules if m.startswith("mypkg")]:
-        del sys.modules[name]
 
 
 @pytest.mark.parametrize("name", MALFORMED)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-import sys
 from pathlib import Path
 
 import pytest
@@ -14,12 +13,10 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "docs" / "examples"
 
 
 @pytest.fixture()
-def in_examples(monkeypatch):
+def in_examples(monkeypatch, no_mypkg):
     """Run from docs/examples, as BUILDERS.md says (the package imports from the current directory)."""
     monkeypatch.chdir(EXAMPLES)
     yield
-    for name in [m for m in sys.modules if m == "mypkg" or m.startswith("mypkg.")]:
-        del sys.modules[name]
 
 
 def test_the_replaced_stage_builder_holds_and_its_planted_bug_is_red(in_examples, tmp_path, capsys) -> None:
