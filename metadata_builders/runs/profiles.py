@@ -13,7 +13,9 @@ when a profile that uses it is loaded (``dev``, ``nightly``); ``ci`` writes none
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Iterator
 
 from hypothesis import HealthCheck, settings
 from hypothesis.database import (
@@ -25,7 +27,7 @@ from hypothesis.database import (
 )
 
 __all__ = ["PROFILES", "PROFILE_EXAMPLES", "WORK_DIR", "example_database", "hypothesis_name", "load_profile",
-           "register_profiles", "work_dir"]
+           "register_profiles", "seed_alone", "work_dir"]
 
 PROFILE_EXAMPLES = {"dev": 30, "ci": 100, "nightly": 1500}
 """Examples per focused run of a property (P1 and P5 have three focuses, P7 two) in each profile."""
@@ -109,3 +111,68 @@ def load_profile(name: str) -> settings:
 
         raise UsageError("--profile", f"one of {sorted(PROFILE_EXAMPLES)}", name)
     return settings.get_profile(hypothesis_name(name))
+
+
+_HARNESS_PACKAGES = ("metadata_builders", "strategies")
+
+
+def _harness_constants() -> object:
+    """The literals of every module of the harness's own packages, read from their files once per process (imported
+    or not): the pool of local constants a seeded run draws from under :func:`seed_alone`."""
+    global _MINED
+    if _MINED is None:
+        import importlib.util
+        from pathlib import Path
+
+        from hypothesis.internal.constants_ast import Constants, _constants_from_source
+
+        pool = Constants()
+        for package in _HARNESS_PACKAGES:
+            spec = importlib.util.find_spec(package)
+            root = Path(spec.origin).parent if spec is not None and spec.origin else None
+            for path in sorted(root.rglob("*.py")) if root is not None else ():
+                try:
+                    pool |= _constants_from_source(path.read_bytes(), limit=True)
+                except Exception:  # noqa: BLE001 - as Hypothesis does: a file it cannot mine adds nothing
+                    continue
+        _MINED = pool
+    return _MINED
+
+
+_MINED = None
+
+
+@contextlib.contextmanager
+def seed_alone() -> Iterator[None]:
+    """While the block runs, a seeded Hypothesis run draws from its seed, its strategies and the harness's own source.
+
+    Hypothesis (6.131 on) draws about one choice in twenty from the literals of every *local* module in
+    ``sys.modules`` -- any module outside site-packages and the standard library: the harness when it is installed
+    editable, and an SGLang imported from a checkout's ``python/``, as a gate's side does.  So the same seed drew other
+    batches whenever the code under test changed a literal or another module had been imported first: a gate's base
+    and head, each importing its own tree, could be judged on different batches.  Here the local pool is fixed: the
+    literals of every module of the harness's own packages (:func:`_harness_constants`: the geometry numbers, page
+    sizes and bounds the strategies aim at, which help them reach the boundaries), whatever was imported; Hypothesis'
+    cache of constant pools is emptied on entry and on exit, so nothing of the block leaks into a user's later draws
+    or theirs into it.  With a Hypothesis that has no such mining, it does nothing;
+    ``tests/core/test_profiles.py`` fails if the installed one moved it.
+
+    Worked example: two runs of one seed, with a local module of 20 new integers imported between them, drew
+    different lists; inside ``seed_alone()`` they draw the same.
+    """
+    try:
+        from hypothesis.internal.conjecture import providers
+    except ImportError:  # a Hypothesis before the mining: draws depend on the seed alone already
+        yield
+        return
+    mined = getattr(providers, "_get_local_constants", None)
+    if mined is None:
+        yield
+        return
+    providers.CONSTANTS_CACHE.cache.clear()
+    providers._get_local_constants = _harness_constants
+    try:
+        yield
+    finally:
+        providers._get_local_constants = mined
+        providers.CONSTANTS_CACHE.cache.clear()

@@ -181,6 +181,7 @@ def _search(subject_factory: Callable[[], Any], mode: str, props: tuple[str, ...
     from hypothesis import given
 
     from metadata_builders.families.dsa.properties import check_all
+    from metadata_builders.runs.profiles import seed_alone
 
     last: list[DSABatch] = []
 
@@ -193,7 +194,8 @@ def _search(subject_factory: Callable[[], Any], mode: str, props: tuple[str, ...
             result.notes.setdefault(prop, set()).update(notes)
 
     try:
-        search()
+        with seed_alone():
+            search()
     except PropertyFailure as exc:
         return exc, last[0]
     return None

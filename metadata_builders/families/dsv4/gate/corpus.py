@@ -66,6 +66,7 @@ def build_corpus(props: Iterable[PropertySpec], examples: int | list[int]) -> li
     from hypothesis import HealthCheck, Phase, given, seed, settings
 
     from metadata_builders.families.dsv4.strategies import verify_batches
+    from metadata_builders.runs.profiles import seed_alone
 
     focuses = corpus_focuses(props)
     if isinstance(examples, int):
@@ -82,7 +83,8 @@ def build_corpus(props: Iterable[PropertySpec], examples: int | list[int]) -> li
                        phases=(Phase.generate,), suppress_health_check=list(HealthCheck))
         key = json.dumps(focus, sort_keys=True)
         seeded = seed(zlib.crc32(f"gate/{key}".encode()))(given(batch=verify_batches(**focus))(collect))
-        run(seeded)()
+        with seed_alone():
+            run(seeded)()
         corpus += drawn[:share]
     return corpus
 

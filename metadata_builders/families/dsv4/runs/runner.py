@@ -20,6 +20,7 @@ from metadata_builders.errors import PropertyFailure
 from metadata_builders.families.dsv4.batch import VerifyBatch
 from metadata_builders.families.dsv4.properties import PropertySpec, collecting_tallies, verdict
 from metadata_builders.families.dsv4.reference import ReferenceBuilder
+from metadata_builders.runs.profiles import seed_alone
 
 __all__ = ["DRAFT_WORKER", "ModeFailure", "PropertyRun", "build_of", "run_property"]
 
@@ -208,7 +209,8 @@ def _run_focus(
     else:
         test = settings_(test)
     try:
-        test()
+        with seed_alone():
+            test()
     except Exception as exc:  # noqa: BLE001 - Hypothesis re-raises the shrunk failure; we keep it as data
         if run.failure is None:
             run.failure = _as_failure(spec, exc)
