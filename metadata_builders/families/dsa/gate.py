@@ -5,8 +5,9 @@ section 5's differential gate in the small.  Each side is a detached ``git workt
 its ref (the checkout itself when ``--head`` is not given: :func:`checkout_side`); the
 family's ``check --builder sglang`` runs on it in a subprocess whose ``PYTHONPATH`` starts with that worktree's
 ``python/`` (then this harness), with the derandomized profile, so both sides draw the same batches and only
-their code differs (the draws read no literal of the side's SGLang tree: ``runs.profiles.seed_alone``).  Each side writes its verdicts as JSON (``check --json``), including where ``sglang`` was
-imported from: a side that did not import its own tree is a setup error, never a verdict.
+their code differs (the draws read no literal of the side's SGLang tree: ``runs.profiles.seed_alone``).  Each
+side writes its verdicts as JSON (``check --json``), including where ``sglang`` was imported from: a side that did
+not import its own tree is a setup error, never a verdict.
 
 Verdict, per (mode, property):
 
