@@ -14,6 +14,7 @@ when a profile that uses it is loaded (``dev``, ``nightly``); ``ci`` writes none
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 from collections.abc import Iterator
 
@@ -26,8 +27,8 @@ from hypothesis.database import (
     ReadOnlyDatabase,
 )
 
-__all__ = ["PROFILES", "PROFILE_EXAMPLES", "WORK_DIR", "example_database", "hypothesis_name", "load_profile",
-           "register_profiles", "seed_alone", "work_dir"]
+__all__ = ["PROFILES", "PROFILE_EXAMPLES", "WORK_DIR", "example_database", "harness_files", "hypothesis_name",
+           "load_profile", "register_profiles", "seed_alone", "work_dir"]
 
 PROFILE_EXAMPLES = {"dev": 30, "ci": 100, "nightly": 1500}
 """Examples per focused run of a property (P1 and P5 have three focuses, P7 two) in each profile."""
@@ -113,33 +114,34 @@ def load_profile(name: str) -> settings:
     return settings.get_profile(hypothesis_name(name))
 
 
-_HARNESS_PACKAGES = ("metadata_builders", "strategies")
+def harness_files() -> Iterator[tuple[str, str]]:
+    """(package root, file) for every Python file of the harness's own packages (``metadata_builders``,
+    ``strategies``), found on disk, not imported, in one fixed order: what the gate's cache key hashes and what
+    :func:`seed_alone` mines."""
+    import importlib.util
+
+    for package in ("metadata_builders", "strategies"):
+        root = os.path.dirname(importlib.util.find_spec(package).origin)
+        for folder, dirs, files in sorted(os.walk(root)):
+            dirs.sort()
+            for name in sorted(f for f in files if f.endswith(".py")):
+                yield root, os.path.join(folder, name)
 
 
+@functools.cache
 def _harness_constants() -> object:
     """The literals of every module of the harness's own packages, read from their files once per process (imported
     or not): the pool of local constants a seeded run draws from under :func:`seed_alone`."""
-    global _MINED
-    if _MINED is None:
-        import importlib.util
-        from pathlib import Path
+    from hypothesis.internal.constants_ast import Constants, _constants_from_source
 
-        from hypothesis.internal.constants_ast import Constants, _constants_from_source
-
-        pool = Constants()
-        for package in _HARNESS_PACKAGES:
-            spec = importlib.util.find_spec(package)
-            root = Path(spec.origin).parent if spec is not None and spec.origin else None
-            for path in sorted(root.rglob("*.py")) if root is not None else ():
-                try:
-                    pool |= _constants_from_source(path.read_bytes(), limit=True)
-                except Exception:  # noqa: BLE001 - as Hypothesis does: a file it cannot mine adds nothing
-                    continue
-        _MINED = pool
-    return _MINED
-
-
-_MINED = None
+    pool = Constants()
+    for _, path in harness_files():
+        try:
+            with open(path, "rb") as fh:
+                pool |= _constants_from_source(fh.read(), limit=True)
+        except Exception:  # noqa: BLE001 - as Hypothesis does: a file it cannot mine adds nothing
+            continue
+    return pool
 
 
 @contextlib.contextmanager

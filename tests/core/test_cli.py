@@ -285,7 +285,8 @@ def test_a_builder_package_in_the_working_directory_imports_as_python_m_would(tm
     path lacks the working directory), and the printed command carries ``PYTHONPATH=<that folder>``."""
     import sys
 
-    from metadata_builders.families.dsv4.builders.registry import check_builder_name, replay_env
+    from metadata_builders.builders.loading import replay_env
+    from metadata_builders.families.dsv4.builders.registry import check_builder_name
 
     package = tmp_path / "newcomer_pkg_cwd"
     package.mkdir()

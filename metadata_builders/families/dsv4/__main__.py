@@ -13,12 +13,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from typing import Any, Callable, Sequence
 
 from metadata_builders.devices import DEVICE_HELP, usable_device
-from metadata_builders.errors import MetadataBuildersError, ModeNotBuilt, UsageError
+from metadata_builders.errors import ModeNotBuilt, UsageError
 from metadata_builders.families import DEFAULT_FAMILY, FAMILIES, FAMILY_HELP
 from metadata_builders.families.dsv4 import gate, mutants
 from metadata_builders.families.dsv4.batch import Geometry, GraphTier, VerifyBatch

@@ -15,7 +15,6 @@ whose ``build(batch, variant)`` is what properties, the CLI and users call.
 
 from __future__ import annotations
 
-from metadata_builders.builders.loading import construct
 from metadata_builders.devices import resolve_device
 from metadata_builders.families.dsv4.builders.audited import AuditedBuilder, Captured, MemoBuilder, plain_fields
 from metadata_builders.families.dsv4.builders.capabilities import Capabilities, capabilities_of
@@ -28,11 +27,7 @@ from metadata_builders.families.dsv4.builders.registry import (
     check_builder_name,
     check_declarations,
     get_builder,
-    importable_anywhere,
-    importable_hint,
-    module_root,
     registration,
-    replay_env,
     routes_of,
 )
 
@@ -52,14 +47,9 @@ __all__ = [
     "capabilities_of",
     "check_builder_name",
     "check_declarations",
-    "construct",
     "get_builder",
-    "importable_anywhere",
-    "importable_hint",
-    "module_root",
     "plain_fields",
     "registration",
-    "replay_env",
     "resolve_device",
     "routes_of",
 ]

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import inspect
 import warnings
 from collections import deque
 from dataclasses import dataclass, replace

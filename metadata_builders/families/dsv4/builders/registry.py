@@ -10,31 +10,16 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-import os
-import subprocess
-import sys
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
-from metadata_builders.builders.loading import (
-    construct,
-    construct_named,
-    findable,
-    importable_anywhere,
-    importable_hint,
-    load_factory,
-    module_root,
-    replay_env,
-)
+from metadata_builders.builders.loading import construct, construct_named, findable, importable_hint, load_factory
 from metadata_builders.devices import usable_device
 from metadata_builders.errors import BuilderNotFound
 from metadata_builders.families.dsv4.builders.audited import AuditedBuilder
 from metadata_builders.families.dsv4.reference import ReferenceBuilder
 
 __all__ = ["REGISTERED", "REGISTRY", "Registration", "Route", "check_builder_name", "check_declarations",
-           "construct_named", "get_builder", "importable_anywhere", "importable_hint", "load_factory", "module_root",
-           "registration", "replay_env", "routes_of"]
+           "get_builder", "registration", "routes_of"]
 
 
 @dataclass(frozen=True, slots=True)

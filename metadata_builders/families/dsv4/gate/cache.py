@@ -42,20 +42,14 @@ def cache_dir(option: str | None) -> str:
 @cache
 def harness_version() -> str:
     """The harness's version plus a hash of its own source (``metadata_builders`` and ``strategies``)."""
-    import importlib.util
-
     import metadata_builders
+    from metadata_builders.runs.profiles import harness_files
 
     digest = hashlib.sha256()
-    for package in ("metadata_builders", "strategies"):  # found, not imported: the facade imports this family
-        root = os.path.dirname(importlib.util.find_spec(package).origin)
-        for folder, dirs, files in sorted(os.walk(root)):
-            dirs.sort()
-            for name in sorted(f for f in files if f.endswith(".py")):
-                path = os.path.join(folder, name)
-                digest.update(os.path.relpath(path, root).encode())
-                with open(path, "rb") as fh:
-                    digest.update(fh.read())
+    for root, path in harness_files():
+        digest.update(os.path.relpath(path, root).encode())
+        with open(path, "rb") as fh:
+            digest.update(fh.read())
     return f"{getattr(metadata_builders, '__version__', '0')}+{digest.hexdigest()[:16]}"
 
 

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import contextlib
 import contextvars
 import dataclasses
 import functools
-from collections import Counter
-from typing import Any, Callable, Iterable, Iterator, Literal
+from typing import Any, Callable, Iterable
 
 from metadata_builders.errors import CaptureSync, PropertyFailure
 from metadata_builders.families.dsv4.batch import VerifyBatch

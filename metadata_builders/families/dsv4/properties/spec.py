@@ -7,9 +7,8 @@ import contextvars
 import dataclasses
 import functools
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Iterator, Literal
+from typing import Any, Iterable, Iterator
 
-from metadata_builders.errors import Origin, PropertyFailure, StreamOutOfBounds
 from metadata_builders.families.dsv4.batch import DECODE_MODES, VerifyBatch
 from metadata_builders.families.dsv4.properties.equality import check_p1_reference, check_p3_sync_free, check_p4_gate
 from metadata_builders.families.dsv4.properties.faults import check_p6_fault_model
@@ -21,10 +20,6 @@ from metadata_builders.families.dsv4.properties.syncs import check_p7_capture_sa
 from metadata_builders.families.dsv4.variants import BUILT_MODES
 from metadata_builders.properties import spec as _core
 from metadata_builders.properties.spec import PropertyResult, PropertySpec, Status, raised_failure, verdict  # noqa: F401
-
-
-def _always(batch: VerifyBatch) -> str | None:
-    return None
 
 
 MODE_REASONS: dict[tuple[str, str], str] = {
